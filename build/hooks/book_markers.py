@@ -1,0 +1,88 @@
+"""Expand the book's marker lines into content, so chapters show tested files and recorded data.
+
+A marker is an HTML comment alone on a line (invisible if the hook is absent):
+
+    <!-- embed-script: scripts/network/all_reduce_bench.py -->
+        a download link plus a collapsible block with the file itself (pymdownx.snippets),
+        so the page always shows the code the tests run
+    <!-- data-table: data/network/pcie.yml -->
+        a spec table from a YAML data file, in the page's language (tools/tables.py)
+    <!-- results-table: results/network/all_reduce_bench-cpu-gloo-2proc.json -->
+        a table of measured results from a benchmark's --json output (tools/tables.py)
+
+Paths are relative to the repository root. A missing file or a bad table fails the build
+with the page named. The files under scripts/ are copied into the site for the download links.
+"""
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path, PurePosixPath
+
+from mkdocs.exceptions import PluginError
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tools.tables import TableError, render  # noqa: E402
+
+_MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table): (\S+) -->[ \t]*$", re.M)
+_LEXERS = {".py": "python", ".sh": "bash", ".sbatch": "bash", ".slurm": "bash", ".yml": "yaml"}
+_LABELS = {
+    "en": ("Download", "Full source of"),
+    "zh": ("下载", "完整源码："),
+}
+
+
+def page_language(page) -> str:
+    """The page's language from its source path (book/<lang>/...)."""
+    return PurePosixPath(page.file.src_uri).parts[0]
+
+
+def site_root_prefix(page) -> str:
+    """Relative URL from the page to the site root (``use_directory_urls`` layout)."""
+    depth = len([p for p in page.url.split("/") if p])
+    return "../" * depth
+
+
+def _embed_script(rel: str, page) -> str:
+    path = ROOT / rel
+    download, full_source = _LABELS[page_language(page)]
+    lexer = _LEXERS.get(path.suffix, "text")
+    href = site_root_prefix(page) + rel
+    # The PDF prints the whole file below; a relative download link would dangle there.
+    link = "" if os.environ.get("BOOK_PDF") else (
+        f'<p class="script-download"><a href="{href}" download>{download} <code>{rel}</code></a></p>\n\n'
+    )
+    return (
+        link
+        + f'??? example "{full_source} `{rel}`"\n'
+        f"    ```{lexer}\n"
+        f'    --8<-- "{rel}"\n'
+        f"    ```\n"
+    )
+
+
+def on_page_markdown(markdown, page, config, files):
+    def expand(match):
+        kind, rel = match.groups()
+        if not (ROOT / rel).is_file():
+            raise PluginError(f"{page.file.src_uri}: {kind} marker names a missing file: {rel}")
+        if kind == "embed-script":
+            return _embed_script(rel, page)
+        try:
+            return render(ROOT / rel, page_language(page))
+        except TableError as err:
+            raise PluginError(f"{page.file.src_uri}: {err}") from err
+
+    return _MARKER.sub(expand, markdown)
+
+
+def on_post_build(config):
+    """Copy scripts/ into the site so the download links resolve."""
+    target = Path(config.site_dir) / "scripts"
+    shutil.copytree(
+        ROOT / "scripts", target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )

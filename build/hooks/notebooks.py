@@ -1,0 +1,76 @@
+"""Keep notebooks rendered as pages under mkdocs-static-i18n, and keep them offline.
+
+Two fixes, both for things the plugins do on their own:
+
+* mkdocs-static-i18n re-creates every File in its ``on_files`` (priority -100), after
+  mkdocs-jupyter has wrapped the ``.ipynb`` files as documentation pages, so the notebooks
+  would be copied raw instead of rendered (mkdocs-static-i18n issue #198). Running after it,
+  we mark the notebook files as pages again.
+* mkdocs-jupyter slugs headings to ASCII, so Chinese headings get empty ids and the page's
+  table of contents points nowhere. We make it use the same Unicode slugs as the Markdown
+  pages (pymdownx.slugs, lower case), for the heading ids and for the table of contents.
+* mkdocs-jupyter's page template loads MathJax (our math is SVG made at build time, see
+  math_svg.py) and would import Mermaid from a CDN if a cell had a diagram. The book promises
+  that a page requests nothing from a third-party host, so those scripts are removed.
+"""
+
+import os
+import re
+
+import markdown
+import mkdocs_jupyter.convert
+import mkdocs_jupyter.plugin
+from markdown.extensions.toc import TocExtension
+from mkdocs.plugins import event_priority
+from pymdownx.slugs import slugify
+
+_slug = slugify(case="lower")
+
+
+def _heading_id(text: str) -> str:
+    return _slug(text, "-")
+
+
+def _markdown_toc(markdown_source, toc_depth):
+    md = markdown.Markdown(extensions=[TocExtension(toc_depth=toc_depth, slugify=_slug)])
+    md.convert(markdown_source)
+    return md.toc_tokens
+
+
+mkdocs_jupyter.convert.slugify = _heading_id
+mkdocs_jupyter.plugin._get_markdown_toc = _markdown_toc
+
+_NOTEBOOK_SCRIPTS = [
+    # <!-- Load mathjax --> ... <!-- End of mathjax configuration -->
+    re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S),
+    # the module script that imports mermaid from cdnjs when a diagram is present
+    re.compile(r'<script type="module">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*</script>', re.S),
+]
+
+
+_ANCHOR_LINK = re.compile(r'<a class="anchor-link" href="#[^"]*">¶</a>')
+
+
+@event_priority(-200)  # after mkdocs-static-i18n's on_files (-100)
+def on_files(files, config):
+    jupyter = config.plugins["mkdocs-jupyter"]
+    for file in files:
+        if jupyter.should_include(file):
+            file.is_documentation_page = lambda: True
+    return files
+
+
+def is_notebook(page) -> bool:
+    return page.file.src_uri.endswith(".ipynb")
+
+
+@event_priority(90)  # before mkdocs-to-pdf collects the page for the PDF
+def on_post_page(output, page, config):
+    if not is_notebook(page):
+        return output
+    for pattern in _NOTEBOOK_SCRIPTS:
+        output = pattern.sub("", output)
+    if os.environ.get("BOOK_PDF"):
+        # the PDF's contents page copies headings whole, permalink sign included
+        output = _ANCHOR_LINK.sub("", output)
+    return output

@@ -1,0 +1,654 @@
+#!/usr/bin/env python
+"""all_reduce_bench.py: measure all-reduce bandwidth (algbw, busbw) over a sweep of message sizes.
+
+What it measures
+----------------
+For each message size S (bytes) every rank all-reduces (SUM) a tensor of S bytes, ``--iters`` times
+back to back after ``--warmup`` untimed calls, and reports:
+
+* ``time``  - mean time of one all-reduce, in microseconds (us). Each rank measures its own mean
+  per-iteration time; the reported value is the MAX over ranks of those means, because a collective
+  is only as fast as its slowest participant.
+* ``algbw`` - algorithm bandwidth, ``S / time``, in GBps.
+* ``busbw`` - bus bandwidth, ``algbw * 2(n-1)/n`` for all-reduce with n ranks, in GBps. It is the
+  number to compare with the hardware's link bandwidth, whatever the number of ranks.
+
+Units: decimal, 1 GBps = 1e9 bytes/s. Sizes on the command line accept binary suffixes
+(K = 1024, M = 1024**2, G = 1024**3, T = 1024**4): ``--max-bytes 4G`` is 4294967296 bytes.
+
+The algbw/busbw definitions and the 2(n-1)/n factor are those of the NCCL tests:
+https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md
+(a ring all-reduce sends and receives 2(n-1)/n * S bytes per rank).
+
+Correctness check
+-----------------
+Timing is done on a buffer of zeros: a SUM of zeros stays zero however many iterations run, so the
+values never overflow to inf (which a re-used buffer of non-zeros would do within a few iterations
+in float16), no re-fill is needed inside the timed loop, and NCCL and gloo do the same work
+whatever the values are. After the timed loop every rank checks the buffer is still all zeros,
+then fills it with a value that depends on its rank (``rank % m + 1``; m = n unless the dtype
+cannot hold the sum exactly), runs one more, untimed, all-reduce and checks every element equals
+the known sum (``n(n+1)/2`` for float32 up to 5792 ranks). The values are small integers whose
+sum, and therefore every partial sum, is exactly representable in the dtype, so the check is an
+exact comparison. A wrong value stops the run with exit status 1 and a message naming the rank,
+the size and the expected and observed values.
+
+Output
+------
+Rank 0 prints an nccl-tests-style table (one row per size: size in bytes, count in elements, type,
+time in us, algbw and busbw in GBps, check) and then the peak busbw. ``nnodes`` is the number of
+distinct host names among the ranks. ``--json PATH`` writes (schema; values in <> are
+placeholders)::
+
+    {"benchmark": "all_reduce", "schema_version": 1, "backend": "nccl" | "gloo",
+     "device": "cpu" | "<CUDA device name>", "world_size": <int>, "nnodes": <int>,
+     "dtype": "float32", "warmup": <int>, "iters": <int>, "torch_version": "<version>",
+     "hostname": "<rank 0 host>", "date_utc": "YYYY-MM-DDTHH:MM:SSZ",
+     "command": "<launch line, reconstructed from the environment>",
+     "results": [{"size_bytes": <int>, "count": <int>, "time_us": <float>,
+                  "algbw_GBps": <float>, "busbw_GBps": <float>}, ...],
+     "peak_busbw_GBps": <float>, ...}
+
+(plus extra keys: peak_busbw_size_bytes, busbw_factor, launcher, hosts, units, verified; numbers
+keep 6 significant digits).
+
+Self-tests (environment variables, for the test suite; never set them for a real measurement):
+
+* ``ALL_REDUCE_BENCH_CORRUPT_RANK=R`` - rank R adds 1 to one element of its result before checking,
+  to prove the check fails loudly.
+* ``ALL_REDUCE_BENCH_EXIT_RANK=R``    - rank R exits (status 3) before the first collective.
+* ``ALL_REDUCE_BENCH_STALL_RANK=R``   - rank R sleeps forever before the first collective, so the
+  other ranks must give up after ``--timeout-s`` seconds.
+
+How to launch
+-------------
+Backend: ``--backend auto`` picks nccl when CUDA is available, gloo (CPU tensors) otherwise. With
+CUDA each process uses the GPU number LOCAL_RANK.
+
+One node, 8 GPUs (or 8 CPU processes)::
+
+    torchrun --standalone --nproc-per-node 8 all_reduce_bench.py --max-bytes 4G --json ar.json
+
+Two nodes under SLURM, torchrun on each node (one srun task per node)::
+
+    MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+    srun --nodes 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 8 \\
+        --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:29500" --rdzv-id "$SLURM_JOB_ID" \\
+        all_reduce_bench.py --max-bytes 4G --json ar-2nodes.json
+
+Plain srun, one task per GPU (rank, world size and local rank come from SLURM_PROCID, SLURM_NTASKS
+and SLURM_LOCALID; MASTER_ADDR and MASTER_PORT must be exported, or the script stops with an error;
+each task must see all the node's GPUs, so do not use --gpus-per-task)::
+
+    export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+    export MASTER_PORT=29500
+    srun --nodes 2 --ntasks-per-node 8 python all_reduce_bench.py --max-bytes 4G
+
+Plain ``python all_reduce_bench.py`` runs one process (world size 1). It works, as a smoke test, but
+no data crosses a link: busbw is 0 by definition (factor 2(n-1)/n = 0) and the output says so.
+
+A rank that dies or stops answering makes the others fail after ``--timeout-s`` seconds (default 60)
+with a one-line error, instead of hanging. (With nccl, PyTorch's watchdog enforces that timeout by
+aborting the process.)
+
+Options: ``--min-bytes``, ``--max-bytes``, ``--factor`` (geometric sweep) or ``--sizes`` (explicit
+list), ``--dtype``, ``--warmup``, ``--iters``, ``--backend``, ``--timeout-s``, ``--json PATH``
+(machine-readable results), ``--plot PATH`` (PNG of busbw vs size; needs matplotlib, imported only
+then). Run with ``--help`` for details.
+
+Example output (2 CPU processes, gloo, on a 2-core cloud VM; the committed file
+results/network/all_reduce_bench-cpu-gloo-2proc.json holds the whole run)::
+
+    $ torchrun --standalone --nproc-per-node 2 scripts/network/all_reduce_bench.py \
+          --min-bytes 1K --max-bytes 256M --warmup 10 --iters 50 \
+          --json results/network/all_reduce_bench-cpu-gloo-2proc.json
+    # all_reduce_bench.py: all-reduce (SUM) bandwidth, torch 2.13.0+cpu
+    # backend gloo | device cpu | world_size 2 | nnodes 1 | dtype float32 | warmup 10 | iters 50
+    # time: max over ranks of the mean per-iteration time, in microseconds (us)
+    # algbw = size/time; busbw = algbw * 2(n-1)/n = algbw * 1; in GBps (1 GBps = 1e9 bytes/s)
+    # check: after each size's timed loop every rank verifies an untimed SUM (expected value 3)
+    #
+    #       size        count      type     time(us)  algbw(GBps)  busbw(GBps)  check
+            1024          256   float32      2176.35       0.0005       0.0005     OK
+            2048          512   float32       747.68       0.0027       0.0027     OK
+            4096         1024   float32       611.82       0.0067       0.0067     OK
+    ...
+       268435456     67108864   float32    192829.52       1.3921       1.3921     OK
+    # peak busbw: 1.3921 GBps at size 268435456 bytes (256M)
+
+(Two processes sharing two cores, gloo over TCP loopback, with other jobs running: small
+messages take milliseconds of process wake-ups. The numbers show what the tool prints, not what
+a network can do.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import re
+import shlex
+import socket
+import sys
+import time
+
+PROG = "all_reduce_bench.py"
+
+# Element size in bytes, and the largest integer N such that every integer in [0, N] is exactly
+# representable (so any sum of small non-negative integers up to N is computed exactly, in any
+# order). Float limits: 2**(mantissa bits + 1); int limits: the type's maximum.
+# Only dtypes that both gloo and NCCL can all-reduce are listed (gloo rejects int16 and float8).
+DTYPES = {
+    "float32": (4, 2**24),
+    "float64": (8, 2**53),
+    "float16": (2, 2**11),
+    "bfloat16": (2, 2**8),
+    "int8": (1, 2**7 - 1),
+    "uint8": (1, 2**8 - 1),
+    "int32": (4, 2**31 - 1),
+    "int64": (8, 2**63 - 1),
+}
+DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp64": "float64", "double": "float64",
+                 "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
+
+_SIZE_RE = re.compile(r"(\d+)([KMGT]?)(I?B)?")
+_SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """Parse a byte count such as ``1024``, ``32K``, ``1M``, ``4G``, ``64KiB`` or ``2MB``.
+
+    Suffixes are binary (K = 1024, M = 1024**2, G = 1024**3, T = 1024**4), case-insensitive, and
+    may be followed by ``B`` or ``iB``. Returns the size in bytes (int, may be 0).
+    Raises argparse.ArgumentTypeError on anything else (so argparse names the option).
+    """
+    m = _SIZE_RE.fullmatch(text.strip().upper())
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: use an integer number of bytes with an optional binary "
+            f"suffix K, M, G or T (K = 1024)")
+    return int(m.group(1)) * _SUFFIX[m.group(2)]
+
+
+def parse_dtype(text: str) -> str:
+    """Return the canonical dtype name for ``text`` (e.g. ``bf16`` -> ``bfloat16``).
+
+    Raises argparse.ArgumentTypeError for an unknown name.
+    """
+    name = DTYPE_ALIASES.get(text.lower(), text.lower())
+    if name not in DTYPES:
+        raise argparse.ArgumentTypeError(
+            f"unknown dtype {text!r} (choose from {', '.join(DTYPES)})")
+    return name
+
+
+def format_size(nbytes: int) -> str:
+    """Human label for a byte count: ``1K``, ``64M``... if an exact binary multiple, else bytes."""
+    for suffix in ("T", "G", "M", "K"):
+        unit = _SUFFIX[suffix]
+        if nbytes >= unit and nbytes % unit == 0:
+            return f"{nbytes // unit}{suffix}"
+    return str(nbytes)
+
+
+def message_sizes(min_bytes: int, max_bytes: int, factor: float, elem_size: int) -> list[int]:
+    """Geometric sweep ``min_bytes, min_bytes*factor, ...`` up to and including ``max_bytes``.
+
+    Each size is rounded down to a whole number of elements of ``elem_size`` bytes; duplicates
+    that rounding creates are dropped. Returns sizes in bytes, increasing.
+    """
+    sizes: list[int] = []
+    size = float(min_bytes)
+    # The small epsilon keeps max_bytes in the sweep despite float rounding of size * factor.
+    while size <= max_bytes * (1 + 1e-12):
+        aligned = int(size) // elem_size * elem_size
+        if aligned and (not sizes or aligned > sizes[-1]):
+            sizes.append(aligned)
+        size *= factor
+    return sizes
+
+
+def busbw_factor(world_size: int) -> float:
+    """Bus-bandwidth factor of all-reduce: 2(n-1)/n (NCCL tests, doc/PERFORMANCE.md)."""
+    return 2.0 * (world_size - 1) / world_size
+
+
+def check_values(world_size: int, exact_limit: int) -> tuple[int, int, int]:
+    """Choose per-rank fill values whose SUM is exact in a dtype.
+
+    Rank r contributes ``r % m + 1`` if ``r < cap`` else 0. Returns ``(m, cap, expected_sum)``
+    with m as large as possible (m = n gives the textbook n(n+1)/2) such that
+    ``expected_sum <= exact_limit``; cap < n only when even all-ones would overflow the dtype
+    (e.g. bfloat16 beyond 256 ranks), in which case ranks >= cap contribute 0.
+    All contributions are non-negative integers, so every partial sum, in whatever order the
+    backend adds them, is <= expected_sum and therefore exact.
+    """
+    cap = min(world_size, exact_limit)
+    for m in range(cap, 0, -1):
+        q, rem = divmod(cap, m)
+        total = q * m * (m + 1) // 2 + rem * (rem + 1) // 2
+        if total <= exact_limit:
+            return m, cap, total
+    raise AssertionError("unreachable: m = 1 gives cap <= exact_limit")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface; building it touches neither torch nor any device."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "All-reduce (SUM) bandwidth benchmark over a sweep of message sizes. Reports time "
+            "(us, max over ranks of the mean per-iteration time), algbw = size/time and "
+            "busbw = algbw*2(n-1)/n, in GBps (1 GBps = 1e9 bytes/s), as defined by the NCCL tests. "
+            "Launch with torchrun (or srun); plain python runs a single process."),
+        epilog=(
+            "Sizes accept binary suffixes: K=1024, M=1024**2, G=1024**3, T=1024**4 (e.g. 32K, "
+            "1M, 4G). Self-test of the result check: the environment variable "
+            "ALL_REDUCE_BENCH_CORRUPT_RANK=R makes rank R corrupt its result, so the run must "
+            "fail; "
+            "ALL_REDUCE_BENCH_EXIT_RANK=R / ALL_REDUCE_BENCH_STALL_RANK=R make rank R exit / hang "
+            "before the first collective, so the run must fail within --timeout-s."),
+    )
+    p.add_argument("--min-bytes", type=parse_size, default=None, metavar="SIZE",
+                   help="smallest message size of the geometric sweep (default 1K)")
+    p.add_argument("--max-bytes", type=parse_size, default=None, metavar="SIZE",
+                   help="largest message size of the geometric sweep (default 256M)")
+    p.add_argument("--factor", type=float, default=None,
+                   help="ratio between consecutive sizes of the sweep, > 1 (default 2)")
+    p.add_argument("--sizes", nargs="+", default=None, metavar="SIZE",
+                   help="explicit message sizes instead of a sweep, space- or comma-separated "
+                        "(e.g. --sizes 1K 1M 64M); each must be a multiple of the element size")
+    p.add_argument("--dtype", type=parse_dtype, default="float32",
+                   help=f"element type: {', '.join(DTYPES)} (aliases fp32, fp16, bf16, ...); "
+                        "default float32")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="untimed all-reduces per size before timing, >= 0 (default 5)")
+    p.add_argument("--iters", type=int, default=20,
+                   help="timed all-reduces per size, >= 1 (default 20)")
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                   help="auto: nccl if CUDA is available, else gloo (CPU tensors). Default auto")
+    p.add_argument("--timeout-s", type=float, default=60.0,
+                   help="seconds to wait for peers (rendezvous and each collective) before "
+                        "failing, > 0 (default 60)")
+    p.add_argument("--json", metavar="PATH", default=None,
+                   help="write machine-readable results to PATH (rank 0)")
+    p.add_argument("--plot", metavar="PATH", default=None,
+                   help="write a PNG of busbw vs message size to PATH (rank 0; needs matplotlib)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and validate arguments; any problem exits via parser.error (status 2, one line).
+
+    Adds ``args.size_list`` (bytes, increasing) and ``args.elem_size`` (bytes).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    elem_size = DTYPES[args.dtype][0]
+    if args.warmup < 0:
+        parser.error(f"--warmup must be >= 0 (got {args.warmup})")
+    if args.iters < 1:
+        parser.error(f"--iters must be >= 1 (got {args.iters})")
+    if not args.timeout_s > 0:
+        parser.error(f"--timeout-s must be > 0 (got {args.timeout_s})")
+    if args.sizes is not None:
+        if args.min_bytes is not None or args.max_bytes is not None or args.factor is not None:
+            parser.error("--sizes cannot be combined with --min-bytes/--max-bytes/--factor")
+        sizes = []
+        for item in ",".join(args.sizes).split(","):
+            if not item.strip():
+                continue
+            try:
+                size = parse_size(item)
+            except argparse.ArgumentTypeError as exc:
+                parser.error(f"argument --sizes: {exc}")
+            if size <= 0 or size % elem_size:
+                parser.error(f"--sizes: {item!r} is not a positive multiple of the "
+                             f"{args.dtype} element size ({elem_size} bytes)")
+            sizes.append(size)
+        if not sizes:
+            parser.error("--sizes: no size given")
+        args.size_list = sorted(set(sizes))
+    else:
+        min_bytes = 1024 if args.min_bytes is None else args.min_bytes
+        max_bytes = 256 * 1024**2 if args.max_bytes is None else args.max_bytes
+        factor = 2.0 if args.factor is None else args.factor
+        if min_bytes < elem_size:
+            parser.error(f"--min-bytes must be at least one {args.dtype} element "
+                         f"({elem_size} bytes) (got {min_bytes})")
+        if max_bytes < min_bytes:
+            parser.error(f"--max-bytes ({max_bytes}) must be >= --min-bytes ({min_bytes})")
+        if not factor > 1:
+            parser.error(f"--factor must be > 1 (got {factor})")
+        args.size_list = message_sizes(min_bytes, max_bytes, factor, elem_size)
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        parser.error("--plot needs matplotlib, which is not installed (pip install matplotlib)")
+    args.elem_size = elem_size
+    return args
+
+
+class Launch:
+    """Rank layout of this process, read from torchrun or SLURM variables (or a lone process)."""
+
+    def __init__(self) -> None:
+        env = os.environ
+        self.host = socket.gethostname()
+        if "RANK" in env or "WORLD_SIZE" in env:  # torchrun, or a hand-made env:// launch
+            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+            self.rank = _env_int("RANK")
+            self.world_size = _env_int("WORLD_SIZE")
+            self.local_rank = _env_int("LOCAL_RANK", 0)
+            self.need_master = True
+        elif "SLURM_PROCID" in env and _env_int("SLURM_NTASKS", 1) > 1:  # plain `srun python`
+            self.launcher = "srun"
+            self.rank = _env_int("SLURM_PROCID")
+            self.world_size = _env_int("SLURM_NTASKS")
+            self.local_rank = _env_int("SLURM_LOCALID", 0)
+            self.need_master = True
+        else:  # plain `python`: one process, an in-memory store, no network port
+            self.launcher = "python"
+            self.rank, self.world_size, self.local_rank = 0, 1, 0
+            self.need_master = False
+        if self.need_master and not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
+            die(f"launched by {self.launcher} (rank {self.rank} of {self.world_size}) but "
+                "MASTER_ADDR and MASTER_PORT are not set; export them (the address and a free "
+                "port of the first node) or use torchrun")
+        if not 0 <= self.rank < self.world_size:
+            die(f"rank {self.rank} is outside world size {self.world_size}")
+
+    def command(self) -> str:
+        """A re-runnable command line (launcher flags reconstructed from the environment)."""
+        args = shlex.join(sys.argv)
+        if self.launcher == "torchrun":
+            nnodes = os.environ.get("GROUP_WORLD_SIZE", "1")
+            nproc = os.environ.get("LOCAL_WORLD_SIZE", str(self.world_size))
+            return f"torchrun --nnodes {nnodes} --nproc-per-node {nproc} {args}"
+        if self.launcher == "srun":
+            return f"srun --ntasks {self.world_size} python {args}"
+        return f"python {args}"
+
+
+def _env_int(name: str, default: int | None = None) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        if default is None:
+            die(f"environment variable {name} is not set (needed with RANK/WORLD_SIZE launches)")
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        die(f"environment variable {name}={value!r} is not an integer")
+    raise AssertionError("unreachable")
+
+
+def die(message: str) -> None:
+    """Print ``PROG: error: message`` (one line) to stderr and exit with status 1, at once.
+
+    os._exit, not sys.exit: after a failed collective, process-group destructors can block on
+    peers that are gone, and a benchmark that hangs on its way out is the failure we avoid.
+    """
+    first_line = " ".join(message.strip().splitlines()[:1]) or "unknown error"
+    sys.stdout.flush()
+    sys.stderr.write(f"{PROG}: error: {first_line}\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def _sig6(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def _num(value: float | int) -> str:
+    """Print 4.0 as 4 (the check values are integers), anything else as is."""
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def _selftest_rank(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else None
+
+
+def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
+    """Initialise torch.distributed, run the sweep, print/write results. ``stage[0]`` says what
+    is going on, for error messages. Raises RuntimeError (or backend errors) on failure."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world = launch.rank, launch.world_size
+    timeout = datetime.timedelta(seconds=args.timeout_s)
+    cuda_ok = torch.cuda.is_available()
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if cuda_ok and dist.is_nccl_available() else "gloo"
+    if backend == "nccl" and not (cuda_ok and dist.is_nccl_available()):
+        die("--backend nccl needs CUDA and a PyTorch build with NCCL; use --backend gloo")
+
+    stage[0] = f"waiting for peers in init_process_group (timeout {args.timeout_s:g} s)"
+    if backend == "nccl":
+        if launch.local_rank >= torch.cuda.device_count():
+            die(f"rank {rank} on {launch.host}: LOCAL_RANK {launch.local_rank} but only "
+                f"{torch.cuda.device_count()} CUDA device(s) are visible")
+        device = torch.device("cuda", launch.local_rank)
+        torch.cuda.set_device(device)
+        device_name = torch.cuda.get_device_name(device)
+        init_kwargs = {"device_id": device}
+    else:
+        device = torch.device("cpu")
+        device_name = "cpu"
+        init_kwargs = {}
+    if launch.need_master:
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout,
+                                **init_kwargs)
+    else:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=timeout, **init_kwargs)
+
+    if _selftest_rank("ALL_REDUCE_BENCH_EXIT_RANK") == rank:
+        os._exit(3)
+    if _selftest_rank("ALL_REDUCE_BENCH_STALL_RANK") == rank:
+        while True:
+            time.sleep(3600)
+    corrupt_rank = _selftest_rank("ALL_REDUCE_BENCH_CORRUPT_RANK")
+
+    stage[0] = "all_gather_object of host names"
+    hosts: list[str | None] = [None] * world
+    dist.all_gather_object(hosts, launch.host)
+    nnodes = len(set(hosts))
+
+    dtype = getattr(torch, args.dtype)
+    m, cap, expected = check_values(world, DTYPES[args.dtype][1])
+    my_value = rank % m + 1 if rank < cap else 0
+    factor = busbw_factor(world)
+    is_cuda = device.type == "cuda"
+
+    if rank == 0:
+        print(f"# {PROG}: all-reduce (SUM) bandwidth, torch {torch.__version__}")
+        print(f"# backend {backend} | device {device_name} | world_size {world} | nnodes {nnodes}"
+              f" | dtype {args.dtype} | warmup {args.warmup} | iters {args.iters}")
+        print("# time: max over ranks of the mean per-iteration time, in microseconds (us)")
+        print(f"# algbw = size/time; busbw = algbw * 2(n-1)/n = algbw * {factor:.4g}; "
+              "in GBps (1 GBps = 1e9 bytes/s)")
+        if world == 1:
+            print("# NOTE: world size 1: nothing crosses a link, busbw is 0 by definition; "
+                  "launch with torchrun for a real measurement")
+        print(f"# check: after each size's timed loop every rank verifies an untimed SUM "
+              f"(expected value {expected})")
+        print("#")
+        print(f"# {'size':>10} {'count':>12} {'type':>9} {'time(us)':>12} "
+              f"{'algbw(GBps)':>12} {'busbw(GBps)':>12} {'check':>6}")
+        sys.stdout.flush()
+
+    results = []
+    max_time = torch.zeros(1, dtype=torch.float64, device=device)
+    failed = torch.zeros(world, dtype=torch.int32, device=device)
+    for size in args.size_list:
+        count = size // args.elem_size
+        stage[0] = f"all_reduce of {size} bytes"
+        # Zeros: a SUM of zeros is zero after any number of iterations (see module docstring).
+        buf = torch.zeros(count, dtype=dtype, device=device)
+        for _ in range(args.warmup):
+            dist.all_reduce(buf)
+        # Start the timed loop together, so one rank's late start is not counted as bandwidth.
+        dist.barrier()
+        if is_cuda:
+            torch.cuda.synchronize(device)
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(args.iters):
+                dist.all_reduce(buf)
+            end.record()
+            end.synchronize()
+            mean_s = start.elapsed_time(end) / 1e3 / args.iters  # elapsed_time is in ms
+        else:
+            # gloo's all_reduce on CPU tensors returns when the data is in place: wall time is
+            # the operation's time.
+            t0 = time.perf_counter()
+            for _ in range(args.iters):
+                dist.all_reduce(buf)
+            mean_s = (time.perf_counter() - t0) / args.iters
+        max_time.fill_(mean_s)
+        dist.all_reduce(max_time, op=dist.ReduceOp.MAX)
+        time_s = max_time.item()
+
+        # Verification pass, untimed.
+        stage[0] = f"verification all_reduce of {size} bytes"
+        problem = None
+        if bool(buf.any()):
+            idx = int(buf.nonzero()[0, 0])
+            problem = (f"timed buffer should still be all zeros, element {idx} is "
+                       f"{_num(buf[idx].item())}")
+        buf.fill_(my_value)
+        dist.all_reduce(buf)
+        if corrupt_rank == rank:
+            buf[-1] += 1  # self-test hook: simulate a wrong received value on this rank
+        if problem is None:
+            bad = buf != expected
+            if bool(bad.any()):
+                idx = int(bad.nonzero()[0, 0])
+                problem = (f"expected {expected} got {_num(buf[idx].item())} at element "
+                           f"{idx} (of {count})")
+        # Every rank learns which ranks saw a wrong value, so all of them stop at the same size
+        # (a rank that stopped alone would leave the others waiting in the next collective).
+        failed.zero_()
+        failed[rank] = 1 if problem else 0
+        dist.all_reduce(failed)
+        bad_ranks = failed.nonzero().flatten().tolist()
+        if bad_ranks:
+            if problem:
+                die(f"rank {rank} on {launch.host}: wrong all-reduce result for size {size} "
+                    f"bytes ({args.dtype}): {problem}")
+            if rank == 0:
+                print(f"{size:>12} {count:>12} {args.dtype:>9} {'':>12} {'':>12} {'':>12} "
+                      f"{'FAIL':>6}", flush=True)
+                die(f"all-reduce result check failed on rank(s) {bad_ranks} at size {size} "
+                    "bytes; see their messages")
+            sys.stdout.flush()
+            os._exit(1)
+
+        algbw = size / time_s / 1e9
+        busbw = algbw * factor
+        # 6 significant digits: more than the measurement's precision, fine for tiny values.
+        results.append({"size_bytes": size, "count": count, "time_us": _sig6(time_s * 1e6),
+                        "algbw_GBps": _sig6(algbw), "busbw_GBps": _sig6(busbw)})
+        if rank == 0:
+            print(f"{size:>12} {count:>12} {args.dtype:>9} {time_s * 1e6:>12.2f} "
+                  f"{algbw:>12.4f} {busbw:>12.4f} {'OK':>6}", flush=True)
+        del buf
+
+    stage[0] = "final barrier"
+    dist.barrier()
+    peak = max(results, key=lambda r: r["busbw_GBps"])
+    if rank == 0:
+        print(f"# peak busbw: {peak['busbw_GBps']:.4f} GBps at size {peak['size_bytes']} bytes "
+              f"({format_size(peak['size_bytes'])})", flush=True)
+        report = {
+            "benchmark": "all_reduce",
+            "schema_version": 1,
+            "backend": backend,
+            "device": device_name,
+            "world_size": world,
+            "nnodes": nnodes,
+            "dtype": args.dtype,
+            "warmup": args.warmup,
+            "iters": args.iters,
+            "torch_version": torch.__version__,
+            "hostname": launch.host,
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ"),
+            "command": launch.command(),
+            "results": results,
+            "peak_busbw_GBps": peak["busbw_GBps"],
+            # Extra keys (not part of the schema the notebook relies on):
+            "peak_busbw_size_bytes": peak["size_bytes"],
+            "busbw_factor": factor,
+            "launcher": launch.launcher,
+            "hosts": sorted(set(hosts)),
+            "units": {"size": "bytes", "time": "microseconds, max over ranks of the mean "
+                      "per-iteration time", "bandwidth": "GBps, 1 GBps = 1e9 bytes/s"},
+            "verified": True,
+        }
+        if args.json:
+            _write_file(args.json, json.dumps(report, indent=2) + "\n")
+            print(f"# wrote {args.json}")
+        if args.plot:
+            write_plot(args.plot, report)
+            print(f"# wrote {args.plot}")
+    stage[0] = "destroy_process_group"
+    dist.destroy_process_group()
+
+
+def _write_file(path: str, text: str) -> None:
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def write_plot(path: str, report: dict) -> None:
+    """Write a PNG of busbw (GBps) against message size (bytes, log2 axis) from ``report``
+    (the --json dictionary). Imports matplotlib here so nothing else needs it."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        die("--plot needs matplotlib, which is not installed (pip install matplotlib)")
+    sizes = [r["size_bytes"] for r in report["results"]]
+    busbw = [r["busbw_GBps"] for r in report["results"]]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(sizes, busbw, marker="o")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes)
+    ax.set_xticklabels([format_size(s) for s in sizes], rotation=60, fontsize=7)
+    ax.set_xlabel("message size (bytes; K = 1024)")
+    ax.set_ylabel("busbw (GBps, 1 GBps = 1e9 B/s)")
+    ax.set_title(f"all-reduce {report['dtype']}: {report['world_size']} ranks, "
+                 f"{report['nnodes']} node(s), {report['backend']}, {report['device']}",
+                 fontsize=9)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: parse arguments (before importing torch, so --help is instant), run, and turn
+    any failure into a one-line error naming this rank and host, with exit status 1."""
+    args = parse_args(argv)
+    launch = Launch()
+    stage = ["starting"]
+    try:
+        run(args, launch, stage)
+    except KeyboardInterrupt:
+        die(f"rank {launch.rank} on {launch.host}: interrupted during {stage[0]}")
+    except Exception as exc:  # noqa: BLE001 - every failure must end the job, not hang it
+        die(f"rank {launch.rank} on {launch.host}: {stage[0]} failed: "
+            f"{type(exc).__name__}: {exc}")
+
+
+if __name__ == "__main__":
+    main()

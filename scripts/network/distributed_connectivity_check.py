@@ -1,0 +1,384 @@
+#!/usr/bin/env python
+"""distributed_connectivity_check.py: are all my GPUs and nodes talking to each other?
+
+What it does
+------------
+1. Every rank prints one line about itself, before joining the group, so a rank that never
+   joins is still visible in the log::
+
+       rank=0 local_rank=0 world_size=2 host=vm device=cpu backend=gloo torch=2.13.0+cpu cuda=none nccl=none
+
+   (``device`` is ``cuda:N`` plus the GPU name with nccl, ``cpu`` with gloo; ``cuda`` and ``nccl``
+   are the CUDA and NCCL versions PyTorch was built with, ``none`` on a CPU-only build.)
+2. The ranks join the process group (``init_process_group``), waiting at most ``--timeout-s``.
+3. They exchange those descriptions (``all_gather_object``), which also counts the hosts.
+4. One all-reduce (SUM) of a float32 matrix with one row per rank: rank r writes r+1 into its row
+   and zeros elsewhere, so after the SUM row r must hold r+1 on every rank. A wrong row names the
+   rank whose data went missing or got damaged, and the rank that reports it names where it
+   arrived. The values are small integers, exact in float32, so the comparison is exact.
+5. A barrier; then rank 0 prints ``OK: N ranks on M hosts`` and the exit status is 0.
+
+Any failure ends the job with exit status 1 and a one-line message naming the rank and host, e.g.
+``rank 1 on node07: wrong all-reduce result: row of rank 0 (on node03) expected 1 got 2 ...`` or
+``rank 0 on node03: waiting for peers in init_process_group failed: ... timed out ...``. A rank
+that is missing or stuck makes the others fail after ``--timeout-s`` seconds (default 60) instead
+of hanging. (With nccl, PyTorch's watchdog enforces that timeout by aborting the process.)
+
+Self-tests (environment variables, for the test suite):
+
+* ``CONNECTIVITY_CHECK_CORRUPT_RANK=R`` - rank R adds 1 to one element of the all-reduce result
+  before checking it, to prove the check fails loudly.
+* ``CONNECTIVITY_CHECK_EXIT_RANK=R``    - rank R exits (status 3) before joining the group.
+* ``CONNECTIVITY_CHECK_STALL_RANK=R``   - rank R sleeps forever before joining the group, so the
+  other ranks must give up after ``--timeout-s``.
+
+How to launch
+-------------
+Backend: ``--backend auto`` picks nccl when CUDA is available, gloo (CPU tensors) otherwise. With
+CUDA each process uses the GPU number LOCAL_RANK.
+
+One node::
+
+    torchrun --standalone --nproc-per-node 8 distributed_connectivity_check.py
+
+Two nodes under SLURM, torchrun on each node (one srun task per node)::
+
+    MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+    srun --nodes 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 8 \\
+        --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:29500" --rdzv-id "$SLURM_JOB_ID" \\
+        distributed_connectivity_check.py --timeout-s 120 --json connectivity.json
+
+Plain srun, one task per GPU (rank, world size and local rank come from SLURM_PROCID, SLURM_NTASKS
+and SLURM_LOCALID; MASTER_ADDR and MASTER_PORT must be exported, or the script stops with an
+error; each task must see all the node's GPUs, so do not use --gpus-per-task)::
+
+    export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+    export MASTER_PORT=29500
+    srun --nodes 2 --ntasks-per-node 8 python distributed_connectivity_check.py
+
+Plain ``python distributed_connectivity_check.py`` checks a single process (world size 1).
+
+Options: ``--backend``, ``--timeout-s``, ``--size`` (bytes of the all-reduced matrix),
+``--json PATH`` (summary: ranks, hosts, per-rank info). Run with ``--help`` for details.
+
+Example output (``torchrun --standalone --nproc-per-node 2 distributed_connectivity_check.py`` on
+a 2-core cloud VM without a GPU; the two per-rank lines may come in either order)::
+
+    rank=1 local_rank=1 world_size=2 host=vm device=cpu backend=gloo torch=2.13.0+cpu cuda=none nccl=none
+    rank=0 local_rank=0 world_size=2 host=vm device=cpu backend=gloo torch=2.13.0+cpu cuda=none nccl=none
+    # host vm: 2 rank(s): 0-1
+    OK: 2 ranks on 1 hosts
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shlex
+import socket
+import sys
+import time
+
+PROG = "distributed_connectivity_check.py"
+
+_SIZE_RE = re.compile(r"(\d+)([KMGT]?)(I?B)?")
+_SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """Parse a byte count such as ``4096``, ``64K`` or ``1M`` (binary suffixes K, M, G, T; K=1024).
+
+    Returns bytes (int). Raises argparse.ArgumentTypeError on anything else.
+    """
+    m = _SIZE_RE.fullmatch(text.strip().upper())
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: use an integer number of bytes with an optional binary "
+            f"suffix K, M, G or T (K = 1024)")
+    return int(m.group(1)) * _SUFFIX[m.group(2)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface; building it touches neither torch nor any device."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "Check that all ranks of a distributed job can talk: every rank prints where it runs, "
+            "then the ranks join the group, all-reduce a tensor, verify the result and pass a "
+            "barrier; rank 0 prints 'OK: N ranks on M hosts'. Any failure exits 1 with a message "
+            "naming the rank and host. Launch with torchrun (or srun)."),
+        epilog=(
+            "Self-test of the failure paths: the environment variable "
+            "CONNECTIVITY_CHECK_CORRUPT_RANK=R makes rank R corrupt its all-reduce result; "
+            "CONNECTIVITY_CHECK_EXIT_RANK=R / CONNECTIVITY_CHECK_STALL_RANK=R make rank R exit / "
+            "hang before joining; each must make the run fail (within --timeout-s)."),
+    )
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                   help="auto: nccl if CUDA is available, else gloo (CPU tensors). Default auto")
+    p.add_argument("--timeout-s", type=float, default=60.0,
+                   help="seconds to wait for peers (joining and each collective) before failing, "
+                        "> 0 (default 60)")
+    p.add_argument("--size", type=parse_size, default=1024**2, metavar="SIZE",
+                   help="bytes of the all-reduced float32 matrix (default 1M; suffixes K=1024, "
+                        "M, G); at least 4 bytes per rank are used")
+    p.add_argument("--json", metavar="PATH", default=None,
+                   help="write a summary (ok, hosts, per-rank info, errors) to PATH (rank 0)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and validate arguments; a problem exits via parser.error (status 2, one line)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.timeout_s > 0:
+        parser.error(f"--timeout-s must be > 0 (got {args.timeout_s})")
+    if args.size < 4:
+        parser.error(f"--size must be at least 4 bytes (one float32) (got {args.size})")
+    return args
+
+
+class Launch:
+    """Rank layout of this process, read from torchrun or SLURM variables (or a lone process)."""
+
+    def __init__(self) -> None:
+        env = os.environ
+        self.host = socket.gethostname()
+        if "RANK" in env or "WORLD_SIZE" in env:  # torchrun, or a hand-made env:// launch
+            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+            self.rank = _env_int("RANK")
+            self.world_size = _env_int("WORLD_SIZE")
+            self.local_rank = _env_int("LOCAL_RANK", 0)
+            self.need_master = True
+        elif "SLURM_PROCID" in env and _env_int("SLURM_NTASKS", 1) > 1:  # plain `srun python`
+            self.launcher = "srun"
+            self.rank = _env_int("SLURM_PROCID")
+            self.world_size = _env_int("SLURM_NTASKS")
+            self.local_rank = _env_int("SLURM_LOCALID", 0)
+            self.need_master = True
+        else:  # plain `python`: one process, an in-memory store, no network port
+            self.launcher = "python"
+            self.rank, self.world_size, self.local_rank = 0, 1, 0
+            self.need_master = False
+        if self.need_master and not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
+            die(f"launched by {self.launcher} (rank {self.rank} of {self.world_size}) but "
+                "MASTER_ADDR and MASTER_PORT are not set; export them (the address and a free "
+                "port of the first node) or use torchrun")
+        if not 0 <= self.rank < self.world_size:
+            die(f"rank {self.rank} is outside world size {self.world_size}")
+
+
+def _env_int(name: str, default: int | None = None) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        if default is None:
+            die(f"environment variable {name} is not set (needed with RANK/WORLD_SIZE launches)")
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        die(f"environment variable {name}={value!r} is not an integer")
+    raise AssertionError("unreachable")
+
+
+def die(message: str) -> None:
+    """Print ``PROG: error: message`` (one line) to stderr and exit with status 1, at once.
+
+    os._exit, not sys.exit: after a failed collective, process-group destructors can block on
+    peers that are gone, and a check that hangs on its way out is the failure we avoid.
+    """
+    first_line = " ".join(message.strip().splitlines()[:1]) or "unknown error"
+    sys.stdout.flush()
+    sys.stderr.write(f"{PROG}: error: {first_line}\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def _selftest_rank(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else None
+
+
+def rank_info_line(info: dict) -> str:
+    """One ``key=value`` line per rank; values with spaces are shell-quoted (shlex.split parses
+    it back)."""
+    keys = ("rank", "local_rank", "world_size", "host", "device", "backend", "torch", "cuda",
+            "nccl")
+    return " ".join(f"{k}={shlex.quote(str(info[k]))}" for k in keys)
+
+
+def check_rows(result, world_size: int, hosts: list[str]) -> str | None:
+    """Verify the all-reduced matrix.
+
+    ``result``: tensor of shape (world_size, k); row r must equal r + 1 everywhere (rank r
+    contributed r + 1 to its row and 0 elsewhere). Returns None when correct, else a one-line
+    description of the first wrong row (naming the rank that row belongs to and its host) and
+    how many rows are wrong.
+    """
+    import torch
+
+    expected = torch.arange(1, world_size + 1, dtype=result.dtype,
+                            device=result.device).unsqueeze(1)
+    wrong = result != expected  # (world_size, k), broadcast over columns
+    bad_rows = wrong.any(dim=1).nonzero().flatten().tolist()
+    if not bad_rows:
+        return None
+    r = bad_rows[0]
+    col = int(wrong[r].nonzero()[0, 0])
+    got = result[r, col].item()
+    got_text = str(int(got)) if float(got).is_integer() else repr(got)
+    return (f"wrong all-reduce result: row of rank {r} (on {hosts[r]}) expected {r + 1} got "
+            f"{got_text} at column {col}; {len(bad_rows)} of {world_size} rows wrong")
+
+
+def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
+    """Do the check. Returns the exit status (0 OK, 1 failed check); ``stage[0]`` says what is
+    going on, for error messages. Backend errors and timeouts propagate as exceptions."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world = launch.rank, launch.world_size
+    cuda_ok = torch.cuda.is_available()
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if cuda_ok and dist.is_nccl_available() else "gloo"
+    if backend == "nccl" and not (cuda_ok and dist.is_nccl_available()):
+        die("--backend nccl needs CUDA and a PyTorch build with NCCL; use --backend gloo")
+
+    init_kwargs = {}
+    if backend == "nccl":
+        if launch.local_rank >= torch.cuda.device_count():
+            die(f"rank {rank} on {launch.host}: LOCAL_RANK {launch.local_rank} but only "
+                f"{torch.cuda.device_count()} CUDA device(s) are visible")
+        device = torch.device("cuda", launch.local_rank)
+        torch.cuda.set_device(device)
+        device_text = f"cuda:{launch.local_rank} ({torch.cuda.get_device_name(device)})"
+        init_kwargs["device_id"] = device
+    else:
+        device = torch.device("cpu")
+        device_text = "cpu"
+    nccl_version = "none"
+    if cuda_ok and dist.is_nccl_available():
+        nccl_version = ".".join(str(v) for v in torch.cuda.nccl.version())
+    info = {"rank": rank, "local_rank": launch.local_rank, "world_size": world,
+            "host": launch.host, "device": device_text, "backend": backend,
+            "torch": torch.__version__, "cuda": torch.version.cuda or "none",
+            "nccl": nccl_version, "pid": os.getpid()}
+    # Every rank prints, before joining: the lines show which ranks started and where.
+    print(rank_info_line(info), flush=True)
+
+    if _selftest_rank("CONNECTIVITY_CHECK_EXIT_RANK") == rank:
+        os._exit(3)
+    if _selftest_rank("CONNECTIVITY_CHECK_STALL_RANK") == rank:
+        while True:
+            time.sleep(3600)
+
+    stage[0] = f"waiting for peers in init_process_group (timeout {args.timeout_s:g} s)"
+    timeout = datetime.timedelta(seconds=args.timeout_s)
+    if launch.need_master:
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout,
+                                **init_kwargs)
+    else:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=timeout, **init_kwargs)
+
+    stage[0] = "all_gather_object of rank info"
+    infos: list[dict | None] = [None] * world
+    dist.all_gather_object(infos, info)
+    hosts = [i["host"] for i in infos]
+
+    stage[0] = "all_reduce"
+    cols = max(1, args.size // 4 // world)
+    buf = torch.zeros(world, cols, dtype=torch.float32, device=device)
+    buf[rank].fill_(rank + 1)
+    dist.all_reduce(buf)
+    if _selftest_rank("CONNECTIVITY_CHECK_CORRUPT_RANK") == rank:
+        buf[0, -1] += 1  # self-test hook: simulate a damaged value arriving at this rank
+    problem = check_rows(buf, world, hosts)
+
+    stage[0] = "all_gather_object of check results"
+    problems: list[str | None] = [None] * world
+    dist.all_gather_object(problems, problem)
+    errors = [{"rank": r, "host": hosts[r], "error": p} for r, p in enumerate(problems) if p]
+
+    stage[0] = "barrier"
+    dist.barrier()
+
+    if rank == 0:
+        by_host: dict[str, list[int]] = {}
+        for r, h in enumerate(hosts):
+            by_host.setdefault(h, []).append(r)
+        for h, ranks in by_host.items():
+            print(f"# host {h}: {len(ranks)} rank(s): {_ranges(ranks)}")
+        if args.json:
+            summary = {
+                "check": "distributed_connectivity",
+                "schema_version": 1,
+                "ok": not errors,
+                "world_size": world,
+                "nhosts": len(by_host),
+                "hosts": by_host,
+                "backend": backend,
+                "torch_version": torch.__version__,
+                "all_reduce_bytes": world * cols * 4,
+                "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"),
+                "ranks": infos,
+                "errors": errors,
+            }
+            parent = os.path.dirname(os.path.abspath(args.json))
+            os.makedirs(parent, exist_ok=True)
+            with open(args.json, "w", encoding="utf-8") as f:
+                f.write(json.dumps(summary, indent=2) + "\n")
+            print(f"# wrote {args.json}")
+        if not errors:
+            print(f"OK: {world} ranks on {len(by_host)} hosts", flush=True)
+    if problem:
+        die(f"rank {rank} on {launch.host}: {problem}")
+    if errors:
+        if rank == 0:
+            bad = ", ".join(f"rank {e['rank']} on {e['host']}" for e in errors)
+            die(f"FAILED: {len(errors)} of {world} ranks saw a wrong all-reduce result: {bad}")
+        return 1
+    stage[0] = "destroy_process_group"
+    dist.destroy_process_group()
+    return 0
+
+
+def _ranges(ranks: list[int]) -> str:
+    """Compact text for sorted ranks: [0, 1, 2, 5] -> '0-2,5'."""
+    parts = []
+    start = prev = ranks[0]
+    for cur in ranks[1:] + [None]:
+        if cur is not None and cur == prev + 1:
+            prev = cur
+            continue
+        parts.append(f"{start}-{prev}" if prev != start else str(start))
+        start = prev = cur
+    return ",".join(parts)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: parse arguments (before importing torch, so --help is instant), run the
+    check, and turn any failure into a one-line message naming this rank and host (exit 1)."""
+    args = parse_args(argv)
+    launch = Launch()
+    stage = ["starting"]
+    try:
+        status = run(args, launch, stage)
+    except KeyboardInterrupt:
+        die(f"rank {launch.rank} on {launch.host}: interrupted during {stage[0]}")
+    except Exception as exc:  # noqa: BLE001 - every failure must end the job, not hang it
+        die(f"rank {launch.rank} on {launch.host}: {stage[0]} failed: "
+            f"{type(exc).__name__}: {exc}")
+    if status:
+        # Another rank reported the problem (rank 0 names it); leave quietly, without waiting
+        # for process-group teardown.
+        sys.stdout.flush()
+        os._exit(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""What the tests need to know about the book's configuration: languages, nav pages, paths."""
+
+import re
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+
+from mkdocs.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+LANGS = ("en", "zh")
+PDF_NAME = "ml-engineering-open-book-{lang}.pdf"
+
+
+@lru_cache(maxsize=None)
+def config():
+    return load_config(str(ROOT / "mkdocs.yml"))
+
+
+def _walk(items):
+    for item in items:
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            for value in item.values():
+                yield from (_walk(value) if isinstance(value, list) else [value])
+
+
+def nav_pages() -> list[str]:
+    """Source paths (relative to book/<lang>/) of every page in the nav, in order."""
+    return list(_walk(config()["nav"]))
+
+
+def built_page(site: Path, lang: str, src: str) -> Path:
+    """The HTML file that mkdocs writes for ``src`` in language ``lang``."""
+    path = PurePosixPath(src)
+    stem = path.parent if path.stem in ("index", "README") else path.with_suffix("")
+    prefix = site if lang == "en" else site / lang
+    return prefix / stem / "index.html"
+
+
+MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table): (\S+) -->\s*$", re.M)
+
+
+def markers(kind: str):
+    """(page source path, file path) for every marker of ``kind`` in the English pages."""
+    for page in sorted((ROOT / "book" / "en").rglob("*.md")):
+        for found_kind, rel in MARKER.findall(page.read_text(encoding="utf-8")):
+            if found_kind == kind:
+                yield page.relative_to(ROOT / "book" / "en").as_posix(), rel

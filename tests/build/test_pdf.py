@@ -1,0 +1,141 @@
+"""The PDFs: cover, contents with page numbers, outline, math, CJK font, images, internal links."""
+
+import datetime
+import re
+
+import pytest
+from bs4 import BeautifulSoup
+from pypdf import PdfReader
+from pypdf.generic import IndirectObject
+
+from tests.build.book import LANGS, PDF_NAME, built_page, nav_pages
+
+
+@pytest.fixture(scope="module")
+def pdfs(built_site):
+    readers = {}
+    for lang in LANGS:
+        path = built_site / "pdf" / PDF_NAME.format(lang=lang)
+        assert path.is_file(), f"missing {path.name}"
+        readers[lang] = PdfReader(str(path))
+    return readers
+
+
+def _resolve(obj):
+    return obj.get_object() if isinstance(obj, IndirectObject) else obj
+
+
+def outline_titles(reader) -> list[str]:
+    titles = []
+
+    def walk(items):
+        for item in items:
+            if isinstance(item, list):
+                walk(item)
+            else:
+                titles.append(item.title)
+
+    walk(reader.outline)
+    return titles
+
+
+def _unnumbered(title: str) -> str:
+    # mkdocs-to-pdf numbers chapters ("2.1 Network"); the pages' own headings are unnumbered
+    return re.sub(r"^\d+(\.\d+)*\.?\s+", "", title).strip()
+
+
+def _headings(built_site, lang, level):
+    for src in nav_pages():
+        page = BeautifulSoup(built_page(built_site, lang, src).read_text(encoding="utf-8"), "html.parser")
+        article = page.select_one("article")
+        for h in article.find_all(level):
+            if h.find_parent(class_="jp-Notebook") is not None and level != "h1":
+                continue  # notebook headings below the title are not in the outline
+            text = h.get_text(" ", strip=True).rstrip("¶").strip()
+            yield src, text
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_outline_has_every_chapter_and_section(pdfs, built_site, lang):
+    outline = {_unnumbered(t) for t in outline_titles(pdfs[lang])}
+    missing = [
+        f"{src}: {text}"
+        for level in ("h1", "h2")
+        for src, text in _headings(built_site, lang, level)
+        if text not in outline
+    ]
+    assert not missing, "not in the PDF outline:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_cover_and_contents(pdfs, lang):
+    reader = pdfs[lang]
+    cover = reader.pages[0].extract_text()
+    title = {"en": "The ML Engineering Open Book", "zh": "机器学习工程开放书"}[lang]
+    assert title in cover.replace("\n", " ")
+    assert re.search(r"\d{4}-\d{2}-\d{2}", cover), "no build date on the cover"
+    contents = reader.pages[1].extract_text()
+    total = len(reader.pages)
+    page_numbers = [int(n) for n in re.findall(r"(?m)^(\d{1,3})\b|\b(\d{1,3})\s*$", contents) for n in n if n]
+    assert len([n for n in page_numbers if 2 < n <= total]) >= 5, f"contents without page numbers:\n{contents}"
+    assert "¶" not in contents, "heading permalinks leaked into the contents"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_page_count_is_sane(pdfs, lang):
+    pages = len(pdfs[lang].pages)
+    assert len(nav_pages()) + 2 <= pages <= 400
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_no_raw_tex_and_footer_page_numbers(pdfs, lang):
+    reader = pdfs[lang]
+    total = len(reader.pages)
+    for number, page in enumerate(reader.pages, 1):
+        text = page.extract_text()
+        for raw in ("$$", "\\(", "\\[", "\\frac"):
+            assert raw not in text, f"page {number}: raw TeX {raw!r}"
+        if number > 1:
+            assert f"{number}/{total}" in text.replace(" ", ""), f"page {number}: no page number in the footer"
+
+
+def test_zh_pdf_embeds_a_simplified_chinese_font(pdfs):
+    fonts = set()
+    for page in pdfs["zh"].pages:
+        resources = _resolve(page.get("/Resources")) or {}
+        for font in (_resolve(resources.get("/Font")) or {}).values():
+            font = _resolve(font)
+            for descendant in font.get("/DescendantFonts", []):
+                descriptor = _resolve(_resolve(descendant).get("/FontDescriptor"))
+                embedded = any(k in descriptor for k in ("/FontFile", "/FontFile2", "/FontFile3"))
+                if embedded:
+                    fonts.add(str(font["/BaseFont"]))
+    assert any("CJK-SC" in f for f in fonts), f"no embedded Noto CJK SC font, found {sorted(fonts)}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_notebook_plots_are_printed(pdfs, lang):
+    images = sum(len(page.images) for page in pdfs[lang].pages)
+    assert images >= 1, "no image in the PDF: notebook plots are missing"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_internal_links_resolve(pdfs, lang):
+    reader = pdfs[lang]
+    named = reader.named_destinations
+    internal = 0
+    for number, page in enumerate(reader.pages, 1):
+        for annot in page.get("/Annots", []) or []:
+            annot = _resolve(annot)
+            if annot.get("/Subtype") != "/Link":
+                continue
+            dest = annot.get("/Dest")
+            action = _resolve(annot.get("/A"))
+            if dest is None and action is not None and action.get("/S") == "/GoTo":
+                dest = action.get("/D")
+            if dest is None:
+                continue
+            internal += 1
+            if isinstance(dest, str) or hasattr(dest, "original_bytes"):
+                assert str(dest) in named, f"page {number}: link to unknown destination {dest}"
+    assert internal > 0, "no internal link at all (the contents page should link its entries)"

@@ -1,0 +1,140 @@
+"""The website: both languages, notebooks, embedded scripts, tables from data, and no third-party requests."""
+
+import json
+import re
+from pathlib import Path
+
+import markdown
+import pytest
+from bs4 import BeautifulSoup
+
+from tests.build.book import LANGS, ROOT, built_page, config, markers, nav_pages
+from tools.tables import render
+
+
+def soup(path: Path) -> BeautifulSoup:
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_nav_page_is_built_in_each_language(built_site, lang):
+    pages = nav_pages()
+    assert len(pages) >= 3
+    for src in pages:
+        page = built_page(built_site, lang, src)
+        assert page.is_file(), f"{lang}: {src} was not built ({page})"
+        assert soup(page).html.get("lang") == lang
+
+
+def test_english_and_chinese_pages_pair_up():
+    en = {p.relative_to(ROOT / "book" / "en") for p in (ROOT / "book" / "en").rglob("*") if p.is_file()}
+    zh = {p.relative_to(ROOT / "book" / "zh") for p in (ROOT / "book" / "zh").rglob("*") if p.is_file()}
+    assert en, "no English pages"
+    assert en - zh == set(), f"English pages without a Chinese page: {sorted(map(str, en - zh))}"
+    assert zh - en == set(), f"Chinese pages without an English page: {sorted(map(str, zh - en))}"
+
+
+def test_language_switcher_links_the_other_language(built_site):
+    page = soup(built_page(built_site, "en", "network/index.md"))
+    hreflangs = {a.get("hreflang") for a in page.select("a[hreflang]")}
+    assert {"en", "zh"} <= hreflangs
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_notebooks_render_as_pages_with_outputs_and_download(built_site, lang):
+    notebooks = [src for src in nav_pages() if src.endswith(".ipynb")]
+    assert notebooks, "no notebook in the nav"
+    for src in notebooks:
+        page_path = built_page(built_site, lang, src)
+        page = soup(page_path)
+        assert page.select(".jp-Notebook"), f"{src} is not rendered as a notebook"
+        images = [img for img in page.select(".jp-OutputArea-output img") if img["src"].startswith("data:image/png")]
+        assert images, f"{src}: no plot among the outputs"
+        downloads = [a for a in page.find_all("a", href=True) if a["href"].endswith(".ipynb")]
+        assert downloads, f"{src}: no download link to the .ipynb"
+        assert (page_path.parent / downloads[0]["href"]).resolve().is_file()
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_math_is_svg_and_no_raw_tex_is_left(built_site, lang):
+    pages = [built_page(built_site, lang, src) for src in nav_pages()]
+    svgs = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert 'class="arithmatex"' not in text, f"{page}: math left for client-side rendering"
+        body = soup(page).select_one("article")
+        visible = body.get_text(" ") if body else ""
+        for raw in ("\\(", "\\[", "$$"):
+            assert raw not in visible, f"{page}: raw TeX {raw!r} in the text"
+        svgs += text.count('class="math"')
+    assert svgs > 0, "no math rendered at all"
+
+
+def test_embedded_scripts_show_the_tested_file(built_site):
+    found = list(markers("embed-script"))
+    assert found, "no chapter embeds a script"
+    for lang in LANGS:
+        for src, rel in found:
+            page_path = built_page(built_site, lang, src)
+            page = soup(page_path)
+            source = (ROOT / rel).read_text(encoding="utf-8")
+            blocks = [pre.get_text() for pre in page.select("details pre")]
+            assert any(block.strip() == source.strip() for block in blocks), f"{lang} {src}: {rel} not embedded verbatim"
+            links = [a["href"] for a in page.select(".script-download a")]
+            assert any(href.endswith(rel) for href in links), f"{lang} {src}: no download link to {rel}"
+            for href in links:
+                assert (page_path.parent / href).resolve().is_file(), f"{lang} {src}: dangling {href}"
+
+
+def _rows(table) -> list[list[str]]:
+    return [[c.get_text(" ", strip=True) for c in tr.find_all(["td", "th"])] for tr in table.find_all("tr")]
+
+
+@pytest.mark.parametrize("kind", ["data-table", "results-table"])
+def test_tables_come_from_their_data_files(built_site, kind):
+    found = list(markers(kind))
+    assert found, f"no chapter uses a {kind}"
+    for lang in LANGS:
+        for src, rel in found:
+            page = soup(built_page(built_site, lang, src))
+            shown = [_rows(t) for t in page.select("article table")]
+            expected_html = markdown.markdown(render(ROOT / rel, lang), extensions=["tables"])
+            expected = _rows(BeautifulSoup(expected_html, "html.parser").find("table"))
+            assert expected in shown, f"{lang} {src}: table from {rel} not shown as rendered from the file"
+
+
+# Elements that make the browser fetch something when the page loads.
+_FETCHING = re.compile(r"<(script|link|img|iframe|source|audio|video|embed)\b[^>]*?\b(src|href)=[\"']((?:https?:)?//[^\"']+)", re.I)
+_CSS_FETCH = re.compile(r"(@import\s+(?:url\()?[\"']?|url\([\"']?)((?:https?:)?//[^\"')]+)", re.I)
+_JS_IMPORT = re.compile(r"import\(\s*[\"']((?:https?:)?//[^\"']+)", re.I)
+
+
+def test_pages_request_nothing_from_third_party_hosts(built_site):
+    offenders = []
+    for path in built_site.rglob("*"):
+        if path.suffix not in (".html", ".css", ".js"):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        hits = []
+        if path.suffix == ".html":
+            hits += [m.group(3) for m in _FETCHING.finditer(text) if not _is_plain_link(m)]
+            hits += [m.group(1) for m in _JS_IMPORT.finditer(text)]
+        hits += [m.group(2) for m in _CSS_FETCH.finditer(text) if "w3.org" not in m.group(2)]
+        offenders += [f"{path.relative_to(built_site)}: {h}" for h in hits]
+    assert not offenders, "third-party requests:\n" + "\n".join(offenders[:20])
+
+
+def _is_plain_link(match) -> bool:
+    """<link rel="alternate|canonical"> only names a URL; it fetches nothing."""
+    tag = match.group(0)
+    return match.group(1).lower() == "link" and re.search(r'rel=["\'](alternate|canonical)', tag) is not None
+
+
+def test_search_index_finds_a_two_character_chinese_word(built_site):
+    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    separator = re.compile(index["config"]["separator"])
+    zh_docs = [d for d in index["docs"] if d["location"].startswith("zh/")]
+    assert zh_docs, "no Chinese page in the search index"
+    words = {w for d in zh_docs for w in separator.split(d["title"] + " " + d["text"]) if w}
+    # 带宽 (bandwidth) is a two-character word from the home page; it must be its own token
+    assert "带宽" in words, "Chinese text is not segmented into words in the search index"

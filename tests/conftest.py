@@ -1,0 +1,42 @@
+"""Shared fixtures: the book built once per test session."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def require_tool(name: str) -> str:
+    """Path of a command-line tool; in CI (which installs it) its absence fails, elsewhere it skips."""
+    path = shutil.which(name)
+    if path:
+        return path
+    if os.environ.get("CI"):
+        pytest.fail(f"{name} is not installed, but .ci/run installs it")
+    pytest.skip(f"{name} is not installed")
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory) -> Path:
+    """The site and PDFs built by build/build_book.py into a temporary directory.
+
+    Set BOOK_TEST_SITE=path/to/site to test an existing build instead (faster when iterating).
+    """
+    existing = os.environ.get("BOOK_TEST_SITE")
+    if existing:
+        return Path(existing).resolve()
+    site = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, "build/build_book.py", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, f"book build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return site
