@@ -32,7 +32,11 @@ def build(root: Path, *args) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize(
     "link, complaint",
-    [("[broken](no-such-page.md)", "no-such-page.md"), ("[anchor](index.md#no-such-anchor)", "no-such-anchor")],
+    [
+        ("[broken](no-such-page.md)", "no-such-page.md"),
+        ("[anchor](index.md#no-such-anchor)", "no-such-anchor"),
+        ("![plot](no-such-image.png)", "no-such-image.png"),
+    ],
 )
 def test_broken_link_fails_the_build_naming_the_file(book_copy, link, complaint):
     page = book_copy / "book" / "en" / "network" / "index.md"
@@ -41,6 +45,15 @@ def test_broken_link_fails_the_build_naming_the_file(book_copy, link, complaint)
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert complaint in output and "network/index.md" in output
+
+
+def test_nav_entry_without_a_page_fails_the_build(book_copy):
+    config = book_copy / "mkdocs.yml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace("      - network/index.md\n", "      - network/index.md\n      - network/no-such-page.md\n"), encoding="utf-8")
+    result = build(book_copy)
+    assert result.returncode != 0
+    assert "network/no-such-page.md" in result.stdout + result.stderr
 
 
 def test_missing_translation_fails_the_build(book_copy):
