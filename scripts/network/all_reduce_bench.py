@@ -109,14 +109,14 @@ results/network/all_reduce_bench-cpu-gloo-2proc.json holds the whole run)::
     # check: after each size's timed loop every rank verifies an untimed SUM (expected value 3)
     #
     #       size        count      type     time(us)  algbw(GBps)  busbw(GBps)  check
-            1024          256   float32      2176.35       0.0005       0.0005     OK
-            2048          512   float32       747.68       0.0027       0.0027     OK
-            4096         1024   float32       611.82       0.0067       0.0067     OK
+            1024          256   float32      1399.40       0.0007       0.0007     OK
+            2048          512   float32      1221.52       0.0017       0.0017     OK
+            4096         1024   float32       420.59       0.0097       0.0097     OK
     ...
-       268435456     67108864   float32    192829.52       1.3921       1.3921     OK
-    # peak busbw: 1.3921 GBps at size 268435456 bytes (256M)
+       268435456     67108864   float32    177909.67       1.5088       1.5088     OK
+    # peak busbw: 1.5823 GBps at size 4194304 bytes (4M)
 
-(Two processes sharing two cores, gloo over TCP loopback, with other jobs running: small
+(Two processes sharing two cores, gloo over TCP loopback: small
 messages take milliseconds of process wake-ups. The numbers show what the tool prints, not what
 a network can do.)
 """
