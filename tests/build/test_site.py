@@ -138,3 +138,17 @@ def test_search_index_finds_a_two_character_chinese_word(built_site):
     words = {w for d in zh_docs for w in separator.split(d["title"] + " " + d["text"]) if w}
     # 带宽 (bandwidth) is a two-character word from the home page; it must be its own token
     assert "带宽" in words, "Chinese text is not segmented into words in the search index"
+
+
+_CJK = r"[\u3000-\u9fff\uff00-\uffef]"
+
+
+def test_chinese_paragraphs_are_not_hard_wrapped():
+    """A line break between two Chinese characters renders as a stray space in the browser and PDF."""
+    wrapped = []
+    for page in sorted((ROOT / "book" / "zh").rglob("*.md")):
+        lines = page.read_text(encoding="utf-8").split("\n")
+        for number, (line, following) in enumerate(zip(lines, lines[1:]), 1):
+            if re.search(_CJK + r"$", line) and re.match(_CJK, following.lstrip()):
+                wrapped.append(f"{page.relative_to(ROOT)}:{number}")
+    assert not wrapped, "join these lines: " + ", ".join(wrapped)
