@@ -143,12 +143,21 @@ def test_search_index_finds_a_two_character_chinese_word(built_site):
 _CJK = r"[\u3000-\u9fff\uff00-\uffef]"
 
 
+def _wrapped_lines(lines):
+    for number, (line, following) in enumerate(zip(lines, lines[1:]), 1):
+        if re.search(_CJK + r"$", line) and re.match(_CJK, following.lstrip()):
+            yield number
+
+
 def test_chinese_paragraphs_are_not_hard_wrapped():
     """A line break between two Chinese characters renders as a stray space in the browser and PDF."""
     wrapped = []
     for page in sorted((ROOT / "book" / "zh").rglob("*.md")):
         lines = page.read_text(encoding="utf-8").split("\n")
-        for number, (line, following) in enumerate(zip(lines, lines[1:]), 1):
-            if re.search(_CJK + r"$", line) and re.match(_CJK, following.lstrip()):
-                wrapped.append(f"{page.relative_to(ROOT)}:{number}")
+        wrapped += [f"{page.relative_to(ROOT)}:{n}" for n in _wrapped_lines(lines)]
+    for notebook in sorted((ROOT / "notebooks").rglob("*.zh.ipynb")):
+        for index, cell in enumerate(json.loads(notebook.read_text(encoding="utf-8"))["cells"]):
+            if cell["cell_type"] == "markdown":
+                lines = "".join(cell["source"]).split("\n")
+                wrapped += [f"{notebook.relative_to(ROOT)} cell {index} line {n}" for n in _wrapped_lines(lines)]
     assert not wrapped, "join these lines: " + ", ".join(wrapped)
