@@ -123,10 +123,10 @@ RESULTS_COLUMNS = {
 
 _CAPTION = {
     "en": "Measured with `{command}`: {world_size} ranks, backend {backend}, device {device}, "
-    "dtype {dtype}, torch {torch_version}, {date}. GBps = 10^9 bytes/s. "
+    "dtype {dtype}, torch {torch_version}, {date}. GBps = 10⁹ bytes/s. "
     "Peak busbw: **{peak:.3f} GBps**.",
     "zh": "由 `{command}` 实测：{world_size} 个 rank，后端 {backend}，设备 {device}，"
-    "数据类型 {dtype}，torch {torch_version}，{date}。GBps = 10^9 字节/秒。"
+    "数据类型 {dtype}，torch {torch_version}，{date}。GBps = 10⁹ 字节/秒。"
     "busbw 峰值：**{peak:.3f} GBps**。",
 }
 
