@@ -26,6 +26,16 @@ def test_every_nav_page_is_built_in_each_language(built_site, lang):
         assert soup(page).html.get("lang") == lang
 
 
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_page_links_its_languages_pdf(built_site, lang):
+    for src in nav_pages():
+        page_path = built_page(built_site, lang, src)
+        links = [a["href"] for a in soup(page_path).select("a.book-pdf")]
+        assert len(links) == 1, f"{lang} {src}: expected one PDF link, found {links}"
+        assert links[0].endswith(f"-{lang}.pdf")
+        assert (page_path.parent / links[0]).resolve().is_file(), f"{lang} {src}: {links[0]} does not resolve"
+
+
 def test_english_and_chinese_pages_pair_up():
     en = {p.relative_to(ROOT / "book" / "en") for p in (ROOT / "book" / "en").rglob("*") if p.is_file()}
     zh = {p.relative_to(ROOT / "book" / "zh") for p in (ROOT / "book" / "zh").rglob("*") if p.is_file()}
