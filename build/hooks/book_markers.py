@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
 
 from tools.tables import TableError, render  # noqa: E402
 
-_MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table): (\S+) -->[ \t]*$", re.M)
+MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table): (\S+) -->[ \t]*$", re.M)
 _LEXERS = {".py": "python", ".sh": "bash", ".sbatch": "bash", ".slurm": "bash", ".yml": "yaml"}
 _LABELS = {
     "en": ("Download", "Full source of"),
@@ -77,7 +77,7 @@ def on_page_markdown(markdown, page, config, files):
         except TableError as err:
             raise PluginError(f"{page.file.src_uri}: {err}") from err
 
-    return _MARKER.sub(expand, markdown)
+    return MARKER.sub(expand, markdown)
 
 
 def on_post_build(config):

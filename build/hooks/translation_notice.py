@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from build.hooks.book_markers import site_root_prefix  # noqa: E402
 from tools.translations import status_for  # noqa: E402
 
 _NOTICE = """!!! warning "译文可能已过时 (this translation may be out of date)"
@@ -26,6 +27,5 @@ def on_page_markdown(markdown, page, config, files):
     if status is None or status.state != "stale":
         return markdown
     # page.url is zh/<path>/; the English page is <path>/ at the site root.
-    depth = len([p for p in page.url.split("/") if p])
-    href = "../" * depth + page.url[len("zh/"):]
+    href = site_root_prefix(page) + page.url[len("zh/"):]
     return _NOTICE.format(href=href) + markdown

@@ -1,10 +1,11 @@
 """What the tests need to know about the book's configuration: languages, nav pages, paths."""
 
-import re
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from mkdocs.config import load_config
+
+from build.hooks.book_markers import MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGS = ("en", "zh")
@@ -38,7 +39,6 @@ def built_page(site: Path, lang: str, src: str) -> Path:
     return prefix / stem / "index.html"
 
 
-MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table): (\S+) -->\s*$", re.M)
 
 
 def markers(kind: str):

@@ -36,14 +36,6 @@ def test_every_page_links_its_languages_pdf(built_site, lang):
         assert (page_path.parent / links[0]).resolve().is_file(), f"{lang} {src}: {links[0]} does not resolve"
 
 
-def test_english_and_chinese_pages_pair_up():
-    en = {p.relative_to(ROOT / "book" / "en") for p in (ROOT / "book" / "en").rglob("*") if p.is_file()}
-    zh = {p.relative_to(ROOT / "book" / "zh") for p in (ROOT / "book" / "zh").rglob("*") if p.is_file()}
-    assert en, "no English pages"
-    assert en - zh == set(), f"English pages without a Chinese page: {sorted(map(str, en - zh))}"
-    assert zh - en == set(), f"Chinese pages without an English page: {sorted(map(str, zh - en))}"
-
-
 def test_language_switcher_links_the_other_language(built_site):
     page = soup(built_page(built_site, "en", "network/index.md"))
     hreflangs = {a.get("hreflang") for a in page.select("a[hreflang]")}

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bs4 import BeautifulSoup
 
 from tests.build.book import ROOT, built_page
 
@@ -68,7 +69,11 @@ def test_stale_translation_gets_a_notice_linking_the_english_page(book_copy):
     english.write_text(english.read_text(encoding="utf-8") + "\nA new English sentence.\n", encoding="utf-8")
     result = build(book_copy)
     assert result.returncode == 0, result.stdout + result.stderr
-    zh_home = (built_page(book_copy / "site", "zh", "index.md")).read_text(encoding="utf-8")
-    en_network = (built_page(book_copy / "site", "zh", "network/index.md")).read_text(encoding="utf-8")
+    zh_home_path = built_page(book_copy / "site", "zh", "index.md")
+    zh_home = zh_home_path.read_text(encoding="utf-8")
+    zh_network = built_page(book_copy / "site", "zh", "network/index.md").read_text(encoding="utf-8")
     assert "译文可能已过时" in zh_home
-    assert "译文可能已过时" not in en_network  # only the stale page carries the notice
+    assert "译文可能已过时" not in zh_network  # only the stale page carries the notice
+    notice = BeautifulSoup(zh_home, "html.parser").select_one(".admonition.warning")
+    target = (zh_home_path.parent / notice.find("a")["href"] / "index.html").resolve()
+    assert target == built_page(book_copy / "site", "en", "index.md").resolve()
