@@ -69,6 +69,11 @@ from typing import Iterable
 
 import yaml
 
+try:
+    from tools.notebooks import notebook_pairs
+except ImportError:  # run as a script: tools/ is on sys.path, the repository root is not
+    from notebooks import notebook_pairs
+
 ROOT = Path(__file__).resolve().parent.parent
 """Default repository root (the parent of ``tools/``)."""
 
@@ -231,16 +236,6 @@ def _walk(top: Path):
             yield Path(dirpath) / name
 
 
-def _is_notebook(path: Path) -> bool:
-    """A ``.py`` under notebooks/ is a notebook if paired with an .ipynb or has a jupyter header."""
-    if path.with_suffix(".ipynb").exists():
-        return True
-    try:
-        return isinstance(_dig(_load_header(path), ("jupyter",)), dict)
-    except (OSError, UnicodeDecodeError):
-        return False
-
-
 def pairs(root: str | os.PathLike = ROOT) -> list[tuple[Path, Path]]:
     """All (english, chinese) path pairs under ``root``; either side may not exist.
 
@@ -257,15 +252,11 @@ def pairs(root: str | os.PathLike = ROOT) -> list[tuple[Path, Path]]:
                 if p.suffix == ".md":
                     en = p if lang == "en" else counterpart(p, root)
                     found[en] = p if lang == "zh" else counterpart(p, root)
-    top = root / "notebooks"
-    if top.is_dir():
-        for p in _walk(top):
-            if p.suffix != ".py" or p.is_symlink():
-                continue
-            if p.name.endswith(".zh.py"):
-                found[counterpart(p, root)] = p
-            elif _is_notebook(p):
-                found[p] = counterpart(p, root)
+    for p, _ in notebook_pairs(root):
+        if p.name.endswith(".zh.py"):
+            found[counterpart(p, root)] = p
+        else:
+            found[p] = counterpart(p, root)
     return sorted(found.items())
 
 
