@@ -22,6 +22,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools.translations import FAILING_STATES, statuses  # noqa: E402
 BOOK = "ml-engineering-open-book"
 PDF_TEXT = {
     "en": {"BOOK_PDF_TITLE": "The ML Engineering Open Book", "BOOK_PDF_TOC_TITLE": "Contents", "built": "Built on {}"},
@@ -67,10 +70,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     site_dir = args.site_dir.resolve()
 
-    status = subprocess.run([sys.executable, str(ROOT / "tools" / "translations.py"), "status"], cwd=ROOT,
-                            capture_output=True, text=True)
-    if status.returncode != 0:
-        sys.stderr.write(status.stdout + status.stderr)
+    untranslated = [s for s in statuses(ROOT) if s.state in FAILING_STATES]
+    for s in untranslated:
+        print(f"{s.state}: {s.zh_path.relative_to(ROOT)} <- {s.en_path.relative_to(ROOT)}", file=sys.stderr)
+    if untranslated:
         raise SystemExit("build_book.py: error: missing translations (see above)")
 
     mkdocs_build(site_dir, {})
