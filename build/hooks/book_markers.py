@@ -14,7 +14,6 @@ Paths are relative to the repository root. A missing file or a bad table fails t
 with the page named. The files under scripts/ are copied into the site for the download links.
 """
 
-import os
 import re
 import shutil
 import sys
@@ -47,13 +46,13 @@ def site_root_prefix(page) -> str:
     return "../" * depth
 
 
-def _embed_script(rel: str, page) -> str:
+def _embed_script(rel: str, page, pdf_build: bool) -> str:
     path = ROOT / rel
     download, full_source = _LABELS[page_language(page)]
     lexer = _LEXERS.get(path.suffix, "text")
     href = site_root_prefix(page) + rel
     # The PDF prints the whole file below; a relative download link would dangle there.
-    link = "" if os.environ.get("BOOK_PDF") else (
+    link = "" if pdf_build else (
         f'<p class="script-download"><a href="{href}" download>{download} <code>{rel}</code></a></p>\n\n'
     )
     return (
@@ -71,7 +70,7 @@ def on_page_markdown(markdown, page, config, files):
         if not (ROOT / rel).is_file():
             raise PluginError(f"{page.file.src_uri}: {kind} marker names a missing file: {rel}")
         if kind == "embed-script":
-            return _embed_script(rel, page)
+            return _embed_script(rel, page, bool(config.extra.get("pdf_build")))
         try:
             return render(ROOT / rel, page_language(page))
         except TableError as err:

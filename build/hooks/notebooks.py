@@ -14,7 +14,6 @@ Two fixes, both for things the plugins do on their own:
   that a page requests nothing from a third-party host, so those scripts are removed.
 """
 
-import os
 import re
 
 import markdown
@@ -70,7 +69,7 @@ def on_post_page(output, page, config):
         return output
     for pattern in _NOTEBOOK_SCRIPTS:
         output = pattern.sub("", output)
-    if os.environ.get("BOOK_PDF"):
+    if config.extra.get("pdf_build"):
         # the PDF's contents page copies headings whole, permalink sign included
         output = _ANCHOR_LINK.sub("", output)
     return output
