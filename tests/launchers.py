@@ -1,0 +1,143 @@
+"""Run the book's scripts for real in tests, as separate processes.
+
+Every part's conftest makes a ``launch`` fixture with :func:`launch_fixture` (e.g.
+``launch = launch_fixture("network")``); tests then call ``launch.python``, ``launch.torchrun``,
+``launch.srun_like`` and ``launch.error_lines`` with a script name inside ``scripts/<part>/``.
+Jobs run under ``python -m torch.distributed.run`` (torchrun) on 127.0.0.1 with a free port, or
+as plain processes with SLURM-like variables. Every launch has a wall-clock limit and, on expiry,
+its whole process group is killed, so a hanging script fails its test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Launcher/rank variables that must not leak from the environment pytest runs in (for example a
+# SLURM allocation) into the jobs the tests start.
+_RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+              "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+              "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NNODES")
+_SELFTEST_PREFIXES = ("ALL_REDUCE_BENCH_", "CONNECTIVITY_CHECK_")
+
+
+@dataclass
+class Result:
+    """Outcome of one launch: exit status and captured text."""
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago (bind to port 0, read it, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Copy of os.environ without launcher variables or self-test hooks, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in _RANK_VARS and not k.startswith(_SELFTEST_PREFIXES)}
+    env["OMP_NUM_THREADS"] = "1"  # 2 processes on a 2-core machine: no oversubscription
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def _communicate(proc: subprocess.Popen, timeout: float) -> Result:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"process did not finish within {timeout} s (hang?)\nstdout:\n{out}\n"
+                    f"stderr:\n{err}")
+    return Result(proc.returncode, out, err)
+
+
+def run_python(scripts: Path, script: str, args: list[str], env: dict[str, str] | None = None,
+               timeout: float = 60) -> Result:
+    """Run ``python <scripts>/<script> args`` as one plain process."""
+    proc = subprocess.Popen([sys.executable, str(scripts / script), *args], cwd=REPO,
+                            env=clean_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    return _communicate(proc, timeout)
+
+
+def run_torchrun(scripts: Path, script: str, args: list[str], nproc: int = 2,
+                 env: dict[str, str] | None = None, timeout: float = 90) -> Result:
+    """Run ``python -m torch.distributed.run --nproc-per-node N ... <scripts>/<script>``
+    on 127.0.0.1 with a free port."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+           "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1",
+           "--master-port", str(free_port()), str(scripts / script), *args]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=clean_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return _communicate(proc, timeout)
+
+
+def run_srun_like(scripts: Path, script: str, args: list[str], ntasks: int = 2,
+                  env: dict[str, str] | None = None, timeout: float = 90) -> list[Result]:
+    """Start ``ntasks`` plain ``python script`` processes with the variables ``srun`` sets
+    (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) plus MASTER_ADDR/MASTER_PORT; return the
+    results in rank order."""
+    port = str(free_port())
+    procs = []
+    for rank in range(ntasks):
+        rank_env = {"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(ntasks),
+                    "SLURM_LOCALID": str(rank), "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": port, **(env or {})}
+        procs.append(subprocess.Popen(
+            [sys.executable, str(scripts / script), *args], cwd=REPO, env=clean_env(rank_env),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
+    return [_communicate(p, timeout) for p in procs]
+
+
+def error_lines(text: str) -> list[str]:
+    """Lines of ``text`` that are our scripts' (or argparse's) error messages."""
+    return [line for line in text.splitlines() if ": error: " in line]
+
+
+class Launchers:
+    """What the ``launch`` fixture hands to tests: the launchers bound to ``scripts/<part>/``
+    (test modules do not import conftest, which could clash with other folders' conftests)."""
+
+    def __init__(self, part: str):
+        self.repo = REPO
+        self.scripts = REPO / "scripts" / part
+
+    def python(self, script: str, args: list[str], **kwargs) -> Result:
+        return run_python(self.scripts, script, args, **kwargs)
+
+    def torchrun(self, script: str, args: list[str], **kwargs) -> Result:
+        return run_torchrun(self.scripts, script, args, **kwargs)
+
+    def srun_like(self, script: str, args: list[str], **kwargs) -> list[Result]:
+        return run_srun_like(self.scripts, script, args, **kwargs)
+
+    error_lines = staticmethod(error_lines)
+
+
+def launch_fixture(part: str):
+    """A session-scoped ``launch`` fixture for the scripts in ``scripts/<part>/``."""
+
+    @pytest.fixture(scope="session")
+    def launch() -> Launchers:
+        return Launchers(part)
+
+    return launch
