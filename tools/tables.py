@@ -4,6 +4,7 @@ A figure lives in one file; chapters place it with a marker line that the build 
 (build/hooks/book_markers.py):
 
     <!-- data-table: data/network/pcie.yml -->
+    <!-- data-table: data/compute/accelerators.yml#memory -->
     <!-- results-table: results/network/all_reduce_bench-cpu-gloo-2proc.json -->
 
 Spec data (YAML)::
@@ -14,6 +15,12 @@ Spec data (YAML)::
     rows:
       - {gen: "PCIe 4.0", source: "https://..."}   # every row names its source
     notes: {en: "...", zh: "..."}            # optional
+    views:                                   # optional: several tables from one file
+      memory: {caption: {...}, columns: [gen, ...], notes: {...}}
+
+``FILE#VIEW`` renders the view: its own caption and notes, and only the listed columns (keys of
+``columns``), so one file can hold every figure of a topic and still give each page a narrow
+table. Without ``#VIEW`` every column is shown.
 
 Measured results (JSON) are the files our benchmark scripts write with ``--json``; the
 ``benchmark`` key picks the columns (see RESULTS_COLUMNS).
@@ -58,11 +65,26 @@ def _markdown(header: list[str], rows: list[list[str]], align: list[str]) -> str
 _SOURCE = {"en": "Source", "zh": "来源"}
 
 
-def render_data_table(path: Path, lang: str = "en") -> str:
-    """Markdown for a spec-data YAML file in language ``lang``.
+def _select_view(data: dict, view: str, path: Path) -> dict:
+    """``data`` narrowed to view ``view``: its columns (in the view's order), caption and notes."""
+    views = data.get("views") or {}
+    if view not in views:
+        raise TableError(f"{path}: no view '{view}' (views: {', '.join(views) or 'none'})")
+    spec = views[view]
+    by_key = {c["key"]: c for c in data["columns"]}
+    unknown = [k for k in spec.get("columns", []) if k not in by_key]
+    if unknown or not spec.get("columns"):
+        raise TableError(f"{path}: view '{view}' needs existing column keys (unknown: {unknown})")
+    return {"columns": [by_key[k] for k in spec["columns"]], "rows": data["rows"],
+            "caption": spec.get("caption"), "notes": spec.get("notes")}
+
+
+def render_data_table(path: Path, lang: str = "en", view: str | None = None) -> str:
+    """Markdown for a spec-data YAML file in language ``lang`` (only view ``view``'s columns,
+    caption and notes when given).
 
     Every row must have a ``source`` URL, rendered as a link in the last column.
-    Raises TableError (naming the file) for a missing key, column or source.
+    Raises TableError (naming the file) for a missing key, column, view or source.
     """
     path = Path(path)
     try:
@@ -71,6 +93,8 @@ def render_data_table(path: Path, lang: str = "en") -> str:
         raise TableError(f"{path}: {err}") from err
     if not isinstance(data, dict) or not data.get("columns") or not data.get("rows"):
         raise TableError(f"{path}: needs 'columns' and 'rows'")
+    if view is not None:
+        data = _select_view(data, view, path)
     columns = data["columns"]
     header = [_text(c["title"], lang, f"{path}: column {c.get('key')}") for c in columns]
     header.append(_SOURCE[lang])
@@ -131,6 +155,72 @@ _CAPTION = {
 }
 
 
+# Benchmarks other than all_reduce: caption template per language and the fields it needs.
+_MEM_TESTS = {
+    "en": {"d2d": "device to device", "h2d_pinned": "host to device, pinned",
+           "h2d_pageable": "host to device, pageable", "d2h_pinned": "device to host, pinned",
+           "d2h_pageable": "device to host, pageable", "host_copy": "host memory copy"},
+    "zh": {"d2d": "设备到设备", "h2d_pinned": "主机到设备，锁页", "h2d_pageable": "主机到设备，可分页",
+           "d2h_pinned": "设备到主机，锁页", "d2h_pageable": "设备到主机，可分页",
+           "host_copy": "主机内存拷贝"},
+}
+
+RESULTS_COLUMNS["mamf"] = (
+    {
+        "en": ["M", "N", "K", "dtype", "Mean time (ms)", "Mean TFLOPS", "Median TFLOPS", "Max TFLOPS"],
+        "zh": ["M", "N", "K", "数据类型", "平均时间 (ms)", "平均 TFLOPS", "中位数 TFLOPS", "最大 TFLOPS"],
+    },
+    lambda r: [str(r["m"]), str(r["n"]), str(r["k"]), r["dtype"], f"{r['mean_ms']:.3f}",
+               f"{r['mean_tflops']:.3f}", f"{r['median_tflops']:.3f}", f"{r['max_tflops']:.3f}"],
+)
+RESULTS_COLUMNS["mem_bandwidth"] = (
+    {
+        "en": ["Test", "Size", "Time (µs)", "Copied bytes / time (GBps)", "Read + write traffic (GBps)"],
+        "zh": ["测试", "大小", "时间 (µs)", "拷贝字节数/时间 (GBps)", "读+写流量 (GBps)"],
+    },
+    None,  # needs the language for the test names: see _results_rows
+)
+
+_RESULTS_CAPTION = {
+    "mamf": {
+        "en": "Measured with `{command}`: device {device}, torch {torch_version}, {date}; "
+        "{warmup} warmup and {iters} timed iterations per shape; TFLOPS = 2·M·N·K / time / 10¹² "
+        "(mean over iterations; max = fastest iteration). Best: **{best}**.",
+        "zh": "由 `{command}` 实测：设备 {device}，torch {torch_version}，{date}；每个形状先预热 "
+        "{warmup} 次、再计时 {iters} 次；TFLOPS = 2·M·N·K / 时间 / 10¹²（平均值取所有迭代，"
+        "最大值取最快的一次）。最佳：**{best}**。",
+    },
+    "mem_bandwidth": {
+        "en": "Measured with `{command}`: device {device}, torch {torch_version}, {date}; "
+        "{iters} timed copies per size after {warmup} warmup ({time}). GBps = 10⁹ bytes/s. "
+        "Peak: **{best}**.",
+        "zh": "由 `{command}` 实测：设备 {device}，torch {torch_version}，{date}；每个大小预热 "
+        "{warmup} 次后计时 {iters} 次拷贝（{time}）。GBps = 10⁹ 字节/秒。峰值：**{best}**。",
+    },
+}
+
+
+_TIME_TEXT = {
+    "en": {},
+    "zh": {"mean of back-to-back copies (CUDA events)": "连续拷贝的平均时间（CUDA 事件计时）",
+           "median of individually timed copies (perf_counter)": "逐次计时拷贝的中位数（perf_counter）"},
+}
+
+
+def _best_text(data: dict, lang: str) -> str:
+    if data["benchmark"] == "mamf":
+        return "; ".join(f"{dtype} {b['max_tflops']:.3f} TFLOPS ({b['m']}x{b['n']}x{b['k']})"
+                         for dtype, b in data["best"].items())
+    return "; ".join(f"{_MEM_TESTS[lang][test]} {gbps:.2f} GBps" for test, gbps in data["peak_GBps"].items())
+
+
+def _results_rows(data: dict, lang: str) -> list[list[str]]:
+    if data["benchmark"] == "mem_bandwidth":
+        return [[_MEM_TESTS[lang][r["test"]], _binary_size(r["size_bytes"]), f"{r['time_us']:.1f}",
+                 f"{r['GBps']:.2f}", f"{r['traffic_GBps']:.2f}"] for r in data["results"]]
+    return [RESULTS_COLUMNS[data["benchmark"]][1](r) for r in data["results"]]
+
+
 def render_results_table(path: Path, lang: str = "en") -> str:
     """Markdown for a benchmark's ``--json`` output, with a caption saying how it was measured.
 
@@ -139,29 +229,47 @@ def render_results_table(path: Path, lang: str = "en") -> str:
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        titles, row_cells = RESULTS_COLUMNS[data["benchmark"]]
-        rows = [row_cells(r) for r in data["results"]]
-        caption = _CAPTION[lang].format(
-            command=data["command"],
-            world_size=data["world_size"],
-            backend=data["backend"],
-            device=data["device"],
-            dtype=data["dtype"],
-            torch_version=data["torch_version"],
-            date=data["date_utc"][:10],
-            peak=data["peak_busbw_GBps"],
-        )
+        titles, _ = RESULTS_COLUMNS[data["benchmark"]]
+        rows = _results_rows(data, lang)
+        if data["benchmark"] == "all_reduce":
+            caption = _CAPTION[lang].format(
+                command=data["command"],
+                world_size=data["world_size"],
+                backend=data["backend"],
+                device=data["device"],
+                dtype=data["dtype"],
+                torch_version=data["torch_version"],
+                date=data["date_utc"][:10],
+                peak=data["peak_busbw_GBps"],
+            )
+        else:
+            caption = _RESULTS_CAPTION[data["benchmark"]][lang].format(
+                command=data["command"], device=data["device"],
+                torch_version=data["torch_version"], date=data["date_utc"][:10],
+                warmup=data["warmup"], iters=data["iters"], best=_best_text(data, lang),
+                time=_TIME_TEXT[lang].get(data.get("time", ""), data.get("time", "")))
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise TableError(f"{path}: cannot render results ({type(err).__name__}: {err})") from err
     align = ["--:"] * len(titles[lang])
     return _markdown(titles[lang], rows, align) + "\n\n" + caption
 
 
+def split_view(path) -> tuple[Path, str | None]:
+    """``data/x.yml#memory`` -> (Path('data/x.yml'), 'memory'); no ``#`` -> (path, None)."""
+    text = str(path)
+    if "#" in text:
+        file, view = text.split("#", 1)
+        return Path(file), view
+    return Path(text), None
+
+
 def render(path: Path, lang: str = "en") -> str:
-    """Render a data (.yml/.yaml) or results (.json) file."""
-    path = Path(path)
+    """Render a data (.yml/.yaml, optionally ``FILE#VIEW``) or results (.json) file."""
+    path, view = split_view(path)
     if path.suffix in (".yml", ".yaml"):
-        return render_data_table(path, lang)
+        return render_data_table(path, lang, view)
+    if view is not None:
+        raise TableError(f"{path}: '#{view}' views exist only for .yml data files")
     if path.suffix == ".json":
         return render_results_table(path, lang)
     raise TableError(f"{path}: expected a .yml data file or a .json results file")
@@ -169,7 +277,7 @@ def render(path: Path, lang: str = "en") -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", type=Path, help="data/…/*.yml or results/…/*.json")
+    parser.add_argument("file", type=Path, help="data/…/*.yml[#VIEW] or results/…/*.json")
     parser.add_argument("--lang", choices=LANGS, default="en")
     args = parser.parse_args(argv)
     try:

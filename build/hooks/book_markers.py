@@ -67,7 +67,7 @@ def _embed_script(rel: str, page, pdf_build: bool) -> str:
 def on_page_markdown(markdown, page, config, files):
     def expand(match):
         kind, rel = match.groups()
-        if not (ROOT / rel).is_file():
+        if not (ROOT / rel.split("#", 1)[0]).is_file():  # data-table FILE#VIEW
             raise PluginError(f"{page.file.src_uri}: {kind} marker names a missing file: {rel}")
         if kind == "embed-script":
             return _embed_script(rel, page, bool(config.extra.get("pdf_build")))

@@ -1,0 +1,74 @@
+"""tools/tables.py: FILE#VIEW selects a view of a data file; results of the compute benchmarks
+(mamf, mem_bandwidth) render with their captions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.tables import TableError, render, split_view
+
+DATA = """
+caption: {en: All, zh: 全部}
+columns:
+  - {key: a, title: {en: A, zh: 甲}}
+  - {key: b, title: {en: B, zh: 乙}}
+  - {key: c, title: {en: C, zh: 丙}}
+rows:
+  - {a: 1, b: 2, c: 3, source: "https://example.org/x"}
+views:
+  narrow: {caption: {en: Narrow, zh: 窄}, columns: [c, a], notes: {en: "n.", zh: "注。"}}
+"""
+
+
+@pytest.fixture
+def data_file(tmp_path) -> Path:
+    path = tmp_path / "t.yml"
+    path.write_text(DATA, encoding="utf-8")
+    return path
+
+
+def test_split_view():
+    assert split_view("data/x.yml#memory") == (Path("data/x.yml"), "memory")
+    assert split_view(Path("data/x.yml")) == (Path("data/x.yml"), None)
+
+
+def test_view_keeps_only_its_columns_in_its_order(data_file):
+    full = render(data_file, "en")
+    assert "**All**" in full and "| A | B | C | Source |" in full
+    narrow = render(f"{data_file}#narrow", "zh")
+    assert "**窄**" in narrow and "| 丙 | 甲 | 来源 |" in narrow and "| 3 | 1 |" in narrow
+    assert narrow.rstrip().endswith("注。") and "乙" not in narrow
+
+
+def test_unknown_view_and_view_of_results_fail(data_file, tmp_path):
+    with pytest.raises(TableError, match="no view 'wide'"):
+        render(f"{data_file}#wide")
+    results = tmp_path / "r.json"
+    results.write_text("{}")
+    with pytest.raises(TableError, match="views exist only"):
+        render(f"{results}#x")
+
+
+def test_compute_results_render_with_captions(tmp_path):
+    common = {"schema_version": 1, "device": "cpu", "torch_version": "2.x", "warmup": 1,
+              "iters": 3, "date_utc": "2026-01-02T03:04:05Z", "command": "python x.py"}
+    mamf = tmp_path / "mamf.json"
+    row = {"m": 8, "n": 16, "k": 32, "dtype": "bf16", "mean_ms": 1.0, "mean_tflops": 0.5,
+           "median_tflops": 0.6, "max_tflops": 0.7}
+    mamf.write_text(json.dumps({**common, "benchmark": "mamf", "results": [row],
+                                "best": {"bf16": row}}))
+    text = render(mamf, "en")
+    assert "| 8 | 16 | 32 | bf16 | 1.000 | 0.500 | 0.600 | 0.700 |" in text
+    assert "bf16 0.700 TFLOPS (8x16x32)" in text and "2026-01-02" in text
+    bw = tmp_path / "bw.json"
+    bw.write_text(json.dumps({**common, "benchmark": "mem_bandwidth",
+                              "time": "median of individually timed copies (perf_counter)",
+                              "results": [{"test": "host_copy", "size_bytes": 1048576,
+                                           "time_us": 100.0, "GBps": 10.49, "traffic_GBps": 20.97}],
+                              "peak_GBps": {"host_copy": 10.49}}))
+    zh = render(bw, "zh")
+    assert "| 主机内存拷贝 | 1 MiB | 100.0 | 10.49 | 20.97 |" in zh
+    assert "逐次计时拷贝的中位数" in zh and "主机内存拷贝 10.49 GBps" in zh
