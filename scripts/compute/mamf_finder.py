@@ -1,0 +1,430 @@
+#!/usr/bin/env python
+"""mamf_finder.py: find the maximum achievable matmul FLOPS (MAMF) of one device.
+
+What it measures
+----------------
+For every shape (M, N, K) of the sweep and every requested dtype, the script multiplies an
+M x K matrix by a K x N matrix ``--iters`` times after ``--warmup`` untimed runs, times each
+multiplication on its own, and reports per shape:
+
+* ``mean`` / ``median`` TFLOPS: 2*M*N*K / (mean or median time of one matmul) / 1e12;
+* ``max`` TFLOPS: the same for the fastest single matmul.
+
+2*M*N*K counts one multiply and one add per term of every output element, the usual convention
+for matmul FLOPs (and the one vendors use for their peak figures). At the end it prints the best
+shape per dtype (by max TFLOPS) and the overall best. The best max TFLOPS over a wide enough sweep
+is the device's MAMF, the realistic ceiling to compare a training run's TFLOPS with; the spec
+sheet's peak is not reachable (see the Compute chapter of The ML Engineering Open Book).
+
+Timing
+------
+* CUDA (and ROCm builds of torch, which use the same API): one pair of CUDA events around each
+  matmul, so launch overheads between iterations are not counted. Before each timed matmul the
+  script overwrites a buffer twice the size of the L2 cache (``--no-flush-l2`` turns this off),
+  so that operands left in L2 by the previous iteration do not flatter the result; the flush is
+  outside the timed region.
+* CPU: ``time.perf_counter()`` around each matmul (which returns when the result is ready). No
+  cache flush: on CPU the caches are small next to any matrix worth measuring.
+* Other torch backends (``mps``, ``xpu``) are timed with synchronize + perf_counter.
+
+dtypes: ``bf16``, ``fp16``, ``fp32`` (full fp32, TF32 disabled), ``tf32`` (fp32 tensors with
+TF32 tensor-core math; CUDA only), ``fp8`` (float8 E4M3 inputs through ``torch._scaled_mm`` with
+bf16 output; CUDA devices of compute capability 8.9 or newer only). Asking for a dtype the
+device cannot run is an error, not a silent fallback.
+
+Sizes: ``--m``, ``--n``, ``--k`` each take one or more values or ``START:STOP:STEP`` ranges
+(STOP included), e.g. ``--m 1024 4096``, ``--k 1024:8192:1024``. The sweep is their product.
+
+How to launch
+-------------
+One device per process; plain ``python`` (no torchrun needed)::
+
+    python mamf_finder.py --m 4096 --n 4096 --k 4096                     # one shape, bf16
+    python mamf_finder.py --m 1024:16384:1024 --n 4096 --k 4096 --dtype bf16 fp8 --json h100.json
+
+To measure every GPU of a node at once (each process sees one device), e.g. under SLURM::
+
+    srun --ntasks-per-node 8 --gpus-per-task 1 python mamf_finder.py --m 1024:16384:1024 \\
+        --n 1024:16384:1024 --k 1024:16384:1024 --json "mamf-$(hostname)-$SLURM_LOCALID.json"
+
+Long sweeps print one line per shape as they go (with ``[i/N]``); Ctrl-C stops the sweep and
+still prints the summary (and writes ``--json``) for the shapes measured so far, then exits with
+status 130.
+
+``--json PATH`` writes::
+
+    {"benchmark": "mamf", "schema_version": 1, "device": "<name>", "device_type": "cpu|cuda|...",
+     "dtypes": [...], "warmup": <int>, "iters": <int>, "flush_l2": <bool>,
+     "torch_version": "<version>", "versions": {...}, "hostname": "<host>",
+     "date_utc": "YYYY-MM-DDTHH:MM:SSZ", "command": "<command line>", "interrupted": <bool>,
+     "results": [{"m": .., "n": .., "k": .., "dtype": "bf16", "mean_ms": .., "median_ms": ..,
+                  "min_ms": .., "mean_tflops": .., "median_tflops": .., "max_tflops": ..}, ...],
+     "best": {"<dtype>": {<the result row with the highest max_tflops>}, ...},
+     "units": {...}}
+
+Bad input (a non-positive size, an unknown dtype, fp8 or tf32 on a device without them) exits
+with status 2 and a one-line ``mamf_finder.py: error: ...`` message.
+
+Example output (CPU run of the committed results/compute/mamf_finder-cpu.json, on a 2-vCPU
+cloud VM; expect a GPU to be three to four orders of magnitude faster)::
+
+    $ python scripts/compute/mamf_finder.py --device cpu --dtype fp32 bf16 \\
+          --m 256:1024:256 --n 1024 --k 1024 --warmup 3 --iters 10 \\
+          --json results/compute/mamf_finder-cpu.json
+    # mamf_finder.py: maximum achievable matmul FLOPS, 2*M*N*K / time
+    # device cpu: AMD EPYC 7B13 | 2 threads | torch 2.13.0+cpu | python 3.11.2
+    # timing: perf_counter per matmul | warmup 3 | iters 10 | L2 flush no
+    # [  i/N]      M      N      K dtype    mean(ms)  mean TFLOPS  median TFLOPS  max TFLOPS
+    [  1/8]     256   1024   1024 fp32       4.118        0.130          0.131       0.138
+    ...
+    # best fp32: 0.150 TFLOPS (max) at 1024x1024x1024, mean 0.144
+    # best bf16: ...
+    # overall best: ...
+
+(The exact figures are in the results file; they vary from run to run on a shared machine.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import socket
+import statistics
+import sys
+import time
+
+PROG = "mamf_finder.py"
+DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp8")
+DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
+                 "float": "fp32", "float8": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8"}
+_RANGE = re.compile(r"(\d+):(\d+):(\d+)")
+
+
+def parse_sizes(text: str) -> list[int]:
+    """Parse one size argument: ``4096`` or ``START:STOP:STEP`` (STOP included).
+
+    Returns a list of positive ints. Raises argparse.ArgumentTypeError (so argparse names the
+    option) for anything that is not a positive integer or a well-formed range.
+    """
+    text = text.strip()
+    m = _RANGE.fullmatch(text)
+    if m:
+        start, stop, step = (int(g) for g in m.groups())
+        if start <= 0 or step <= 0 or stop < start:
+            raise argparse.ArgumentTypeError(
+                f"invalid range {text!r}: need 0 < START <= STOP and STEP > 0")
+        return list(range(start, stop + 1, step))
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: use a positive integer or START:STOP:STEP") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: sizes must be positive")
+    return [value]
+
+
+def parse_dtype(text: str) -> str:
+    """Canonical dtype name for ``text`` (``bfloat16`` -> ``bf16``).
+
+    Raises argparse.ArgumentTypeError for an unknown name.
+    """
+    name = DTYPE_ALIASES.get(text.lower(), text.lower())
+    if name not in DTYPES:
+        raise argparse.ArgumentTypeError(f"unknown dtype {text!r} (choose from {', '.join(DTYPES)})")
+    return name
+
+
+def matmul_flops(m: int, n: int, k: int) -> int:
+    """FLOPs of one (m x k) @ (k x n) matmul: 2*m*n*k (one multiply + one add per term)."""
+    return 2 * m * n * k
+
+
+def tflops(m: int, n: int, k: int, seconds: float) -> float:
+    """Throughput in TFLOPS (1e12 FLOP/s) of one matmul that took ``seconds``."""
+    return matmul_flops(m, n, k) / seconds / 1e12
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface; building it touches neither torch nor any device."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Maximum achievable matmul FLOPS: sweep M/N/K shapes and dtypes on one "
+                    "device, time each matmul, report mean/median/max TFLOPS per shape "
+                    "(2*M*N*K/time/1e12) and the best shape.",
+        epilog="Sizes: a value or START:STOP:STEP (STOP included); several may be given, e.g. "
+               "--m 512 1024:8192:1024. Ctrl-C prints the results so far.")
+    p.add_argument("--m", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
+                   help="rows of A and of the output (default 4096)")
+    p.add_argument("--n", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
+                   help="columns of B and of the output (default 4096)")
+    p.add_argument("--k", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
+                   help="inner dimension (default 4096)")
+    p.add_argument("--dtype", nargs="+", type=parse_dtype, default=["bf16"],
+                   help=f"one or more of {', '.join(DTYPES)} (default bf16)")
+    p.add_argument("--device", default="auto",
+                   help="auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps, xpu")
+    p.add_argument("--warmup", type=int, default=10, help="untimed matmuls per shape (default 10)")
+    p.add_argument("--iters", type=int, default=50, help="timed matmuls per shape (default 50)")
+    p.add_argument("--no-flush-l2", dest="flush_l2", action="store_false",
+                   help="do not overwrite the L2 cache before each timed matmul (GPU only)")
+    p.add_argument("--json", metavar="PATH", help="write machine-readable results to PATH")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and validate arguments (no device access); problems exit via parser.error
+    (status 2, one line). Adds ``args.shapes``: list of (m, n, k)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.warmup < 0:
+        parser.error(f"--warmup must be >= 0 (got {args.warmup})")
+    if args.iters < 1:
+        parser.error(f"--iters must be >= 1 (got {args.iters})")
+    flat = {axis: sorted({v for group in getattr(args, axis) for v in group}) for axis in "mnk"}
+    args.shapes = [(m, n, k) for m in flat["m"] for n in flat["n"] for k in flat["k"]]
+    args.dtype = list(dict.fromkeys(args.dtype))  # keep order, drop repeats
+    args.parser = parser
+    return args
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class Device:
+    """The device under test and what it can do; created after argument parsing."""
+
+    def __init__(self, torch, spec: str, parser: argparse.ArgumentParser):
+        self.torch = torch
+        if spec == "auto":
+            spec = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            self.dev = torch.device(spec)
+        except RuntimeError:
+            parser.error(f"--device: unknown device {spec!r}")
+        self.type = self.dev.type
+        if self.type == "cuda":
+            if not torch.cuda.is_available():
+                parser.error("--device cuda: no CUDA device is available (use --device cpu)")
+            index = self.dev.index if self.dev.index is not None else torch.cuda.current_device()
+            if index >= torch.cuda.device_count():
+                parser.error(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s)")
+            self.dev = torch.device("cuda", index)
+            torch.cuda.set_device(self.dev)
+            props = torch.cuda.get_device_properties(self.dev)
+            self.name = props.name
+            self.capability = (props.major, props.minor)
+            self.l2_bytes = int(getattr(props, "L2_cache_size", 0)) or 50 * 2**20
+        elif self.type == "cpu":
+            self.name = "cpu"
+            self.capability = None
+            self.l2_bytes = 0
+        else:
+            module = getattr(torch, self.type, None)
+            if module is None or not module.is_available():
+                parser.error(f"--device {spec}: this torch build has no usable {self.type} device")
+            self.name = self.type
+            self.capability = None
+            self.l2_bytes = 0
+
+    def check_dtype(self, dtype: str, parser: argparse.ArgumentParser) -> None:
+        """Exit with a one-line error if this device cannot run ``dtype`` matmuls."""
+        torch = self.torch
+        if dtype == "tf32" and self.type != "cuda":
+            parser.error(f"dtype tf32 is a CUDA tensor-core mode; {self.type} has none (use fp32)")
+        if dtype == "fp8":
+            ok = (self.type == "cuda" and torch.version.hip is None and self.capability >= (8, 9)
+                  and hasattr(torch, "float8_e4m3fn") and hasattr(torch, "_scaled_mm"))
+            ok = ok or (self.type == "cuda" and torch.version.hip is not None
+                        and hasattr(torch, "_scaled_mm"))
+            if not ok:
+                where = (f"compute capability {self.capability[0]}.{self.capability[1]}"
+                         if self.capability else self.type)
+                parser.error(f"dtype fp8 needs a CUDA GPU of compute capability 8.9+ (Ada, "
+                             f"Hopper, Blackwell) and torch._scaled_mm; this device is {where}")
+
+    def versions(self) -> dict:
+        """Versions worth recording next to a measurement (driver, runtime, libraries)."""
+        torch = self.torch
+        v = {"torch": torch.__version__, "python": platform.python_version()}
+        if self.type == "cuda":
+            v["cuda_runtime"] = torch.version.cuda
+            v["hip_runtime"] = torch.version.hip
+            try:
+                driver = torch._C._cuda_getDriverVersion()  # e.g. 12040 -> "12.4"
+                v["cuda_driver_api"] = f"{driver // 1000}.{driver % 1000 // 10}"
+            except (AttributeError, RuntimeError):
+                pass
+            v["cudnn"] = torch.backends.cudnn.version()
+            v["compute_capability"] = ".".join(map(str, self.capability))
+        elif self.type == "cpu":
+            v["cpu"] = _cpu_name()
+            v["threads"] = torch.get_num_threads()
+            v["mkldnn"] = bool(torch.backends.mkldnn.is_available())
+        return {key: value for key, value in v.items() if value is not None}
+
+    def synchronize(self) -> None:
+        if self.type == "cuda":
+            self.torch.cuda.synchronize(self.dev)
+        elif self.type != "cpu":
+            getattr(self.torch, self.type).synchronize()
+
+
+def make_operands(device: Device, dtype: str, m: int, n: int, k: int):
+    """Operands and a zero-argument function that runs one matmul of shape (m, k) @ (k, n)."""
+    torch = device.torch
+    dev = device.dev
+    if dtype == "fp8":
+        a = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
+        # _scaled_mm wants the second operand column-major: the transpose of a row-major (n, k).
+        b = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device=dev, dtype=torch.float32)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    tdtype = {"bf16": torch.bfloat16, "fp16": torch.float16,
+              "fp32": torch.float32, "tf32": torch.float32}[dtype]
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    a = torch.randn(m, k, device=dev, dtype=tdtype)
+    b = torch.randn(k, n, device=dev, dtype=tdtype)
+    out = torch.empty(m, n, device=dev, dtype=tdtype)
+    return lambda: torch.mm(a, b, out=out)
+
+
+def time_shape(device: Device, run, warmup: int, iters: int, flush) -> list[float]:
+    """Seconds taken by each of ``iters`` calls of ``run`` (after ``warmup`` calls)."""
+    for _ in range(warmup):
+        run()
+    device.synchronize()
+    times = []
+    if device.type == "cuda":
+        torch = device.torch
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(iters)]
+        for start, end in pairs:
+            if flush is not None:
+                flush.zero_()  # evict the operands from L2; not timed
+            start.record()
+            run()
+            end.record()
+        torch.cuda.synchronize(device.dev)
+        times = [start.elapsed_time(end) / 1e3 for start, end in pairs]  # ms -> s
+    else:
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            run()
+            device.synchronize()
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def summarize(m: int, n: int, k: int, dtype: str, times: list[float]) -> dict:
+    """Per-shape row: times in ms and mean/median/max TFLOPS (6 significant digits)."""
+    mean, median, best = statistics.fmean(times), statistics.median(times), min(times)
+    row = {"m": m, "n": n, "k": k, "dtype": dtype,
+           "mean_ms": mean * 1e3, "median_ms": median * 1e3, "min_ms": best * 1e3,
+           "mean_tflops": tflops(m, n, k, mean), "median_tflops": tflops(m, n, k, median),
+           "max_tflops": tflops(m, n, k, best)}
+    return {key: (float(f"{v:.6g}") if isinstance(v, float) else v) for key, v in row.items()}
+
+
+def best_per_dtype(results: list[dict]) -> dict:
+    """{dtype: the result row with the highest max_tflops}, in first-seen dtype order."""
+    best: dict[str, dict] = {}
+    for row in results:
+        if row["dtype"] not in best or row["max_tflops"] > best[row["dtype"]]["max_tflops"]:
+            best[row["dtype"]] = row
+    return best
+
+
+def _print_summary(results: list[dict], total: int, interrupted: bool) -> dict:
+    best = best_per_dtype(results)
+    if interrupted:
+        print(f"# interrupted: {len(results)} of {total} measurements done; results so far:")
+    if not results:
+        print("# no shape was measured")
+        return best
+    for dtype, row in best.items():
+        print(f"# best {dtype}: {row['max_tflops']:.3f} TFLOPS (max) at "
+              f"{row['m']}x{row['n']}x{row['k']}, mean {row['mean_tflops']:.3f}")
+    overall = max(best.values(), key=lambda r: r["max_tflops"])
+    print(f"# overall best: {overall['max_tflops']:.3f} TFLOPS, {overall['dtype']} at "
+          f"{overall['m']}x{overall['n']}x{overall['k']}")
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch  # only now: --help and argument errors never touch torch or a device
+
+    device = Device(torch, args.device, args.parser)
+    for dtype in args.dtype:
+        device.check_dtype(dtype, args.parser)
+    versions = device.versions()
+    flush = None
+    if device.type == "cuda" and args.flush_l2:
+        flush = torch.empty(2 * device.l2_bytes // 4, dtype=torch.float32, device=device.dev)
+    detail = " | ".join(f"{k} {v}" for k, v in versions.items() if k not in ("torch", "python"))
+    print(f"# {PROG}: maximum achievable matmul FLOPS, 2*M*N*K / time")
+    print(f"# device {device.name} | {detail} | torch {versions['torch']} | "
+          f"python {versions['python']}")
+    clock = "CUDA events per matmul" if device.type == "cuda" else "perf_counter per matmul"
+    print(f"# timing: {clock} | warmup {args.warmup} | iters {args.iters} | L2 flush "
+          f"{'yes (' + str(2 * device.l2_bytes // 2**20) + ' MiB buffer)' if flush is not None else 'no'}")
+    total = len(args.shapes) * len(args.dtype)
+    width = len(str(total))
+    print(f"# {'i/N':>{2 * width + 1}} {'M':>6} {'N':>6} {'K':>6} {'dtype':<5} {'mean(ms)':>11} "
+          f"{'mean TFLOPS':>12} {'median TFLOPS':>14} {'max TFLOPS':>11}", flush=True)
+    results: list[dict] = []
+    interrupted = False
+    try:
+        for dtype in args.dtype:
+            for m, n, k in args.shapes:
+                try:
+                    run = make_operands(device, dtype, m, n, k)
+                except (RuntimeError, MemoryError) as err:
+                    args.parser.exit(1, f"{PROG}: error: cannot allocate {m}x{n}x{k} {dtype} "
+                                        f"operands: {str(err).splitlines()[0]}\n")
+                row = summarize(m, n, k, dtype, time_shape(device, run, args.warmup, args.iters,
+                                                           flush))
+                results.append(row)
+                print(f"  {len(results):>{width}}/{total} {m:>6} {n:>6} {k:>6} {dtype:<5} "
+                      f"{row['mean_ms']:>11.3f} {row['mean_tflops']:>12.3f} "
+                      f"{row['median_tflops']:>14.3f} {row['max_tflops']:>11.3f}", flush=True)
+                del run
+    except KeyboardInterrupt:
+        interrupted = True
+    best = _print_summary(results, total, interrupted)
+    if args.json:
+        report = {
+            "benchmark": "mamf", "schema_version": 1, "device": device.name,
+            "device_type": device.type, "dtypes": args.dtype, "warmup": args.warmup,
+            "iters": args.iters, "flush_l2": flush is not None, "torch_version": torch.__version__,
+            "versions": versions, "hostname": socket.gethostname(),
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "interrupted": interrupted, "results": results, "best": best,
+            "units": {"time": "milliseconds per matmul", "throughput": "TFLOPS = 2*M*N*K/time/1e12",
+                      "max_tflops": "from the fastest iteration"},
+        }
+        with open(args.json, "w", encoding="utf-8") as f:
+            f.write(json.dumps(report, indent=2) + "\n")
+        print(f"# wrote {args.json}")
+    sys.stdout.flush()
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

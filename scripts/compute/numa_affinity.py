@@ -1,0 +1,298 @@
+#!/usr/bin/env python
+"""numa_affinity.py: bind each local rank to the CPU cores nearest its GPU, then run a command.
+
+What it does
+------------
+On a multi-socket GPU server every GPU hangs off the PCIe root of one CPU socket (one NUMA
+node). A rank whose process, data-loader workers and pinned host buffers sit on the *other*
+socket pays for every host<->device copy with a trip across the socket interconnect. This helper:
+
+1. finds this process's local rank (``LOCAL_RANK`` from torchrun, else ``SLURM_LOCALID`` from
+   srun, else ``--local-rank``, else 0);
+2. maps it to a GPU: the local rank indexes the GPUs listed in ``CUDA_VISIBLE_DEVICES``
+   (numeric indices) or, without it, all GPUs; GPUs are numbered in PCI bus order, as CUDA does
+   with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (on 8-GPU servers with identical GPUs the default order
+   is the same; set the variable to be sure);
+3. reads that GPU's NUMA node and its local CPU list from sysfs
+   (``/sys/bus/pci/devices/<address>/numa_node`` and ``local_cpulist``; GPUs are PCI display
+   controllers, class 0x03xxxx, of NVIDIA 0x10de or AMD 0x1002);
+4. restricts the process to those CPUs (``os.sched_setaffinity``), optionally only to this
+   rank's share of them (``--split``), and replaces itself with the command (``os.execvp``),
+   which inherits the affinity, the environment and therefore RANK/LOCAL_RANK, and passes it on
+   to every thread and data-loader worker it starts.
+
+Memory placement follows: Linux allocates memory on the NUMA node of the CPU that first touches
+it, so a bound process gets local memory. For a hard memory binding as well use ``numactl``;
+``--print`` shows the equivalent ``numactl --cpunodebind=N --membind=N`` line.
+
+No pynvml, no torch: it reads sysfs only, so it starts in milliseconds and works before any CUDA
+context exists. On a machine without GPUs it explains what it would do and runs the command
+unbound (exit status of the command).
+
+How to launch
+-------------
+As a wrapper, one process per GPU::
+
+    # torchrun starts 8 copies of the helper; each binds itself and execs the training script
+    torchrun --nproc-per-node 8 numa_affinity.py -- python train.py --config cfg.yaml
+    # (torchrun runs "python numa_affinity.py -- python train.py ..."; RANK etc. are inherited)
+
+    # SLURM, one task per GPU: SLURM_LOCALID is the local rank
+    srun --ntasks-per-node 8 python numa_affinity.py --split -- python train.py
+
+Just show the plan for every local rank of this node (no command)::
+
+    python numa_affinity.py --print --nranks 8
+
+``--json PATH`` writes the plan (``{"gpus": [...], "numa_nodes": {...}, "ranks": [...]}``).
+``--sysfs-root DIR`` reads a copy of /sys instead (for tests, or to inspect another machine's
+topology from a tarball of its sysfs).
+
+Bad input (a negative local rank, a local rank beyond the GPUs found, a malformed CPU list)
+exits with status 2 and a one-line ``numa_affinity.py: error: ...`` message.
+
+Example output (``--print`` on the 2-vCPU cloud VM without GPUs this book's results come from)::
+
+    $ python scripts/compute/numa_affinity.py --print --nranks 2
+    # numa_affinity.py: no GPU found under /sys/bus/pci/devices
+    # NUMA nodes: node0 cpus 0-1
+    # would bind local rank R to the CPUs of the NUMA node of GPU R
+    # (read from /sys/bus/pci/devices/<gpu>/local_cpulist); nothing to bind here
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+PROG = "numa_affinity.py"
+GPU_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD"}
+
+
+class TopologyError(ValueError):
+    """sysfs content that cannot be interpreted (message names the file)."""
+
+
+def parse_cpulist(text: str) -> list[int]:
+    """CPUs of a kernel cpulist such as ``0-3,8,10-11`` (sorted, no duplicates).
+
+    Raises TopologyError for malformed text.
+    """
+    cpus: set[int] = set()
+    text = text.strip()
+    if not text:
+        return []
+    for part in text.split(","):
+        try:
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                if hi < lo:
+                    raise ValueError
+                cpus.update(range(lo, hi + 1))
+            else:
+                cpus.add(int(part))
+        except ValueError:
+            raise TopologyError(f"malformed cpu list {text!r}") from None
+    return sorted(cpus)
+
+
+def format_cpulist(cpus: list[int]) -> str:
+    """Inverse of parse_cpulist: ``[0, 1, 2, 3, 8]`` -> ``0-3,8``."""
+    parts, cpus = [], sorted(set(cpus))
+    i = 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        parts.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError as err:
+        raise TopologyError(f"cannot read {path}: {err.strerror}") from None
+
+
+def numa_nodes(sysfs: Path) -> dict[int, list[int]]:
+    """{node: cpus} from <sysfs>/devices/system/node/node*/cpulist ({} if the kernel has none)."""
+    base = sysfs / "devices" / "system" / "node"
+    nodes = {}
+    for d in sorted(base.glob("node[0-9]*")):
+        nodes[int(d.name[4:])] = parse_cpulist(_read(d / "cpulist"))
+    return nodes
+
+
+def find_gpus(sysfs: Path) -> list[dict]:
+    """GPUs on the PCI bus, in bus-address order: [{address, vendor, numa_node, cpus}].
+
+    A GPU is a PCI display controller (class 0x03xxxx) from a vendor in GPU_VENDORS.
+    ``numa_node`` is -1 when the platform does not report one (single-socket machines); ``cpus``
+    is the device's local_cpulist (falling back to the node's cpulist, then to no CPUs).
+    """
+    nodes = numa_nodes(sysfs)
+    gpus = []
+    for dev in sorted((sysfs / "bus" / "pci" / "devices").glob("*")):
+        try:
+            cls = (dev / "class").read_text().strip()
+            vendor = (dev / "vendor").read_text().strip()
+        except OSError:
+            continue
+        if not cls.startswith("0x03") or vendor not in GPU_VENDORS:
+            continue
+        node_file = dev / "numa_node"
+        node = int(_read(node_file)) if node_file.exists() else -1
+        if (dev / "local_cpulist").exists():
+            cpus = parse_cpulist(_read(dev / "local_cpulist"))
+        else:
+            cpus = nodes.get(node, [])
+        gpus.append({"address": dev.name, "vendor": GPU_VENDORS[vendor], "numa_node": node,
+                     "cpus": cpus})
+    return gpus
+
+
+def visible_gpus(gpus: list[dict], env: dict) -> list[dict]:
+    """The GPUs this process may use, in CUDA index order: CUDA_VISIBLE_DEVICES (numeric
+    indices) selects and reorders; unset means all. UUIDs and MIG names are not resolved
+    (they need the driver): such values leave the list unchanged."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None or value.strip() == "":
+        return gpus if value is None else []
+    try:
+        indices = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        return gpus
+    return [gpus[i] for i in indices if 0 <= i < len(gpus)]
+
+
+def local_rank_from_env(env: dict) -> int | None:
+    """LOCAL_RANK (torchrun) or SLURM_LOCALID (srun), or None."""
+    for name in ("LOCAL_RANK", "SLURM_LOCALID"):
+        if env.get(name, "").strip():
+            return int(env[name])
+    return None
+
+
+def plan_for_rank(gpus: list[dict], local_rank: int, split: bool) -> dict:
+    """The binding for ``local_rank``: its GPU, NUMA node and CPU list.
+
+    With ``split`` the node's CPUs are divided evenly among the local ranks whose GPUs share
+    that node (rank order), so ranks do not compete for the same cores.
+    Raises TopologyError if local_rank >= number of GPUs.
+    """
+    if not 0 <= local_rank < len(gpus):
+        raise TopologyError(f"local rank {local_rank} but {len(gpus)} GPU(s) visible")
+    gpu = gpus[local_rank]
+    cpus = list(gpu["cpus"])
+    if split and cpus:
+        peers = [i for i, g in enumerate(gpus) if g["cpus"] == gpu["cpus"]]
+        share, pos = len(cpus) // len(peers), peers.index(local_rank)
+        if share:
+            cpus = cpus[pos * share:(pos + 1) * share]
+    return {"local_rank": local_rank, "gpu": gpu["address"], "numa_node": gpu["numa_node"],
+            "cpus": cpus, "cpulist": format_cpulist(cpus)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Bind this local rank to the CPU cores of its GPU's NUMA node (from "
+                    "/sys), then exec COMMAND. Local rank: LOCAL_RANK, SLURM_LOCALID or "
+                    "--local-rank.",
+        epilog="Examples: torchrun --nproc-per-node 8 numa_affinity.py -- python train.py ; "
+               "srun --ntasks-per-node 8 python numa_affinity.py --split -- python train.py ; "
+               "python numa_affinity.py --print --nranks 8")
+    p.add_argument("--local-rank", type=int, default=None,
+                   help="local rank when neither LOCAL_RANK nor SLURM_LOCALID is set (default 0)")
+    p.add_argument("--split", action="store_true",
+                   help="give each rank an equal, disjoint share of its NUMA node's cores")
+    p.add_argument("--print", dest="show", action="store_true",
+                   help="print the plan (all local ranks with --nranks) and exit")
+    p.add_argument("--nranks", type=int, default=None,
+                   help="with --print: show ranks 0..N-1 (default: one per GPU)")
+    p.add_argument("--json", metavar="PATH", help="write the plan as JSON to PATH")
+    p.add_argument("--sysfs-root", type=Path, default=Path("/sys"), help=argparse.SUPPRESS)
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="command to exec after binding (put it after --)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command and not args.show:
+        parser.error("nothing to do: give a command after -- or use --print")
+    env = dict(os.environ)
+    try:
+        env_rank = local_rank_from_env(env)
+    except ValueError:
+        parser.error("LOCAL_RANK/SLURM_LOCALID is not an integer")
+    local_rank = env_rank if env_rank is not None else (args.local_rank or 0)
+    if local_rank < 0:
+        parser.error(f"local rank must be >= 0 (got {local_rank})")
+    if args.nranks is not None and args.nranks < 1:
+        parser.error(f"--nranks must be >= 1 (got {args.nranks})")
+    try:
+        nodes = numa_nodes(args.sysfs_root)
+        gpus = visible_gpus(find_gpus(args.sysfs_root), env)
+    except TopologyError as err:
+        parser.error(str(err))
+    pci = args.sysfs_root / "bus" / "pci" / "devices"
+    node_text = ", ".join(f"node{n} cpus {format_cpulist(c)}" for n, c in nodes.items()) or "none"
+
+    if not gpus:
+        print(f"# {PROG}: no GPU found under {pci}")
+        print(f"# NUMA nodes: {node_text}")
+        print("# would bind local rank R to the CPUs of the NUMA node of GPU R")
+        print(f"# (read from {pci}/<gpu>/local_cpulist); nothing to bind here", flush=True)
+        plans = []
+    else:
+        ranks = range(args.nranks or len(gpus)) if args.show else [local_rank]
+        try:
+            plans = [plan_for_rank(gpus, r, args.split) for r in ranks]
+        except TopologyError as err:
+            parser.error(str(err))
+        if args.show:
+            print(f"# {PROG}: {len(gpus)} GPU(s); NUMA nodes: {node_text}")
+            for p in plans:
+                node = p["numa_node"]
+                numactl = (f"numactl --cpunodebind={node} --membind={node}" if node >= 0
+                           else "(no NUMA node reported)")
+                print(f"local rank {p['local_rank']}: GPU {p['gpu']} NUMA node {node} -> cpus "
+                      f"{p['cpulist'] or '(none)'}   [{numactl}]")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"gpus": gpus, "numa_nodes": {str(k): v for k, v in nodes.items()},
+                       "ranks": plans}, f, indent=2)
+            f.write("\n")
+    if args.show:
+        return 0
+
+    if plans and plans[0]["cpus"]:
+        allowed = set(range(os.cpu_count() or 1))
+        cpus = [c for c in plans[0]["cpus"] if c in allowed] or plans[0]["cpus"]
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as err:
+            parser.error(f"cannot bind to cpus {format_cpulist(cpus)}: {err.strerror}")
+        print(f"# {PROG}: local rank {local_rank} -> GPU {plans[0]['gpu']} NUMA node "
+              f"{plans[0]['numa_node']} cpus {format_cpulist(cpus)}", file=sys.stderr, flush=True)
+    elif plans:
+        print(f"# {PROG}: GPU {plans[0]['gpu']} reports no local CPUs; running unbound",
+              file=sys.stderr, flush=True)
+    try:
+        os.execvp(command[0], command)
+    except OSError as err:
+        print(f"{PROG}: error: cannot run {command[0]!r}: {err.strerror}", file=sys.stderr)
+        return 127
+    return 0  # unreachable: execvp replaced the process
+
+
+if __name__ == "__main__":
+    sys.exit(main())

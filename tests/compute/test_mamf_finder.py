@@ -1,0 +1,164 @@
+"""Tests of scripts/compute/mamf_finder.py, run for real as processes on CPU with tiny shapes
+(the CUDA path in the gpu-marked tests).
+
+No test asserts a speed: they check that the printed rows and the JSON agree, that TFLOPS are
+2*M*N*K/time, that the summary picks the best row, the sweep covers exactly the requested
+shapes, bad arguments fail with one line, and Ctrl-C still yields the results so far.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tests.launchers import REPO, clean_env
+
+SCRIPT = "mamf_finder.py"
+ROW = re.compile(r"^\s+(\d+)/(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\w+)\s+([\d.]+)\s+([\d.]+)\s+"
+                 r"([\d.]+)\s+([\d.]+)\s*$")
+BEST = re.compile(r"^# best (\w+): ([\d.]+) TFLOPS \(max\) at (\d+)x(\d+)x(\d+)")
+
+
+def rows(stdout: str) -> list[dict]:
+    out = []
+    for line in stdout.splitlines():
+        m = ROW.match(line)
+        if m:
+            out.append({"i": int(m[1]), "total": int(m[2]), "m": int(m[3]), "n": int(m[4]),
+                        "k": int(m[5]), "dtype": m[6], "mean_ms": float(m[7]),
+                        "mean_tflops": float(m[8]), "median_tflops": float(m[9]),
+                        "max_tflops": float(m[10])})
+    return out
+
+
+def check_report(report: dict, shapes: list[tuple[int, int, int]], dtypes: list[str]) -> None:
+    assert report["benchmark"] == "mamf" and report["schema_version"] == 1
+    assert report["device_type"] == "cpu" and report["dtypes"] == dtypes
+    assert report["versions"]["torch"] == torch.__version__
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", report["date_utc"])
+    got = [(r["m"], r["n"], r["k"], r["dtype"]) for r in report["results"]]
+    assert got == [(m, n, k, d) for d in dtypes for (m, n, k) in shapes]
+    for r in report["results"]:
+        flops = 2 * r["m"] * r["n"] * r["k"]
+        assert r["min_ms"] <= r["median_ms"] and r["min_ms"] <= r["mean_ms"]
+        assert r["mean_tflops"] == pytest.approx(flops / (r["mean_ms"] / 1e3) / 1e12, rel=1e-4)
+        assert r["max_tflops"] == pytest.approx(flops / (r["min_ms"] / 1e3) / 1e12, rel=1e-4)
+        assert r["max_tflops"] >= r["median_tflops"] > 0
+        # A 2-core CPU does well under 10 TFLOPS; anything above means the FLOP count or the
+        # time unit is wrong.
+        assert r["max_tflops"] < 10
+    for dtype, best in report["best"].items():
+        assert best == max((r for r in report["results"] if r["dtype"] == dtype),
+                           key=lambda r: r["max_tflops"])
+
+
+def test_help_works_without_touching_torch(launch):
+    # -X importtime lists every import; torch must not be among them for --help.
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(launch.scripts / SCRIPT),
+                           "--help"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 0
+    assert "--dtype" in proc.stdout and "START:STOP:STEP" in proc.stdout
+    assert not re.search(r"\|\s+torch$", proc.stderr, re.M), "torch imported for --help"
+
+
+def test_cpu_sweep_rows_json_and_summary_agree(launch, tmp_path):
+    out = tmp_path / "mamf.json"
+    res = launch.python(SCRIPT, ["--device", "cpu", "--dtype", "fp32", "bf16", "--m", "32:96:32",
+                                 "--n", "64", "--k", "48", "64", "--warmup", "1", "--iters", "3",
+                                 "--json", str(out)])
+    assert res.returncode == 0, res.output
+    assert "# device cpu" in res.stdout and "torch " + torch.__version__ in res.stdout
+    shapes = [(m, 64, k) for m in (32, 64, 96) for k in (48, 64)]
+    report = json.loads(out.read_text())
+    check_report(report, shapes, ["fp32", "bf16"])
+    printed = rows(res.stdout)
+    assert [r["i"] for r in printed] == list(range(1, 13)) and printed[0]["total"] == 12
+    for line, r in zip(printed, report["results"]):
+        assert (line["m"], line["n"], line["k"], line["dtype"]) == (r["m"], r["n"], r["k"], r["dtype"])
+        assert line["max_tflops"] == pytest.approx(r["max_tflops"], abs=6e-4)
+    best = {m[1]: (float(m[2]), int(m[3]), int(m[4]), int(m[5]))
+            for m in map(BEST.match, res.stdout.splitlines()) if m}
+    for dtype, b in report["best"].items():
+        assert best[dtype][1:] == (b["m"], b["n"], b["k"])
+    assert report["interrupted"] is False
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--m", "-4"], "argument --m: invalid size '-4'"),
+    (["--k", "0"], "argument --k: invalid size '0'"),
+    (["--n", "10:5:1"], "invalid range '10:5:1'"),
+    (["--dtype", "fp12"], "unknown dtype 'fp12'"),
+    (["--device", "cpu", "--dtype", "fp8"], "dtype fp8 needs a CUDA GPU"),
+    (["--device", "cpu", "--dtype", "tf32"], "dtype tf32 is a CUDA tensor-core mode"),
+    (["--iters", "0"], "--iters must be >= 1"),
+])
+def test_bad_arguments_fail_with_one_line(launch, args, message):
+    res = launch.python(SCRIPT, args, timeout=60)
+    assert res.returncode == 2, res.output
+    errors = launch.error_lines(res.stderr)
+    assert len(errors) == 1 and message in errors[0], res.stderr
+    assert not rows(res.stdout)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_requested_without_cuda_is_an_error(launch):
+    res = launch.python(SCRIPT, ["--device", "cuda"], timeout=60)
+    assert res.returncode == 2
+    assert "no CUDA device is available" in launch.error_lines(res.stderr)[0]
+
+
+def test_ctrl_c_prints_results_so_far(launch, tmp_path):
+    out = tmp_path / "partial.json"
+    proc = subprocess.Popen(
+        [sys.executable, str(launch.scripts / SCRIPT), "--device", "cpu", "--dtype", "fp32",
+         "--m", "64:6400:64", "--n", "128", "--k", "128", "--warmup", "0", "--iters", "2",
+         "--json", str(out)],
+        cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    seen = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(seen) < 3 and time.monotonic() < deadline:  # wait for the sweep to be running
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if ROW.match(line):
+                seen.append(line)
+        assert len(seen) == 3, "sweep did not start"
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "# interrupted:" in rest and "# overall best:" in rest
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True
+    n_done = len(seen) + len(rows(rest))
+    assert 3 <= len(report["results"]) == n_done < 100
+    assert report["best"]["fp32"] == max(report["results"], key=lambda r: r["max_tflops"])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_sweep_with_l2_flush(launch, tmp_path):
+    out = tmp_path / "cuda.json"
+    dtypes = ["bf16", "fp16", "tf32", "fp32"]
+    if torch.cuda.get_device_capability() >= (8, 9):
+        dtypes.append("fp8")
+    res = launch.python(SCRIPT, ["--dtype", *dtypes, "--m", "1024", "2048", "--n", "2048",
+                                 "--k", "2048", "--warmup", "5", "--iters", "10",
+                                 "--json", str(out)], timeout=300)
+    assert res.returncode == 0, res.output
+    report = json.loads(out.read_text())
+    assert report["device_type"] == "cuda" and report["flush_l2"] is True
+    assert "cuda_runtime" in report["versions"] and "L2 flush yes" in res.stdout
+    for r in report["results"]:
+        assert r["max_tflops"] > 1  # any tensor-core GPU does > 1 TFLOPS at these shapes

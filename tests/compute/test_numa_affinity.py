@@ -1,0 +1,132 @@
+"""Tests of scripts/compute/numa_affinity.py: the plan on a synthetic two-socket, four-GPU sysfs
+tree, the real binding (os.sched_setaffinity + exec) on this machine's CPUs, torchrun and
+srun-style local ranks, and the no-GPU explanation."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = "numa_affinity.py"
+PRINT_AFFINITY = [sys.executable, "-c",
+                  "import os; print('AFFINITY', sorted(os.sched_getaffinity(0)), "
+                  "os.environ.get('LOCAL_RANK'), os.environ.get('RANK'))"]
+
+
+def fake_sysfs(root: Path, nodes: dict[int, str], gpus: list[tuple[str, int, str]],
+               others: int = 2) -> Path:
+    """A minimal /sys: NUMA nodes with cpulists, GPUs (address, node, local_cpulist) and a few
+    non-GPU PCI devices that must be ignored."""
+    for node, cpus in nodes.items():
+        d = root / "devices" / "system" / "node" / f"node{node}"
+        d.mkdir(parents=True)
+        (d / "cpulist").write_text(cpus + "\n")
+    pci = root / "bus" / "pci" / "devices"
+    for address, node, cpus in gpus:
+        d = pci / address
+        d.mkdir(parents=True)
+        (d / "class").write_text("0x030200\n")
+        (d / "vendor").write_text("0x10de\n")
+        (d / "numa_node").write_text(f"{node}\n")
+        (d / "local_cpulist").write_text(cpus + "\n")
+    for i in range(others):  # a NIC and a bridge of another vendor/class
+        d = pci / f"0000:00:0{i}.0"
+        d.mkdir(parents=True)
+        (d / "class").write_text("0x020000\n" if i else "0x060400\n")
+        (d / "vendor").write_text("0x15b3\n")
+    return root
+
+
+@pytest.fixture
+def two_socket(tmp_path) -> Path:
+    # Deliberately listed out of bus order: the script must sort by PCI address.
+    return fake_sysfs(tmp_path / "sys", {0: "0-7", 1: "8-15"}, [
+        ("0000:c1:00.0", 1, "8-15"), ("0000:41:00.0", 0, "0-7"),
+        ("0000:81:00.0", 1, "8-15"), ("0000:01:00.0", 0, "0-7")])
+
+
+def test_plan_maps_ranks_to_their_gpus_numa_node(launch, two_socket, tmp_path):
+    out = tmp_path / "plan.json"
+    res = launch.python(SCRIPT, ["--sysfs-root", str(two_socket), "--print", "--json", str(out)])
+    assert res.returncode == 0, res.output
+    plan = json.loads(out.read_text())
+    assert [g["address"] for g in plan["gpus"]] == ["0000:01:00.0", "0000:41:00.0",
+                                                    "0000:81:00.0", "0000:c1:00.0"]
+    assert [(r["local_rank"], r["numa_node"], r["cpulist"]) for r in plan["ranks"]] == [
+        (0, 0, "0-7"), (1, 0, "0-7"), (2, 1, "8-15"), (3, 1, "8-15")]
+    assert "numactl --cpunodebind=1 --membind=1" in res.stdout
+
+
+def test_split_gives_disjoint_shares(launch, two_socket, tmp_path):
+    out = tmp_path / "plan.json"
+    res = launch.python(SCRIPT, ["--sysfs-root", str(two_socket), "--print", "--split",
+                                 "--json", str(out)])
+    assert res.returncode == 0, res.output
+    cpulists = [r["cpulist"] for r in json.loads(out.read_text())["ranks"]]
+    assert cpulists == ["0-3", "4-7", "8-11", "12-15"]
+
+
+def test_cuda_visible_devices_reorders(launch, two_socket, tmp_path):
+    out = tmp_path / "plan.json"
+    res = launch.python(SCRIPT, ["--sysfs-root", str(two_socket), "--print", "--json", str(out)],
+                        env={"CUDA_VISIBLE_DEVICES": "3,0"})
+    assert res.returncode == 0, res.output
+    ranks = json.loads(out.read_text())["ranks"]
+    assert [(r["gpu"], r["numa_node"]) for r in ranks] == [("0000:c1:00.0", 1), ("0000:01:00.0", 0)]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0),
+                    reason="needs CPUs 0 and 1")
+def test_binds_and_execs_under_torchrun(launch, tmp_path):
+    # Two GPUs on two nodes whose CPUs are this machine's CPU 0 and CPU 1: each torchrun rank
+    # must end up running the command pinned to exactly its GPU's CPU.
+    sysfs = fake_sysfs(tmp_path / "sys", {0: "0", 1: "1"},
+                       [("0000:01:00.0", 0, "0"), ("0000:81:00.0", 1, "1")])
+    res = launch.torchrun(SCRIPT, ["--sysfs-root", str(sysfs), "--", *PRINT_AFFINITY], nproc=2)
+    assert res.returncode == 0, res.output
+    seen = sorted(line.split(" ", 1)[1] for line in res.stdout.splitlines()
+                  if line.startswith("AFFINITY"))
+    assert seen == ["[0] 0 0", "[1] 1 1"], res.output
+
+
+@pytest.mark.skipif(1 not in os.sched_getaffinity(0), reason="needs CPU 1")
+def test_srun_local_id_selects_the_gpu(launch, tmp_path):
+    sysfs = fake_sysfs(tmp_path / "sys", {0: "0", 1: "1"},
+                       [("0000:01:00.0", 0, "0"), ("0000:81:00.0", 1, "1")])
+    res = launch.python(SCRIPT, ["--sysfs-root", str(sysfs), "--", *PRINT_AFFINITY],
+                        env={"SLURM_LOCALID": "1"})
+    assert res.returncode == 0, res.output
+    assert "AFFINITY [1] None None" in res.stdout
+    assert "local rank 1 -> GPU 0000:81:00.0 NUMA node 1 cpus 1" in res.stderr
+
+
+def test_without_gpus_explains_and_runs_unbound(launch, tmp_path):
+    sysfs = fake_sysfs(tmp_path / "sys", {0: "0-1"}, [])
+    res = launch.python(SCRIPT, ["--sysfs-root", str(sysfs), "--", *PRINT_AFFINITY])
+    assert res.returncode == 0, res.output
+    assert "no GPU found" in res.stdout and "node0 cpus 0-1" in res.stdout
+    assert f"AFFINITY {sorted(os.sched_getaffinity(0))}" in res.stdout
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (["--print"], {"LOCAL_RANK": "-1"}, "local rank must be >= 0"),
+    ([], {}, "nothing to do"),
+    (["--", "true"], {"LOCAL_RANK": "4"}, "local rank 4 but 4 GPU(s) visible"),
+    (["--print", "--nranks", "0"], {}, "--nranks must be >= 1"),
+])
+def test_bad_input_fails_with_one_line(launch, two_socket, args, env, message):
+    res = launch.python(SCRIPT, ["--sysfs-root", str(two_socket), *args], env=env)
+    assert res.returncode == 2, res.output
+    errors = launch.error_lines(res.stderr)
+    assert len(errors) == 1 and message in errors[0], res.stderr
+
+
+def test_malformed_cpulist_is_an_error(launch, tmp_path):
+    sysfs = fake_sysfs(tmp_path / "sys", {0: "0-x"}, [("0000:01:00.0", 0, "0")])
+    res = launch.python(SCRIPT, ["--sysfs-root", str(sysfs), "--print"])
+    assert res.returncode == 2
+    assert "malformed cpu list '0-x'" in launch.error_lines(res.stderr)[0]
