@@ -81,7 +81,7 @@ def test_variants_that_share_silicon_share_compute(data):
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("view", [None, "compute", "memory"])
+@pytest.mark.parametrize("view", [None, "compute", "memory", "survey"])
 def test_views_render(data, lang, view):
     target = f"{DATA}#{view}" if view else DATA
     table = render(target, lang)

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -133,7 +134,13 @@ def test_ctrl_c_prints_results_so_far(launch, tmp_path):
                 seen.append(line)
         assert len(seen) == 3, "sweep did not start"
         proc.send_signal(signal.SIGINT)
-        rest, err = proc.communicate(timeout=60)
+        # Read through the same text stream (communicate() would skip lines already buffered
+        # in it); the timer turns a hang into a failure.
+        watchdog = threading.Timer(60, proc.kill)
+        watchdog.start()
+        rest, err = proc.stdout.read(), proc.stderr.read()
+        proc.wait()
+        watchdog.cancel()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -1,0 +1,246 @@
+# ---
+# jupyter:
+#   book:
+#     translation:
+#       source_sha256: 1776912c49e37c08c454b09a1fd2853a754012eef54fa9b7f9eae74c3aba2340
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: book
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Roofline：哪些操作能用上你花钱买的 TFLOPS
+#
+# 加速器（accelerator）有两个速度：计算有多快（峰值 FLOPS），以及能以多快的速度从显存（GPU memory）为计算供数（HBM 带宽（bandwidth））。一个操作如果每读写一个字节只做很少的 FLOPs，无论张量核心（tensor core）多快，它都达不到第一个速度。**Roofline 模型**把这一点画成一张图（[Williams, Waterman and Patterson, 2009](https://doi.org/10.1145/1498765.1498785)）：
+#
+# $$ \text{attainable FLOPS} = \min\left(\text{peak FLOPS},\ I \times \text{memory bandwidth}\right) $$
+#
+# 其中**算术强度**（arithmetic intensity）$I$ 是每字节内存流量对应的 FLOPs。两条线相交于**拐点**（ridge point）$I^* = \text{peak} / \text{bandwidth}$：低于拐点的操作是访存受限（memory-bound），高于拐点的是计算受限（compute-bound）。
+#
+# 本 notebook 从本书的规格数据文件（`data/compute/accelerators.yml`）读取若干加速器的 bf16 峰值 TFLOPS 和 HBM 带宽，计算 transformer 层中各操作的算术强度，然后用一个模型和一次小规模 CPU 测量来考察矩阵乘法达不到峰值的另一个原因：tile 量化与 wave 量化。它在 CPU 上几秒钟就能跑完。
+
+# %%
+import json
+import time
+import warnings
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import yaml
+from matplotlib import font_manager
+from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+# 图用 PNG（不用 SVG）：PDF 由保存下来的 PNG 生成。
+set_matplotlib_formats("png")
+plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
+                     "grid.alpha": 0.3, "font.size": 10})
+
+# 中文标签需要 CJK 字体（Debian/Ubuntu：apt-get install fonts-noto-cjk）。
+# 缺少字体时照常运行，但汉字会显示成方框。
+CJK_FONT = "Noto Sans CJK SC"
+if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
+    plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
+    plt.rcParams["font.family"] = "sans-serif"
+else:
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+
+
+def repo_root(start=None):
+    """`start` 所在目录或其上层中最近的一个含有 mkdocs.yml 或 .git 的目录。"""
+    here = Path(start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "mkdocs.yml").exists() or (d / ".git").exists():
+            return d
+    raise FileNotFoundError("在 " + str(here) + " 之上找不到仓库根目录")
+
+
+ROOT = repo_root()
+specs = yaml.safe_load((ROOT / "data/compute/accelerators.yml").read_text(encoding="utf-8"))
+DEVICES = ["NVIDIA A100 SXM 80GB", "NVIDIA H100 SXM", "NVIDIA H200 SXM", "NVIDIA B200 (HGX)",
+           "AMD MI300X", "AMD MI355X", "Intel Gaudi 3", "Google TPU v6e (Trillium)", "AWS Trainium2"]
+rows = {r["name"]: r for r in specs["rows"]}
+devices = {name: (rows[name]["bf16_dense"] * 1e12, rows[name]["mem_TBps"] * 1e12)
+           for name in DEVICES}
+
+print(f"{'加速器':<27} {'bf16 TFLOPS':>12} {'HBM TBps':>9} {'拐点 (FLOPs/字节)':>19}")
+for name, (peak, bw) in devices.items():
+    print(f"{name:<27} {peak / 1e12:>12.1f} {bw / 1e12:>9.3f} {peak / bw:>19.0f}")
+
+# %% [markdown]
+# 拐点都在几百的量级：在这些加速器上，一个操作每从 HBM 读写一个字节，必须做几百次 bf16 FLOPs，才会受计算而不是受显存限制。较新的设备增加 FLOPS 的速度快于增加带宽的速度，所以拐点更高。
+#
+# ## transformer 各操作的算术强度
+#
+# 统计 FLOPs 与字节数（bf16，每个元素 2 字节，每个张量从 HBM 读或写一次，忽略缓存）：
+#
+# * $M \times K$ 乘 $K \times N$ 的**矩阵乘法**（matmul）：$2MNK$ FLOPs，$2(MK + KN + MN)$ 字节。对 $n \times n$ 的方阵乘法，每字节 $n/3$ FLOPs：大矩阵乘法是计算受限的，细长的则不是。
+# * **注意力分数**，未融合：每个头的 $QK^\top$ 是 $s \times d$ 乘 $d \times s$ 的矩阵乘法，要把 $s \times s$ 的分数矩阵写回 HBM，softmax 再把它读回来。**融合**的 kernel（FlashAttention，[Dao et al. 2022](https://arxiv.org/abs/2205.14135)）把分数留在片上，只读 $Q, K, V$、写输出：$8 s d$ 字节上做 $4 s^2 d$ FLOPs。
+# * 对一行 $h$ 个元素做**层归一化**（layer norm）：每个元素约 8 FLOPs（均值、方差、归一化、缩放、平移；这是我们的粗略计数），每个元素 4 字节（读和写）。
+# * **逐元素**操作（残差相加：读两个张量，写一个）：每 6 字节 1 FLOP。
+
+# %%
+BF16 = 2  # 每个元素的字节数
+
+
+def matmul_intensity(m, n, k, nbytes=BF16):
+    """(m x k) @ (k x n) 矩阵乘法每字节的 FLOPs，每个操作数搬运一次。"""
+    return 2 * m * n * k / (nbytes * (m * k + k * n + m * n))
+
+
+def attention_unfused_intensity(s, d):
+    """一个头的 QK^T，把 s x s 的分数写回显存。"""
+    return matmul_intensity(s, s, d)
+
+
+def attention_fused_intensity(s, d):
+    """融合注意力：读 Q、K、V，写 O，做 4 s^2 d FLOPs（QK^T 与 PV）。"""
+    return 4 * s * s * d / (4 * s * d * BF16)
+
+
+h, d, s, tokens = 8192, 128, 4096, 8 * 4096  # 隐藏维度、头维度、序列长度、每步 token 数
+ops = {
+    "MLP 矩阵乘法 (tokens x h x 4h)": matmul_intensity(tokens, 4 * h, h),
+    "QKV 投影，1 条序列": matmul_intensity(s, 3 * h, h),
+    "矩阵乘法，16 个 token（解码）": matmul_intensity(16, h, h),
+    "注意力 QK^T，未融合": attention_unfused_intensity(s, d),
+    "注意力，融合": attention_fused_intensity(s, d),
+    "层归一化": 8 / 4,
+    "残差相加": 1 / 6,
+}
+peak, bw = devices["NVIDIA H100 SXM"]
+print(f"H100 SXM，拐点 = {peak / bw:.0f} FLOPs/字节")
+print(f"{'操作':<31} {'FLOPs/字节':>10} {'受限于':>8} {'可达 TFLOPS':>18}")
+for op, intensity in ops.items():
+    attainable = min(peak, intensity * bw)
+    bound = "计算" if intensity >= peak / bw else "显存"
+    print(f"{op:<31} {intensity:>10.2f} {bound:>8} {attainable / 1e12:>18.1f}")
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 5))
+x = np.logspace(-1, 4, 400)
+for name in ["NVIDIA A100 SXM 80GB", "NVIDIA H100 SXM", "NVIDIA B200 (HGX)", "AMD MI300X",
+             "Google TPU v6e (Trillium)"]:
+    peak_d, bw_d = devices[name]
+    ax.loglog(x, np.minimum(peak_d, x * bw_d) / 1e12, label=name)
+peak, bw = devices["NVIDIA H100 SXM"]
+for op, intensity in ops.items():
+    y = min(peak, intensity * bw) / 1e12
+    ax.plot(intensity, y, "o", color="black", ms=4)
+    ax.annotate(op, (intensity, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+ax.set_xlabel("算术强度（每字节 HBM 流量的 bf16 FLOPs）")
+ax.set_ylabel("可达 TFLOPS（稠密 bf16）")
+ax.set_title("按厂商峰值画出的 roofline；圆点：H100 SXM 上的 transformer 操作")
+ax.legend(fontsize=8, loc="lower right")
+plt.show()
+
+# %% [markdown]
+# 大矩阵乘法远在所有拐点的右侧；层归一化、残差相加和未融合的 softmax 远在左侧，以显存速度运行，最多只有几个 TFLOPS。融合注意力把它从显存一侧移到了计算一侧，这正是融合注意力 kernel 更快的主要原因。token 很少的矩阵乘法（16 行，如解码时）虽然是矩阵乘法，也是访存受限的。
+#
+# ## tile 量化与 wave 量化
+#
+# 即便是计算受限的矩阵乘法也达不到屋顶。GPU 把 $M \times N$ 的输出切成 tile，按每个 SM 一个 tile 的**波次**（wave）运行（[NVIDIA, Matrix Multiplication Background](https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html)）。未填满的 tile（tile 量化）和未填满的最后一波（wave 量化）与填满的代价相同。下面的模型假设 H100 SXM 的 132 个 SM 上使用 128 × 128 的 tile，返回硬件所做工作中有用部分的比例；实际的库会在多种 tile 形状中选择，曲线更平滑，但台阶依然存在。
+
+# %%
+SMS = 132   # H100 SXM
+TILE = 128
+
+
+def quantization_efficiency(m, n, tile=TILE, sms=SMS):
+    """m x n 的输出按 tile x tile 分块、每波每个 SM 一块运行时，有用工作的比例：
+    (m*n) / (waves * sms * tile**2)。"""
+    tiles = -(-m // tile) * -(-n // tile)
+    waves = -(-tiles // sms)
+    return m * n / (waves * sms * tile * tile)
+
+
+for m in (4096, 4097, 4224, 4352):
+    print(f"M = {m}，N = 4096：效率 = {quantization_efficiency(m, 4096):.3f}")
+
+ms = np.arange(128, 8193, 16)
+eff = [quantization_efficiency(int(m), 4096) for m in ms]
+fig, ax = plt.subplots(figsize=(8, 3.5))
+ax.plot(ms, eff, lw=1)
+ax.set_xlabel("M（N = 4096，128 x 128 的 tile，132 个 SM）")
+ax.set_ylabel("有用工作的比例")
+ax.set_title("tile 量化与 wave 量化模型")
+plt.show()
+
+# %% [markdown]
+# $M = 4096$ 时第八波只填满四分之三。$4097$ 时波次正好整除，但第 33 行 tile 只有一行有用，所以效率相同，原因却不同。$4224$ 时 tile 和波次都恰好填满；$4352$ 则需要几乎空着的第九波：更大的矩阵乘法，每个 FLOP 反而可能更慢。这就是为什么模型维度要取 64 或 128 的倍数，也是 `mamf_finder.py`（见本部分的“加速器”一页）要扫描各种形状的原因。
+#
+# ### 在本机上的一次小测量
+#
+# CPU 没有 SM，但它的矩阵乘法库同样按寄存器块和缓存行分块工作，所以形状是块大小倍数时应当稍快一些。我们对 $M$ 从 480 到 576，计时 $M \times 512$ 乘 $512 \times 512$ 的 fp32 矩阵乘法。共享机器上的计时有噪声，所以每个形状取若干次中最好的一次；打印出的数值是实测值（以 ≈ 标出），每次运行都会不同。
+
+# %%
+torch.manual_seed(0)
+b = torch.randn(512, 512)
+cpu_ms = list(range(480, 577, 4))
+best_tflops = []
+for m in cpu_ms:
+    a = torch.randn(m, 512)
+    torch.mm(a, b)  # 预热
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        times.append(time.perf_counter() - t0)
+    best_tflops.append(2 * m * 512 * 512 / min(times) / 1e12)
+
+aligned = [t for m, t in zip(cpu_ms, best_tflops) if m % 32 == 0]
+other = [t for m, t in zip(cpu_ms, best_tflops) if m % 32]
+print(f"M 为 32 的倍数时的中位数：≈ {np.median(aligned) * 1e3:.1f} GFLOPS")
+print(f"其余 M 的中位数：≈ {np.median(other) * 1e3:.1f} GFLOPS")
+fig, ax = plt.subplots(figsize=(8, 3.5))
+ax.plot(cpu_ms, np.array(best_tflops) * 1e3, "o-", ms=3)
+ax.plot([m for m in cpu_ms if m % 32 == 0], np.array(aligned) * 1e3, "s", color="C3",
+        label="M 为 32 的倍数")
+ax.set_xlabel("M（M x 512 乘 512 x 512，fp32，CPU）")
+ax.set_ylabel("GFLOPS（5 次中最好）")
+ax.set_title("在运行本 notebook 的机器上实测")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# 在 CPU 上这种效应通常很小，很容易被噪声淹没；在 GPU 上它就是上面模型中的台阶。
+#
+# ## 结果文件中实测的 MAMF
+#
+# 本书的 results 目录保存了 `mamf_finder.py` 的 `--json` 输出。有 GPU 的运行结果时，这里会把它与数据手册的峰值比较；CPU 的运行结果总是存在，它显示了在共享机器上平均值与最好一次迭代之间的差距。
+
+# %%
+results = sorted((ROOT / "results/compute").glob("mamf_finder-*.json"))
+runs = [json.loads(p.read_text()) for p in results]
+gpu_runs = [r for r in runs if r["device_type"] == "cuda"]
+print(f"mamf_finder 结果文件：{len(runs)} 个，其中 GPU 运行：{len(gpu_runs)} 个")
+for run in runs:
+    for dtype, best in run["best"].items():
+        # 在繁忙的机器上，最佳形状每次运行都可能不同，所以只打印数值。
+        print(f"{run['device']} {dtype}：最佳 ≈ {best['max_tflops']:.3f} TFLOPS")
+if not gpu_runs:
+    print("results/compute/ 中还没有 GPU 结果文件：请在 GPU 上运行 mamf_finder.py 并加入其 --json 输出")
+
+fig, ax = plt.subplots(figsize=(8, 3.5))
+for run in runs:
+    for dtype in run["dtypes"]:
+        rs = [r for r in run["results"] if r["dtype"] == dtype]
+        label = f"{run['device']} {dtype}"
+        ax.plot([r["m"] for r in rs], [r["max_tflops"] for r in rs], "o-", label=label + " 最大")
+        ax.plot([r["m"] for r in rs], [r["mean_tflops"] for r in rs], "x--", label=label + " 平均")
+ax.set_xlabel("M")
+ax.set_ylabel("TFLOPS")
+ax.set_yscale("log")
+ax.set_title("mamf_finder.py 的结果（results/compute/）")
+ax.legend(fontsize=7)
+plt.show()
