@@ -24,13 +24,14 @@ Timing
   so that operands left in L2 by the previous iteration do not flatter the result; the flush is
   outside the timed region.
 * CPU: ``time.perf_counter()`` around each matmul (which returns when the result is ready). No
-  cache flush: on CPU the caches are small next to any matrix worth measuring.
+  cache flush: a server CPU's last-level cache can hold hundreds of MB, so CPU results for
+  matrices that fit in it measure the cache; treat CPU runs as a demonstration of the method.
 * Other torch backends (``mps``, ``xpu``) are timed with synchronize + perf_counter.
 
 dtypes: ``bf16``, ``fp16``, ``fp32`` (full fp32, TF32 disabled), ``tf32`` (fp32 tensors with
 TF32 tensor-core math; CUDA only), ``fp8`` (float8 E4M3 inputs through ``torch._scaled_mm`` with
-bf16 output; CUDA devices of compute capability 8.9 or newer only). Asking for a dtype the
-device cannot run is an error, not a silent fallback.
+bf16 output; NVIDIA GPUs of compute capability 8.9 or newer only, not ROCm builds). Asking for a
+dtype the device cannot run is an error, not a silent fallback.
 
 Sizes: ``--m``, ``--n``, ``--k`` each take one or more values or ``START:STOP:STEP`` ranges
 (STOP included), e.g. ``--m 1024 4096``, ``--k 1024:8192:1024``. The sweep is their product.
@@ -65,23 +66,28 @@ status 130.
 Bad input (a non-positive size, an unknown dtype, fp8 or tf32 on a device without them) exits
 with status 2 and a one-line ``mamf_finder.py: error: ...`` message.
 
-Example output (CPU run of the committed results/compute/mamf_finder-cpu.json, on a 2-vCPU
-cloud VM; expect a GPU to be three to four orders of magnitude faster)::
+Example output (the committed results/compute/mamf_finder-cpu.json: one thread of a 2-vCPU cloud
+VM with Intel AMX units, shared with other jobs, load average about 7; a GPU is three to four
+orders of magnitude faster)::
 
-    $ python scripts/compute/mamf_finder.py --device cpu --dtype fp32 bf16 \\
-          --m 256:1024:256 --n 1024 --k 1024 --warmup 3 --iters 10 \\
+    $ OMP_NUM_THREADS=1 python scripts/compute/mamf_finder.py --device cpu --dtype fp32 bf16 \
+          --m 256:1024:256 --n 1024 --k 1024 --warmup 3 --iters 10 \
           --json results/compute/mamf_finder-cpu.json
     # mamf_finder.py: maximum achievable matmul FLOPS, 2*M*N*K / time
-    # device cpu: AMD EPYC 7B13 | 2 threads | torch 2.13.0+cpu | python 3.11.2
+    # device cpu | cpu Intel(R) Xeon(R) Processor | threads 1 | mkldnn True | torch 2.13.0+cpu | python 3.11.7
     # timing: perf_counter per matmul | warmup 3 | iters 10 | L2 flush no
-    # [  i/N]      M      N      K dtype    mean(ms)  mean TFLOPS  median TFLOPS  max TFLOPS
-    [  1/8]     256   1024   1024 fp32       4.118        0.130          0.131       0.138
+    # i/N      M      N      K dtype    mean(ms)  mean TFLOPS  median TFLOPS  max TFLOPS
+      1/8    256   1024   1024 fp32       10.303        0.052          0.047       0.158
+      2/8    512   1024   1024 fp32       17.486        0.061          0.062       0.100
     ...
-    # best fp32: 0.150 TFLOPS (max) at 1024x1024x1024, mean 0.144
-    # best bf16: ...
-    # overall best: ...
+      7/8    768   1024   1024 bf16        2.900        0.555          1.222       1.366
+      8/8   1024   1024   1024 bf16        3.844        0.559          0.560       1.312
+    # best fp32: 0.158 TFLOPS (max) at 256x1024x1024, mean 0.052
+    # best bf16: 1.366 TFLOPS (max) at 768x1024x1024, mean 0.555
+    # overall best: 1.366 TFLOPS, bf16 at 768x1024x1024
+    # wrote results/compute/mamf_finder-cpu.json
 
-(The exact figures are in the results file; they vary from run to run on a shared machine.)
+(The gap between mean and max is the other jobs taking the core away during some iterations.)
 """
 
 from __future__ import annotations
@@ -246,10 +252,10 @@ class Device:
         if dtype == "tf32" and self.type != "cuda":
             parser.error(f"dtype tf32 is a CUDA tensor-core mode; {self.type} has none (use fp32)")
         if dtype == "fp8":
+            # NVIDIA only: ROCm builds use other fp8 variants (e4m3fnuz on MI300) that this
+            # script does not handle.
             ok = (self.type == "cuda" and torch.version.hip is None and self.capability >= (8, 9)
                   and hasattr(torch, "float8_e4m3fn") and hasattr(torch, "_scaled_mm"))
-            ok = ok or (self.type == "cuda" and torch.version.hip is not None
-                        and hasattr(torch, "_scaled_mm"))
             if not ok:
                 where = (f"compute capability {self.capability[0]}.{self.capability[1]}"
                          if self.capability else self.type)
