@@ -73,8 +73,8 @@ params, dp = 7.5e9, 64
 terms = ("weights", "gradients", "optimizer_states")
 rows = [est.model_state_bytes(params, "mixed", "adamw", zero=z, dp=dp) for z in range(4)]
 for z, r in enumerate(rows):
-    parts = ", ".join(f"{t} {r[t] / GB:.2f}" for t in terms)
-    print(f"stage {z}: {r['model_states'] / GB:6.2f} GB per GPU ({parts})")
+    parts = ", ".join(f"{t.replace('_', ' ')} {r[t] / GB:.2f}" for t in terms)
+    print(f"stage {z}: {r['model_states'] / GB:6.2f} GB/GPU ({parts})")
 
 fig, ax = plt.subplots(figsize=(7, 3.6))
 bottom = np.zeros(4)

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 9515b72af7251165f3be24b8c9a65bdf5ec9a0a15a64382d04cd2723ed335a55
+#       source_sha256: 152de1d4ea42a7a41610ab7c20c04af405823c309ae4075c53ae2aa5a8354111
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
