@@ -1,0 +1,212 @@
+# ---
+# jupyter:
+#   book:
+#     translation:
+#       source_sha256: 508007a7396c2d818a64b12718bb8e31c207fed98ccc55de4c7a452bee4bc395
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: book
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 学习率调度、批大小逐步增大与计算最优的模型规模
+#
+# 本书"超参数"一页中的公式，写成以步数为自变量的函数，用 PyTorch 自带的调度器核对，并画出来。
+#
+# 读完后应当记住：
+#
+# 1. 常见的大语言模型调度都有**线性预热（warmup）**，区别在于如何衰减：余弦和线性衰减在整个训练中都在衰减，**预热-稳定-衰减**保持峰值、只在最后衰减，平方根倒数永远不会结束。
+# 2. 余弦周期必须**与训练同时结束**；为更长训练规划的周期会让训练停止时学习率（learning rate）仍然很高。
+# 3. 计算最优的规模由 $C = 6ND$ 和 $D = 20N$ 得出：$N = \sqrt{C/120}$。
+
+# %%
+import math
+import warnings
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import yaml
+from matplotlib import font_manager
+from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+set_matplotlib_formats("png")
+plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
+                     "grid.alpha": 0.3, "font.size": 10})
+
+# 中文标签需要 CJK 字体（Debian/Ubuntu：apt-get install fonts-noto-cjk）。
+CJK_FONT = "Noto Sans CJK SC"
+if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
+    plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
+    plt.rcParams["font.family"] = "sans-serif"
+else:
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+
+# %% [markdown]
+# ## 各种调度
+#
+# 峰值 $\eta_{\max}$，最终值 $\eta_{\min}$，$W$ 个预热步，共 $T$ 步，$\tau = (t - W)/(T - W)$ 为衰减已完成的比例。每个函数返回第 $t$ 步的学习率。
+
+# %%
+def warmup(t, peak, W):
+    return peak * (t + 1) / W          # 第 0 步就有一个很小的非零学习率
+
+
+def cosine(t, peak, final, W, T):
+    """线性预热，然后余弦衰减，在第 T 步到达 ``final``（Loshchilov 与 Hutter 2016）。"""
+    if t < W:
+        return warmup(t, peak, W)
+    tau = min(1.0, (t - W) / (T - W))
+    return final + 0.5 * (peak - final) * (1 + math.cos(math.pi * tau))
+
+
+def linear(t, peak, final, W, T):
+    if t < W:
+        return warmup(t, peak, W)
+    return peak - (peak - final) * min(1.0, (t - W) / (T - W))
+
+
+def wsd(t, peak, final, W, T, decay_frac=0.1):
+    """预热-稳定-衰减（Hu 等人 2024）：保持峰值，在最后 ``decay_frac`` 比例的步数内线性衰减。"""
+    if t < W:
+        return warmup(t, peak, W)
+    start = T - int(decay_frac * T)
+    if t < start:
+        return peak
+    return peak - (peak - final) * min(1.0, (t - start) / (T - start))
+
+
+def inverse_sqrt(t, peak, W):
+    """Vaswani 等人 2017：线性预热，之后与 1/sqrt(步数) 成正比。"""
+    return warmup(t, peak, W) if t < W else peak * math.sqrt(W / (t + 1))
+
+
+T, W, peak, final = 10_000, 500, 3e-4, 3e-5
+steps = np.arange(T)
+curves = {
+    "余弦": [cosine(t, peak, final, W, T) for t in steps],
+    "线性衰减": [linear(t, peak, final, W, T) for t in steps],
+    "预热-稳定-衰减（10%）": [wsd(t, peak, final, W, T) for t in steps],
+    "平方根倒数": [inverse_sqrt(t, peak, W) for t in steps],
+}
+fig, ax = plt.subplots(figsize=(7.5, 4))
+for label, y in curves.items():
+    ax.plot(steps, np.array(y) * 1e4, label=label)
+ax.set_xlabel("步数")
+ax.set_ylabel("学习率（x 1e-4）")
+ax.set_title(f"峰值 {peak:g}，最终值 {final:g}，{T} 步中预热 {W} 步")
+ax.legend()
+plt.show()
+for label, y in curves.items():
+    print(f"{label}：最后一步的学习率 = {y[-1]:.2e}，平均学习率 = {np.mean(y):.2e}")
+
+# %% [markdown]
+# ## PyTorch 中的同样调度
+#
+# 调度就是交给 `torch.optim.lr_scheduler.LambdaLR` 的一个以步数为自变量的函数，它用该函数的值乘以优化器的基础学习率。不带预热时，我们的余弦必须与 PyTorch 的 `CosineAnnealingLR`（它没有预热）逐步相等。
+
+# %%
+def torch_lrs(make_scheduler, n):
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=peak)
+    sched = make_scheduler(opt)
+    lrs = []
+    for _ in range(n):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return np.array(lrs)
+
+
+T2, W2 = 1000, 50                                                  # 短的训练就够了
+ours = np.array([cosine(t, peak, final, 0, T2) for t in range(T2)])   # 无预热
+theirs = torch_lrs(lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=T2, eta_min=final), T2)
+print("我们的余弦等于 CosineAnnealingLR：", np.allclose(ours, theirs, rtol=1e-6, atol=0))
+via_lambda = torch_lrs(lambda o: torch.optim.lr_scheduler.LambdaLR(
+    o, lambda t: wsd(t, peak, final, W2, T2) / peak), T2)
+print("LambdaLR 复现了 WSD 函数：",
+      np.allclose(via_lambda, [wsd(t, peak, final, W2, T2) for t in range(T2)], rtol=1e-9))
+
+# %% [markdown]
+# ## 与训练不匹配的余弦周期
+#
+# Hoffmann 等人（2022，附录 B）发现，把余弦周期设得比训练长约 25% 以上，会得到明显更差的模型。原因一目了然：训练停止时学习率还很高。
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 3.5))
+for cycle in (T, int(1.25 * T), 2 * T):
+    y = [cosine(t, peak, final, W, cycle) for t in steps]
+    ax.plot(steps, np.array(y) * 1e4, label=f"周期 = {cycle / T:g} x 训练长度")
+    print(f"周期为训练长度的 {cycle / T:g} 倍：最后一步的学习率 = 峰值的 {y[-1] / peak:.0%}")
+ax.set_xlabel("步数（训练在右边缘结束）")
+ax.set_ylabel("学习率（x 1e-4）")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## 批大小逐步增大
+#
+# GPT-3（Brown 等人 2020，附录 B）在前 40 到 120 亿个 token（视模型大小而定）上把批大小（batch size）从 32K 个 token 线性增加到完整的 3.2M。下面按 175B 的做法：在 120 亿个 token 上从 32K 增加到 3.2M，并像框架那样取 32K 的整数倍（Megatron-LM 的 `--rampup-batch-size start increment samples` 以样本数做同样的事）。因为批次小时每步很短，逐步增大的阶段覆盖了很多步。
+
+# %%
+start, full, ramp_tokens, inc = 32_768, 3_211_264, 12e9, 32_768
+tokens, batch, seen = [], [], 0.0
+while seen < 20e9:
+    b = start + (full - start) * min(1.0, seen / ramp_tokens)
+    b = max(start, int(b // inc) * inc)
+    tokens.append(seen)
+    batch.append(b)
+    seen += b
+tokens, batch = np.array(tokens), np.array(batch)
+ramp_steps = int(np.argmax(batch >= full))
+fig, ax = plt.subplots(figsize=(7.5, 3.5))
+ax.plot(tokens / 1e9, batch / 1e6)
+ax.set_xlabel("已处理的 token（十亿）")
+ax.set_ylabel("全局批大小（百万 token）")
+plt.show()
+print(f"达到完整批大小所需的步数：{ramp_steps}；固定 3.2M 的批次处理同样 120 亿个 token 只需 "
+      f"{math.ceil(ramp_tokens / full)} 步")
+
+# %% [markdown]
+# ## 计算最优的模型规模
+#
+# 从本书的数据文件读出 Hoffmann 等人（2022）的表 3，与由 $C = 6ND$ 和每参数 20 个 token 推出的规则 $N = \sqrt{C/120}$、$D = 20N$ 对照。
+
+# %%
+def repo_root(start=Path.cwd()):
+    for folder in (start, *start.parents):
+        if (folder / "data/training/chinchilla_optimal.yml").is_file():
+            return folder
+    raise FileNotFoundError("请在本书的仓库内运行此 notebook")
+
+
+SUFFIX = {"M": 1e6, "B": 1e9, "T": 1e12}
+rows = yaml.safe_load((repo_root() / "data/training/chinchilla_optimal.yml").read_text())["rows"]
+N = np.array([float(r["params"][:-1]) * SUFFIX[r["params"][-1]] for r in rows])
+D = np.array([float(r["tokens"][:-1]) * SUFFIX[r["tokens"][-1]] for r in rows])
+C = np.array([float(r["flops"]) for r in rows])
+c_grid = np.logspace(18, 29, 50)
+fig, ax = plt.subplots(figsize=(7, 4))
+ax.loglog(c_grid, np.sqrt(c_grid / 120), "-", color="tab:blue", label="N = sqrt(C/120)")
+ax.loglog(c_grid, 20 * np.sqrt(c_grid / 120), "-", color="tab:orange", label="D = 20 N")
+ax.loglog(C, N, "o", color="tab:blue", label="参数量（表 3）")
+ax.loglog(C, D, "s", color="tab:orange", label="token 数（表 3）")
+ax.set_xlabel("训练算力 C（FLOPs）")
+ax.set_ylabel("参数量 / token 数")
+ax.legend()
+plt.show()
+for n, d, c in zip(N, D, C):
+    print(f"C = {c:.2e}：表中 N = {n / 1e9:7.1f}B，规则 N = {math.sqrt(c / 120) / 1e9:7.1f}B，"
+          f"每参数 token 数 = {d / n:.1f}")
+budget = 1e23
+n_opt = math.sqrt(budget / 120)
+print(f"预算 1e23 FLOPs：N = {n_opt / 1e9:.1f}B 参数，D = {20 * n_opt / 1e9:.0f}B 个 token")

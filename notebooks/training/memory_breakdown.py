@@ -1,0 +1,190 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Memory breakdown: ZeRO stages, model size and activations
+#
+# This notebook draws the terms of the book's Memory anatomy page with the
+# book's estimator, `scripts/training/memory_estimator.py`, imported as a module:
+# the numbers come from the same functions the command line and the tests use.
+#
+# What you should take away:
+#
+# 1. With mixed-precision Adam, **optimizer states are three quarters** of the model
+#    states (12 of 16 bytes per parameter), so ZeRO stage 1 gives most of the saving.
+# 2. Only **ZeRO-3 / FSDP** makes the model states shrink without limit as GPUs are
+#    added; stages 1 and 2 level off at 4 and 2 bytes per parameter.
+# 3. **Activations** depend on the sequence, not on the parameter count: the
+#    attention scores grow with its square and dominate at long sequences unless
+#    selective recomputation or flash attention removes them.
+
+# %%
+import importlib.util
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+set_matplotlib_formats("png")
+plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
+                     "grid.alpha": 0.3, "font.size": 10})
+
+
+def repo_root(start=Path.cwd()):
+    """The repository root: the first parent holding scripts/training (nbval runs the notebook
+    from its own folder, a reader maybe from elsewhere in the repository)."""
+    for folder in (start, *start.parents):
+        if (folder / "scripts/training/memory_estimator.py").is_file():
+            return folder
+    raise FileNotFoundError("run this notebook inside the book's repository")
+
+
+path = repo_root() / "scripts/training/memory_estimator.py"
+spec = importlib.util.spec_from_file_location("memory_estimator", path)
+est = importlib.util.module_from_spec(spec)
+sys.modules["memory_estimator"] = est      # dataclasses look their module up by name
+spec.loader.exec_module(est)
+GB, GIB = 1e9, 2**30
+
+# %% [markdown]
+# ## The ZeRO paper's example
+#
+# Figure 1 of [Rajbhandari et al. 2019](https://arxiv.org/abs/1910.02054): a 7.5B-parameter
+# model, mixed-precision Adam ($2 + 2 + 12$ bytes per parameter), 64 data-parallel GPUs.
+# Stage 1 shards the optimizer states, stage 2 also the gradients, stage 3 also the
+# weights. The paper prints 120, 31.4, 16.6 and 1.9 GB per GPU.
+
+# %%
+params, dp = 7.5e9, 64
+terms = ("weights", "gradients", "optimizer_states")
+rows = [est.model_state_bytes(params, "mixed", "adamw", zero=z, dp=dp) for z in range(4)]
+for z, r in enumerate(rows):
+    parts = ", ".join(f"{t.replace('_', ' ')} {r[t] / GB:.2f}" for t in terms)
+    print(f"stage {z}: {r['model_states'] / GB:6.2f} GB/GPU ({parts})")
+
+fig, ax = plt.subplots(figsize=(7, 3.6))
+bottom = np.zeros(4)
+for t, color in zip(terms, ("tab:blue", "tab:orange", "tab:green")):
+    vals = np.array([r[t] / GB for r in rows])
+    ax.bar(["baseline DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"], vals, bottom=bottom,
+           label=t.replace("_", " "), color=color)
+    bottom += vals
+for i, total in enumerate(bottom):
+    ax.text(i, total + 2, f"{total:.1f}", ha="center")
+ax.set_ylabel("GB per GPU (1 GB = 1e9 bytes)")
+ax.set_title("Model states of a 7.5B model on 64 GPUs (mixed-precision Adam)")
+ax.set_ylim(0, 135)
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## Model size against ZeRO stage
+#
+# Model states per GPU for models from 1B to 1T parameters on 512 GPUs, against an
+# 80 GiB GPU (the dashed line; activations and buffers need room too). Stage 1 and 2
+# curves are straight lines of slope one: their unsharded weights (and gradients)
+# grow with the model whatever the GPU count.
+
+# %%
+sizes = np.logspace(9, 12, 31)
+dp = 512
+fig, ax = plt.subplots(figsize=(7, 4))
+for z, style in zip(range(4), ("-", "--", "-.", ":")):
+    per_gpu = [est.model_state_bytes(n, "mixed", "adamw", zero=z, dp=dp)["model_states"] / GIB
+               for n in sizes]
+    ax.loglog(sizes, per_gpu, style, label=f"ZeRO stage {z}" if z else "plain DP")
+ax.axhline(80, color="grey", ls="--", lw=1)
+ax.text(1.1e9, 95, "80 GiB", color="grey")
+ax.set_xlabel("parameters")
+ax.set_ylabel("model states per GPU (GiB)")
+ax.set_title(f"Mixed-precision Adam, {dp} data-parallel GPUs")
+ax.legend()
+plt.show()
+
+for z in range(4):
+    # the largest model whose model states alone fit in 80 GiB with 512 GPUs
+    fits = [n for n in sizes
+            if est.model_state_bytes(n, "mixed", "adamw", zero=z, dp=dp)["model_states"]
+            <= 80 * GIB]
+    print(f"stage {z}: largest size on the grid that fits = {max(fits) / 1e9:.0f}B parameters")
+
+# %% [markdown]
+# ## Activations per layer against sequence length
+#
+# [Korthikanti et al. 2022](https://arxiv.org/abs/2205.05198): a layer keeps
+# $sbh(34 + 5as/h)$ bytes without recomputation; selective recomputation (or flash
+# attention) removes the $5as/h$ term; full recomputation keeps only the layer input,
+# $2sbh$; tensor parallelism with sequence parallelism divides everything by $t$.
+# Shape of a 7B-class model: $h = 4096$, $a = 32$, micro-batch 1.
+
+# %%
+h, a, b = 4096, 32, 1
+seqs = 2 ** np.arange(9, 16)
+cases = [("no recomputation", dict()),
+         ("selective recomputation", dict(recompute="selective")),
+         ("full recomputation", dict(recompute="full")),
+         ("TP 8 + SP, selective", dict(tp=8, sequence_parallel=True, recompute="selective"))]
+fig, ax = plt.subplots(figsize=(7, 4))
+for label, kw in cases:
+    ax.loglog(seqs, [est.activation_bytes_per_layer(int(s), b, h, a, **kw) / GIB for s in seqs],
+              "o-", label=label, base=2)
+ax.set_xlabel("sequence length s (tokens)")
+ax.set_ylabel("activations per layer (GiB)")
+ax.set_title("One transformer layer, h = 4096, a = 32, b = 1")
+ax.legend()
+plt.show()
+
+s = 4096
+full = est.activation_bytes_per_layer(s, b, h, a)
+sel = est.activation_bytes_per_layer(s, b, h, a, recompute="selective")
+print(f"s = {s}: 5as/h = {5 * a * s / h:.0f} against 34; the attention scores are "
+      f"{(full - sel) / full:.0%} of the layer's activations")
+
+# %% [markdown]
+# ## Everything on one GPU
+#
+# The whole budget of one GPU for a 7B-class model (32 layers, vocabulary 32000,
+# sequence 4096, micro-batch 1, Megatron-style bf16 with fp32 gradients, 8 GPUs), as the
+# ZeRO stage and the recomputation mode change. The ZeRO-3 bars include two gathered
+# layers of bf16 weights ("temporary").
+
+# %%
+model = est.Model(layers=32, hidden=4096, heads=32, vocab=32000, seq=4096, micro_batch=1,
+                  ffn=4 * 4096)
+configs = [(z, r) for r in ("none", "selective") for z in (0, 1, 3)]
+labels, stacks = [], []
+for z, r in configs:
+    e = est.estimate(model=model, recipe="bf16-fp32-grads", zero=z, dp=8, recompute=r)
+    b_ = e["per_gpu_bytes"]
+    labels.append(f"ZeRO-{z}\n{r}")
+    stacks.append([b_[k] / GIB for k in ("weights", "gradients", "optimizer_states",
+                                         "activations", "temporary")])
+stacks = np.array(stacks)
+fig, ax = plt.subplots(figsize=(8, 4))
+bottom = np.zeros(len(configs))
+names = ("weights", "gradients", "optimizer states", "activations", "temporary")
+for i, name in enumerate(names):
+    ax.bar(labels, stacks[:, i], bottom=bottom, label=name)
+    bottom += stacks[:, i]
+ax.axhline(80, color="grey", ls="--", lw=1)
+ax.set_ylabel("GiB per GPU")
+ax.set_title("7B-class model, 8 GPUs, s = 4096")
+ax.legend(fontsize=8, ncol=2)
+plt.show()
+for label, total in zip(labels, bottom):
+    verdict = "fits" if total < 80 else "does not fit"
+    print(f"{label.replace(chr(10), ', ')}: {total:.1f} GiB, {verdict} in 80 GiB")

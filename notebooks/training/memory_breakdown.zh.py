@@ -1,0 +1,187 @@
+# ---
+# jupyter:
+#   book:
+#     translation:
+#       source_sha256: 152de1d4ea42a7a41610ab7c20c04af405823c309ae4075c53ae2aa5a8354111
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: book
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 显存构成：ZeRO 阶段、模型大小与激活值
+#
+# 本 notebook 用本书的估算器 `scripts/training/memory_estimator.py`（作为模块导入）画出本书"显存剖析"一页中的各项：数字来自命令行和测试所用的同一组函数。
+#
+# 读完后应当记住：
+#
+# 1. 对混合精度（mixed precision）Adam，**优化器状态（optimizer state）占模型状态的四分之三**（每参数 16 字节中的 12 字节），所以 ZeRO 阶段 1 带来了大部分节省。
+# 2. 只有 **ZeRO-3 / FSDP** 能让模型状态随 GPU 增加而无限缩小；阶段 1 和 2 分别停在每参数 4 字节和 2 字节。
+# 3. **激活值（activations）**取决于序列而不是参数量：注意力分数随序列长度的平方增长，在长序列下占主导，除非用选择性重计算或 flash attention 去掉它们。
+
+# %%
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import font_manager
+from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+set_matplotlib_formats("png")
+plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
+                     "grid.alpha": 0.3, "font.size": 10})
+
+# 中文标签需要 CJK 字体（Debian/Ubuntu：apt-get install fonts-noto-cjk）。
+CJK_FONT = "Noto Sans CJK SC"
+if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
+    plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
+    plt.rcParams["font.family"] = "sans-serif"
+else:
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+
+
+def repo_root(start=Path.cwd()):
+    """仓库根目录：第一个包含 scripts/training 的上级目录（nbval 在 notebook 所在目录运行它，
+    读者也可能在仓库的其他位置运行）。"""
+    for folder in (start, *start.parents):
+        if (folder / "scripts/training/memory_estimator.py").is_file():
+            return folder
+    raise FileNotFoundError("请在本书的仓库内运行此 notebook")
+
+
+path = repo_root() / "scripts/training/memory_estimator.py"
+spec = importlib.util.spec_from_file_location("memory_estimator", path)
+est = importlib.util.module_from_spec(spec)
+sys.modules["memory_estimator"] = est      # dataclasses 按名字查找其模块
+spec.loader.exec_module(est)
+GB, GIB = 1e9, 2**30
+
+# %% [markdown]
+# ## ZeRO 论文的例子
+#
+# [Rajbhandari 等人 2019](https://arxiv.org/abs/1910.02054) 的图 1：一个 75 亿参数的模型，混合精度 Adam（每参数 $2 + 2 + 12$ 字节），64 块数据并行（data parallelism）GPU。阶段 1 切分优化器状态，阶段 2 再切分梯度（gradient），阶段 3 再切分权重（weights）。论文给出的每块 GPU 显存为 120、31.4、16.6 和 1.9 GB。
+
+# %%
+params, dp = 7.5e9, 64
+terms = ("weights", "gradients", "optimizer_states")
+names_zh = {"weights": "权重", "gradients": "梯度", "optimizer_states": "优化器状态"}
+rows = [est.model_state_bytes(params, "mixed", "adamw", zero=z, dp=dp) for z in range(4)]
+for z, r in enumerate(rows):
+    parts = "，".join(f"{names_zh[t]} {r[t] / GB:.2f}" for t in terms)
+    print(f"阶段 {z}：每块 GPU {r['model_states'] / GB:6.2f} GB（{parts}）")
+
+fig, ax = plt.subplots(figsize=(7, 3.6))
+bottom = np.zeros(4)
+for t, color in zip(terms, ("tab:blue", "tab:orange", "tab:green")):
+    vals = np.array([r[t] / GB for r in rows])
+    ax.bar(["普通 DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"], vals, bottom=bottom,
+           label=names_zh[t], color=color)
+    bottom += vals
+for i, total in enumerate(bottom):
+    ax.text(i, total + 2, f"{total:.1f}", ha="center")
+ax.set_ylabel("每块 GPU 的 GB（1 GB = 1e9 字节）")
+ax.set_title("7.5B 模型在 64 块 GPU 上的模型状态（混合精度 Adam）")
+ax.set_ylim(0, 135)
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## 模型大小与 ZeRO 阶段
+#
+# 在 512 块 GPU 上，1B 到 1T 参数的模型每块 GPU 的模型状态，对照一块 80 GiB 的 GPU（虚线；激活值和缓冲区也需要空间）。阶段 1 和 2 的曲线是斜率为 1 的直线：无论 GPU 有多少，它们未切分的权重（和梯度）都随模型增长。
+
+# %%
+sizes = np.logspace(9, 12, 31)
+dp = 512
+fig, ax = plt.subplots(figsize=(7, 4))
+for z, style in zip(range(4), ("-", "--", "-.", ":")):
+    per_gpu = [est.model_state_bytes(n, "mixed", "adamw", zero=z, dp=dp)["model_states"] / GIB
+               for n in sizes]
+    ax.loglog(sizes, per_gpu, style, label=f"ZeRO 阶段 {z}" if z else "普通 DP")
+ax.axhline(80, color="grey", ls="--", lw=1)
+ax.text(1.1e9, 95, "80 GiB", color="grey")
+ax.set_xlabel("参数量")
+ax.set_ylabel("每块 GPU 的模型状态（GiB）")
+ax.set_title(f"混合精度 Adam，{dp} 块数据并行 GPU")
+ax.legend()
+plt.show()
+
+for z in range(4):
+    # 在 512 块 GPU 上，仅模型状态就能放进 80 GiB 的最大模型
+    fits = [n for n in sizes
+            if est.model_state_bytes(n, "mixed", "adamw", zero=z, dp=dp)["model_states"]
+            <= 80 * GIB]
+    print(f"阶段 {z}：网格上能放下的最大规模 = {max(fits) / 1e9:.0f}B 参数")
+
+# %% [markdown]
+# ## 每层激活值与序列长度
+#
+# [Korthikanti 等人 2022](https://arxiv.org/abs/2205.05198)：不做重计算时一层保留 $sbh(34 + 5as/h)$ 字节；选择性重计算（或 flash attention）去掉 $5as/h$ 项；完全重计算只保留层的输入 $2sbh$；张量并行（tensor parallelism）加序列并行把所有项除以 $t$。形状取 7B 级别模型：$h = 4096$，$a = 32$，微批次（micro-batch）为 1。
+
+# %%
+h, a, b = 4096, 32, 1
+seqs = 2 ** np.arange(9, 16)
+cases = [("不重计算", dict()),
+         ("选择性重计算", dict(recompute="selective")),
+         ("完全重计算", dict(recompute="full")),
+         ("TP 8 + SP，选择性", dict(tp=8, sequence_parallel=True, recompute="selective"))]
+fig, ax = plt.subplots(figsize=(7, 4))
+for label, kw in cases:
+    ax.loglog(seqs, [est.activation_bytes_per_layer(int(s), b, h, a, **kw) / GIB for s in seqs],
+              "o-", label=label, base=2)
+ax.set_xlabel("序列长度 s（token）")
+ax.set_ylabel("每层激活值（GiB）")
+ax.set_title("一个 Transformer 层，h = 4096，a = 32，b = 1")
+ax.legend()
+plt.show()
+
+s = 4096
+full = est.activation_bytes_per_layer(s, b, h, a)
+sel = est.activation_bytes_per_layer(s, b, h, a, recompute="selective")
+print(f"s = {s}：5as/h = {5 * a * s / h:.0f}，对比 34；注意力分数占该层激活值的 "
+      f"{(full - sel) / full:.0%}")
+
+# %% [markdown]
+# ## 一块 GPU 上的全部
+#
+# 一个 7B 级别模型（32 层，词表 32000，序列 4096，微批次 1，Megatron 式 bf16 加 fp32 梯度，8 块 GPU）在一块 GPU 上的全部预算，随 ZeRO 阶段和重计算模式变化。ZeRO-3 的柱子包含两层收集来的 bf16 权重（"临时"）。
+
+# %%
+model = est.Model(layers=32, hidden=4096, heads=32, vocab=32000, seq=4096, micro_batch=1,
+                  ffn=4 * 4096)
+configs = [(z, r) for r in ("none", "selective") for z in (0, 1, 3)]
+recompute_zh = {"none": "不重计算", "selective": "选择性重计算"}
+labels, stacks = [], []
+for z, r in configs:
+    e = est.estimate(model=model, recipe="bf16-fp32-grads", zero=z, dp=8, recompute=r)
+    b_ = e["per_gpu_bytes"]
+    labels.append(f"ZeRO-{z}\n{recompute_zh[r]}")
+    stacks.append([b_[k] / GIB for k in ("weights", "gradients", "optimizer_states",
+                                         "activations", "temporary")])
+stacks = np.array(stacks)
+fig, ax = plt.subplots(figsize=(8, 4))
+bottom = np.zeros(len(configs))
+names = ("权重", "梯度", "优化器状态", "激活值", "临时")
+for i, name in enumerate(names):
+    ax.bar(labels, stacks[:, i], bottom=bottom, label=name)
+    bottom += stacks[:, i]
+ax.axhline(80, color="grey", ls="--", lw=1)
+ax.set_ylabel("每块 GPU 的 GiB")
+ax.set_title("7B 级别模型，8 块 GPU，s = 4096")
+ax.legend(fontsize=8, ncol=2)
+plt.show()
+for label, total in zip(labels, bottom):
+    verdict = "放得进" if total < 80 else "放不进"
+    print(f"{label.replace(chr(10), '，')}：{total:.1f} GiB，{verdict} 80 GiB")
