@@ -251,3 +251,15 @@ def test_bad_input_files(launch, tmp_path):
 def test_help_runs(launch):
     res = launch.python(SCRIPT, ["--help"])
     assert res.returncode == 0 and "--num-perm" in res.stdout
+
+
+def test_published_settings_table_matches_the_formula(launch, mh):
+    """data/training/minhash_settings.yml lists b, r, k and t = (1/b)^(1/r) for public
+    pipelines; k and t are derived numbers, so they must agree with b and r."""
+    import yaml
+
+    table = yaml.safe_load((launch.repo / "data/training/minhash_settings.yml").read_text())
+    assert table["rows"]
+    for row in table["rows"]:
+        assert row["k"] == row["bands"] * row["rows"], row
+        assert row["t"] == pytest.approx(mh.lsh_threshold(row["bands"], row["rows"]), abs=5e-4)
