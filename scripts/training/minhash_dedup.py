@@ -1,0 +1,387 @@
+#!/usr/bin/env python
+"""minhash_dedup.py: find near-duplicate documents with MinHash signatures and LSH banding.
+
+What it does
+------------
+1. Normalizes each document (Unicode NFKC, lower case, punctuation removed, whitespace
+   collapsed) and turns it into a set of shingles: word n-grams (``--shingle word``, default
+   n = 5) or character n-grams (``--shingle char``).
+2. Hashes each shingle once to a 64-bit integer x (BLAKE2b) and computes a MinHash signature of
+   ``--num-perm`` k values, ``sig[i] = min over the shingles of h_i(x)``, with the seeded
+   universal hash functions ``h_i(x) = (a_i x + b_i) mod p``, p = 2^61 - 1 (a Mersenne prime),
+   a_i in [1, p), b_i in [0, p) drawn from ``random.Random(--seed)``.
+   For two sets A and B, ``P[sig_A[i] = sig_B[i]] = J(A, B) = |A n B| / |A u B|`` (the Jaccard
+   similarity), so the fraction of equal positions estimates J with standard error
+   ``sqrt(J (1 - J) / k)``: Broder, "On the resemblance and containment of documents", 1997,
+   https://doi.org/10.1109/SEQUEN.1997.666900. (A universal hash family is only approximately
+   min-wise independent; the tests check that the error stays within the binomial bound.)
+3. Locality-sensitive hashing by banding: the signature is cut into b bands of r rows
+   (``--bands``, ``--rows``; b * r must equal k) and two documents become a candidate pair when
+   all r values of at least one band agree. For a pair with similarity s::
+
+       P(candidate) = 1 - (1 - s^r)^b
+
+   an S-shaped curve whose steepest point is near the threshold ``t = (1/b)^(1/r)``
+   (Leskovec, Rajaraman and Ullman, "Mining of Massive Datasets", 3rd ed., section 3.4,
+   http://www.mmds.org/). Pairs well below t are rarely compared (no false positives to
+   verify); pairs well above t are almost never missed (few false negatives).
+4. Verifies each candidate pair by its estimated Jaccard (fraction of equal signature values)
+   and keeps it when the estimate is at least ``--threshold``; with ``--verify exact`` the exact
+   Jaccard of the shingle sets decides instead. Kept pairs are joined into clusters
+   (union-find); one document per cluster is kept (the first in input order) and the others are
+   the duplicates to drop.
+
+The exact Jaccard of every reported pair is computed too (the corpus fits in memory here), so
+the report shows estimate and truth side by side. Memory: k 8-byte values per document for the
+signatures (in CPython about 4-5 times more) plus, for the exact check, the shingle sets.
+Standard library only.
+
+How to launch
+-------------
+::
+
+    python minhash_dedup.py corpus.jsonl                       # JSONL with "id" and "text"
+    python minhash_dedup.py pages/ --shingle char --ngram 9   # folder of .txt files
+    python minhash_dedup.py corpus.jsonl --num-perm 256 --bands 32 --rows 8 \\
+        --threshold 0.8 --json dups.json
+
+``--truth-key FIELD`` scores the result against labels already in the corpus (documents that
+share a non-null FIELD value are meant to be duplicates of each other) and prints pair precision
+and recall. ``--json PATH`` writes::
+
+    {"tool": "minhash_dedup", "schema_version": 1, "input": "<path>", "documents": <int>,
+     "shingle": "word" | "char", "ngram": <int>, "num_perm": <int>, "bands": <int>,
+     "rows": <int>, "seed": <int>, "lsh_threshold": <float>, "threshold": <float>,
+     "verify": "estimate" | "exact", "candidate_pairs": <int>,
+     "pairs": [{"a": "<id>", "b": "<id>", "estimated_jaccard": <float>,
+                "exact_jaccard": <float>}, ...],
+     "clusters": [["<id>", ...], ...], "duplicates_to_drop": [<id>, ...],
+     "truth": {"key": "...", "true_pairs": <int>, "found": <int>, "correct": <int>,
+               "precision": <float>, "recall": <float>, "cluster_found": <int>,
+               "cluster_correct": <int>, "cluster_precision": <float>,
+               "cluster_recall": <float>} | null}
+
+Bad arguments or input stop the script with a one-line ``minhash_dedup.py: error: ...`` and exit
+status 2.
+
+Example output (the corpus this book ships, 208 documents, on a 2-core VM in about 1 s)::
+
+    $ python scripts/training/minhash_dedup.py data/training/corpus.jsonl \\
+          --truth-key truth_dup_group
+    # minhash_dedup.py: 208 documents from data/training/corpus.jsonl
+    # shingles: word 5-grams; MinHash k=128 (seed 1); LSH b=16 bands x r=8 rows
+    # LSH threshold (1/b)^(1/r) = 0.707; P(candidate) = 1-(1-s^r)^b is 0.061 at s=0.5, 0.947 at s=0.8
+    # candidate pairs: 52 of 21528 possible; kept 51 with estimate Jaccard >= 0.7
+    #        doc a        doc b  estimate   exact  diff/SE
+          doc-0004     doc-0046     0.891   0.909    -0.73
+          doc-0004     doc-0122     0.812   0.827    -0.42
+          doc-0006     doc-0011     0.805   0.798     0.19
+          doc-0007     doc-0139     0.805   0.781     0.64
+      ... and 47 more pairs (--show N)
+    # clusters: 20 (sizes [4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]); duplicates to drop (all but the first of each cluster): 35
+    # against 'truth_dup_group': 51 of 51 pairs found are true (precision 1.000); 51 of 58 true pairs found (recall 0.879)
+    # same cluster: 55 of 55 pairs are true (precision 1.000); recall 0.948
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import re
+import sys
+import unicodedata
+from collections import defaultdict
+from itertools import combinations
+from pathlib import Path
+
+PROG = "minhash_dedup.py"
+MERSENNE_P = (1 << 61) - 1  # prime modulus of the universal hash family
+MAX_HASH = MERSENNE_P - 1   # signature value of an empty shingle set
+
+
+class InputError(Exception):
+    """A problem with the input corpus; the message names the file and line."""
+
+
+def normalize(text: str) -> str:
+    """NFKC, lower case, punctuation replaced by spaces, whitespace collapsed."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = re.sub(r"[^\w\s]", " ", text)
+    return " ".join(text.split())
+
+
+def shingles(text: str, kind: str = "word", n: int = 5) -> set[str]:
+    """The set of word or character n-grams of normalize(text).
+
+    A text shorter than n units gives one shingle (the whole normalized text), and an empty
+    text the empty set. Raises ValueError for an unknown ``kind`` or ``n < 1``."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1 (got {n})")
+    norm = normalize(text)
+    if kind == "word":
+        units = norm.split()
+        if len(units) < n:
+            return {" ".join(units)} if units else set()
+        return {" ".join(units[i:i + n]) for i in range(len(units) - n + 1)}
+    if kind == "char":
+        if len(norm) < n:
+            return {norm} if norm else set()
+        return {norm[i:i + n] for i in range(len(norm) - n + 1)}
+    raise ValueError(f"unknown shingle kind {kind!r} (word or char)")
+
+
+def jaccard(a: set, b: set) -> float:
+    """Exact Jaccard similarity |A n B| / |A u B| (1.0 for two empty sets)."""
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def shingle_hash(shingle: str) -> int:
+    """64-bit BLAKE2b hash of a shingle (stable across runs and machines, unlike hash())."""
+    return int.from_bytes(hashlib.blake2b(shingle.encode("utf-8"), digest_size=8).digest(),
+                          "big")
+
+
+def hash_params(num_perm: int, seed: int) -> list[tuple[int, int]]:
+    """(a_i, b_i) for the k universal hash functions h_i(x) = (a_i x + b_i) mod (2^61 - 1)."""
+    rng = random.Random(seed)
+    return [(rng.randrange(1, MERSENNE_P), rng.randrange(0, MERSENNE_P))
+            for _ in range(num_perm)]
+
+
+def signature(shingle_set: set[str], params: list[tuple[int, int]]) -> list[int]:
+    """MinHash signature: k = len(params) values, each min over shingles of h_i(x)
+    (Broder 1997). An empty set gives k copies of MAX_HASH."""
+    xs = [shingle_hash(s) for s in shingle_set]
+    if not xs:
+        return [MAX_HASH] * len(params)
+    p = MERSENNE_P
+    return [min((a * x + b) % p for x in xs) for a, b in params]
+
+
+def estimate_jaccard(sig_a: list[int], sig_b: list[int]) -> float:
+    """Fraction of equal positions of two signatures: an unbiased estimate of Jaccard with
+    standard error sqrt(J(1-J)/k) (Broder 1997). Raises ValueError for different lengths."""
+    if len(sig_a) != len(sig_b):
+        raise ValueError(f"signatures have different lengths ({len(sig_a)}, {len(sig_b)})")
+    return sum(x == y for x, y in zip(sig_a, sig_b)) / len(sig_a)
+
+
+def candidate_probability(s: float, bands: int, rows: int) -> float:
+    """P(two documents of Jaccard s share at least one band) = 1 - (1 - s^r)^b
+    (Leskovec, Rajaraman, Ullman, Mining of Massive Datasets, sec. 3.4)."""
+    return 1.0 - (1.0 - s ** rows) ** bands
+
+
+def lsh_threshold(bands: int, rows: int) -> float:
+    """Approximate similarity where the S-curve is steepest: (1/b)^(1/r) (MMDS sec. 3.4.2)."""
+    return (1.0 / bands) ** (1.0 / rows)
+
+
+def lsh_candidates(signatures: list[list[int]], bands: int, rows: int) -> set[tuple[int, int]]:
+    """Index pairs (i < j) whose signatures agree on all rows of at least one band."""
+    pairs: set[tuple[int, int]] = set()
+    for band in range(bands):
+        buckets: dict[tuple, list[int]] = defaultdict(list)
+        lo = band * rows
+        for i, sig in enumerate(signatures):
+            buckets[tuple(sig[lo:lo + rows])].append(i)
+        for members in buckets.values():
+            pairs.update(combinations(members, 2))
+    return pairs
+
+
+def clusters_from_pairs(n: int, pairs: list[tuple[int, int]]) -> list[list[int]]:
+    """Connected components (size >= 2) of the graph with ``n`` nodes and ``pairs`` as edges,
+    each sorted, ordered by their first member (union-find with path halving)."""
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in pairs:
+        ri, rj = find(i), find(j)
+        if ri != rj:
+            parent[max(ri, rj)] = min(ri, rj)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i in range(n):
+        groups[find(i)].append(i)
+    return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
+
+
+def read_corpus(path: Path, text_key: str, id_key: str) -> list[dict]:
+    """Records (dicts with at least ``id_key`` and ``text_key``) from a JSONL file or a folder
+    of .txt files (id = relative path). Raises InputError naming the file and line."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if path.is_dir():
+        files = sorted(path.rglob("*.txt"))
+        if not files:
+            raise InputError(f"{path}: folder holds no .txt files")
+        return [{id_key: str(p.relative_to(path)),
+                 text_key: p.read_text(encoding="utf-8", errors="replace")} for p in files]
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get(text_key), str):
+                raise InputError(f"{path}:{n}: no string field {text_key!r} "
+                                 f"(choose another with --text-key)")
+            rec.setdefault(id_key, f"line-{n}")
+            records.append(rec)
+    if not records:
+        raise InputError(f"{path}: no documents")
+    return records
+
+
+def score_against_truth(records: list[dict], pairs: list[tuple[int, int]],
+                        clusters: list[list[int]], key: str) -> dict:
+    """Precision and recall against the groups given by ``records[i][key]`` (records sharing a
+    non-null value are true duplicate pairs), twice: for the ``pairs`` kept by the threshold,
+    and for all pairs of documents that ended up in the same cluster (``cluster_*``), which
+    also counts pairs joined only through a third document."""
+    groups: dict[object, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        if r.get(key) is not None:
+            groups[r[key]].append(i)
+    truth = {p for g in groups.values() for p in combinations(g, 2)}
+    out = {"key": key, "true_pairs": len(truth)}
+    for prefix, found in (("", set(pairs)),
+                          ("cluster_", {p for c in clusters for p in combinations(c, 2)})):
+        hits = len(truth & found)
+        out.update({f"{prefix}found": len(found), f"{prefix}correct": hits,
+                    f"{prefix}precision": round(hits / len(found), 4) if found else 1.0,
+                    f"{prefix}recall": round(hits / len(truth), 4) if truth else 1.0})
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Near-duplicate detection with MinHash and LSH banding.")
+    p.add_argument("corpus", type=Path,
+                   help="JSONL file (one document per line) or folder of .txt files")
+    p.add_argument("--text-key", default="text", help="JSONL field holding the text")
+    p.add_argument("--id-key", default="id", help="JSONL field holding the document id")
+    p.add_argument("--shingle", choices=("word", "char"), default="word",
+                   help="shingle unit (default word)")
+    p.add_argument("--ngram", type=int, default=5, help="shingle length in units (default 5)")
+    p.add_argument("--num-perm", type=int, default=128,
+                   help="signature length k (default 128)")
+    p.add_argument("--bands", type=int, default=16, help="LSH bands b (default 16)")
+    p.add_argument("--rows", type=int, default=8, help="rows per band r; b*r = k (default 8)")
+    p.add_argument("--threshold", type=float, default=0.7,
+                   help="keep a candidate pair when its Jaccard is at least this (default 0.7)")
+    p.add_argument("--verify", choices=("estimate", "exact"), default="estimate",
+                   help="decide with the signature estimate or the exact Jaccard")
+    p.add_argument("--seed", type=int, default=1, help="seed of the hash functions")
+    p.add_argument("--truth-key", metavar="FIELD",
+                   help="score against duplicate groups stored in this JSONL field")
+    p.add_argument("--show", type=int, default=50, help="print at most this many pairs")
+    p.add_argument("--json", type=Path, metavar="PATH", help="write the report as JSON")
+    return p
+
+
+def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    if args.ngram < 1:
+        parser.error(f"--ngram must be >= 1 (got {args.ngram})")
+    if args.num_perm < 1:
+        parser.error(f"--num-perm must be >= 1 (got {args.num_perm})")
+    if args.bands < 1 or args.rows < 1:
+        parser.error(f"--bands and --rows must be >= 1 (got {args.bands}, {args.rows})")
+    if args.bands * args.rows != args.num_perm:
+        parser.error(f"--bands x --rows must equal --num-perm "
+                     f"({args.bands} x {args.rows} = {args.bands * args.rows} != "
+                     f"{args.num_perm})")
+    if not 0.0 <= args.threshold <= 1.0:
+        parser.error(f"--threshold must be between 0 and 1 (got {args.threshold})")
+    if args.show < 0:
+        parser.error(f"--show must be >= 0 (got {args.show})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_args(args, parser)
+    try:
+        records = read_corpus(args.corpus, args.text_key, args.id_key)
+    except (InputError, OSError, UnicodeDecodeError) as exc:
+        sys.stderr.write(f"{PROG}: error: {str(exc).splitlines()[0]}\n")
+        return 2
+    if args.truth_key and not any(args.truth_key in r for r in records):
+        sys.stderr.write(f"{PROG}: error: --truth-key {args.truth_key!r}: "
+                         f"no record has that field\n")
+        return 2
+
+    ids = [str(r[args.id_key]) for r in records]
+    sets = [shingles(r[args.text_key], args.shingle, args.ngram) for r in records]
+    params = hash_params(args.num_perm, args.seed)
+    sigs = [signature(s, params) for s in sets]
+    candidates = sorted(lsh_candidates(sigs, args.bands, args.rows))
+
+    kept, rows = [], []
+    for i, j in candidates:
+        est = estimate_jaccard(sigs[i], sigs[j])
+        exact = jaccard(sets[i], sets[j])
+        if (exact if args.verify == "exact" else est) >= args.threshold:
+            kept.append((i, j))
+            rows.append({"a": ids[i], "b": ids[j], "estimated_jaccard": round(est, 4),
+                         "exact_jaccard": round(exact, 4)})
+    clusters = clusters_from_pairs(len(records), kept)
+    drop = [ids[i] for c in clusters for i in c[1:]]
+    truth = (score_against_truth(records, kept, clusters, args.truth_key)
+             if args.truth_key else None)
+
+    t = lsh_threshold(args.bands, args.rows)
+    print(f"# {PROG}: {len(records)} documents from {args.corpus}")
+    print(f"# shingles: {args.shingle} {args.ngram}-grams; MinHash k={args.num_perm} "
+          f"(seed {args.seed}); LSH b={args.bands} bands x r={args.rows} rows")
+    print(f"# LSH threshold (1/b)^(1/r) = {t:.3f}; P(candidate) = 1-(1-s^r)^b is "
+          f"{candidate_probability(0.5, args.bands, args.rows):.3f} at s=0.5, "
+          f"{candidate_probability(0.8, args.bands, args.rows):.3f} at s=0.8")
+    print(f"# candidate pairs: {len(candidates)} of {len(records) * (len(records) - 1) // 2} "
+          f"possible; kept {len(kept)} with {args.verify} Jaccard >= {args.threshold:g}")
+    se = lambda j: math.sqrt(j * (1 - j) / args.num_perm)  # noqa: E731
+    print(f"# {'doc a':>12s} {'doc b':>12s} {'estimate':>9s} {'exact':>7s} {'diff/SE':>8s}")
+    for r in rows[:args.show]:
+        s = se(r["exact_jaccard"])
+        z = (r["estimated_jaccard"] - r["exact_jaccard"]) / s if s else 0.0
+        print(f"  {r['a']:>12s} {r['b']:>12s} {r['estimated_jaccard']:9.3f} "
+              f"{r['exact_jaccard']:7.3f} {z:8.2f}")
+    if len(rows) > args.show:
+        print(f"  ... and {len(rows) - args.show} more pairs (--show N)")
+    print(f"# clusters: {len(clusters)} (sizes {sorted((len(c) for c in clusters), reverse=True)})"
+          f"; duplicates to drop (all but the first of each cluster): {len(drop)}")
+    if truth:
+        print(f"# against {args.truth_key!r}: {truth['correct']} of {truth['found']} pairs "
+              f"found are true (precision {truth['precision']:.3f}); {truth['correct']} of "
+              f"{truth['true_pairs']} true pairs found (recall {truth['recall']:.3f})")
+        print(f"# same cluster: {truth['cluster_correct']} of {truth['cluster_found']} pairs "
+              f"are true (precision {truth['cluster_precision']:.3f}); recall "
+              f"{truth['cluster_recall']:.3f}")
+
+    if args.json:
+        report = {"tool": "minhash_dedup", "schema_version": 1, "input": str(args.corpus),
+                  "documents": len(records), "shingle": args.shingle, "ngram": args.ngram,
+                  "num_perm": args.num_perm, "bands": args.bands, "rows": args.rows,
+                  "seed": args.seed, "lsh_threshold": round(t, 6), "threshold": args.threshold,
+                  "verify": args.verify, "candidate_pairs": len(candidates), "pairs": rows,
+                  "clusters": [[ids[i] for i in c] for c in clusters],
+                  "duplicates_to_drop": drop, "truth": truth}
+        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

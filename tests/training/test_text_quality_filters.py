@@ -1,0 +1,183 @@
+"""Tests of scripts/training/text_quality_filters.py: run as a process on the corpus the book
+ships (data/training/corpus.jsonl, whose ``truth_quality`` field names the defect planted in each
+low-quality document), plus hand-made texts whose statistics are worked out here by hand.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+
+import pytest
+
+SCRIPT = "text_quality_filters.py"
+CORPUS = "data/training/corpus.jsonl"
+# Measured on the shipped corpus with the default thresholds: precision 1.000, recall 1.000.
+MIN_PRECISION = 0.95
+MIN_RECALL = 0.95
+# The filter that each planted defect is built to trip (the generator's DEFECTS list).
+EXPECTED_FILTER = {
+    "too_short": "word_count", "hashtag_spam": "hash_to_word_ratio",
+    "bullet_list": "bullet_line_fraction", "ellipsis_teasers": "ellipsis_line_fraction",
+    "repeated_lines": "duplicate_line_fraction", "repeated_sentences": "duplicate_5gram_chars",
+    "keyword_list": "stop_word_count", "number_table": "alpha_word_fraction",
+    "lorem_ipsum": "c4_lorem_ipsum", "code": "c4_curly_bracket",
+    "long_tokens": "mean_word_length",
+}
+
+
+@pytest.fixture(scope="module")
+def tq(launch):
+    spec = importlib.util.spec_from_file_location("text_quality_filters", launch.scripts / SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it is executed
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def corpus(launch):
+    with open(launch.repo / CORPUS, encoding="utf-8") as f:
+        return {d["id"]: d for d in map(json.loads, f)}
+
+
+def run_json(launch, tmp_path, *args):
+    out = tmp_path / "report.json"
+    res = launch.python(SCRIPT, [CORPUS, "--json", str(out), *args])
+    assert res.returncode == 0, res.output
+    return json.loads(out.read_text()), res.stdout
+
+
+def test_removes_the_planted_low_quality_documents(launch, tmp_path, corpus):
+    rep, stdout = run_json(launch, tmp_path)
+    bad = {i for i, d in corpus.items() if d["truth_quality"] != "good"}
+    removed = {d["id"] for d in rep["decisions"] if d["removed"]}
+    precision = len(removed & bad) / len(removed)
+    recall = len(removed & bad) / len(bad)
+    print(f"precision {precision:.3f} recall {recall:.3f} ({len(removed)} removed, "
+          f"{len(bad)} planted)")
+    assert precision >= MIN_PRECISION and recall >= MIN_RECALL
+    assert rep["documents"] == len(corpus) and rep["removed"] == len(removed)
+    assert f"removed {len(removed)} of {len(corpus)}" in stdout
+
+
+def test_each_defect_is_caught_by_its_filter_and_the_reason_is_printed(launch, tmp_path, corpus):
+    rep, stdout = run_json(launch, tmp_path, "--show", "1000")
+    assert set(EXPECTED_FILTER) == {d["truth_quality"] for d in corpus.values()} - {"good"}
+    for dec in rep["decisions"]:
+        defect = corpus[dec["id"]]["truth_quality"]
+        if defect == "good":
+            continue
+        names = [f["filter"] for f in dec["failed"]]
+        assert EXPECTED_FILTER[defect] in names, (dec["id"], defect, names)
+        line = next(ln for ln in stdout.splitlines() if ln.strip().startswith(dec["id"] + ":"))
+        assert line.split(": ", 1)[1].startswith(names[0] + "=")  # the reason is printed
+    counts = {f["name"]: f["failed"] for f in rep["filters"]}
+    for f in counts:
+        assert counts[f] == sum(f in [x["filter"] for x in d["failed"]] for d in rep["decisions"])
+
+
+def test_hand_computed_statistics(tq):
+    filters = {f.name: f for f in tq.default_filters()}
+
+    def value(name, text):
+        return filters[name].check(tq.Doc.from_text(text))[0]
+
+    text = "The cat sat on the mat.\nThe cat sat on the mat.\n- a list item...\n# heading"
+    # words: The cat sat on the mat (x2), a list item, heading (the '-', '#' are dropped) = 16
+    assert value("word_count", text) == 16
+    assert value("hash_to_word_ratio", text) == pytest.approx(1 / 16)
+    assert value("ellipsis_to_word_ratio", text) == pytest.approx(1 / 16)
+    assert value("bullet_line_fraction", text) == pytest.approx(1 / 4)
+    assert value("ellipsis_line_fraction", text) == pytest.approx(1 / 4)
+    assert value("duplicate_line_fraction", text) == pytest.approx(1 / 4)
+    lines = text.splitlines()
+    assert value("duplicate_line_chars", text) == pytest.approx(
+        len(lines[1]) / sum(map(len, lines)))
+    assert value("stop_word_count", text) == 1  # only "the"
+    # most frequent 2-gram: "the cat" (x2) or any other repeated one: 2 * 6 chars of 50
+    word_chars = sum(map(len, "The cat sat on the mat".split())) * 2 + len("alistitemheading")
+    assert value("top_2gram_chars", text) == pytest.approx(2 * 6 / word_chars)
+    # "the cat sat on the" repeats: words 1-6 of both copies are covered -> 2 * 17 chars
+    assert value("duplicate_5gram_chars", text) == pytest.approx(2 * 17 / word_chars)
+    assert value("alpha_word_fraction", "abc 123 4.5 x1") == pytest.approx(2 / 4)
+    assert value("mean_word_length", "aa bbbb") == 3
+    assert value("c4_sentences", "Short line.\nThis line has five words. And more!\nno end") == 2
+    assert value("c4_lorem_ipsum", "Lorem Ipsum dolor") == 1
+    assert value("c4_curly_bracket", "if (x) { y }") == 1
+
+
+def test_keep_prob_keeps_a_reproducible_random_share(launch, tmp_path):
+    base, _ = run_json(launch, tmp_path)
+    failing = sum(bool(d["failed"]) for d in base["decisions"])
+    runs = [run_json(launch, tmp_path, "--keep-prob", "0.5", "--seed", "3")[0] for _ in range(2)]
+    assert runs[0]["decisions"] == runs[1]["decisions"]
+    lucky = runs[0]["kept_by_chance"]
+    # Binomial(failing, 0.5): within 4 standard deviations of its mean.
+    assert abs(lucky - failing / 2) <= 4 * math.sqrt(failing / 4)
+    assert all(d["failed"] for d in runs[0]["decisions"] if d["kept_by_chance"])
+    assert runs[0]["removed"] == failing - lucky
+    everything, _ = run_json(launch, tmp_path, "--keep-prob", "1")
+    assert everything["removed"] == 0 and everything["kept_by_chance"] == failing
+
+
+def test_set_and_disable_change_what_is_removed(launch, tmp_path, corpus):
+    code = {i for i, d in corpus.items() if d["truth_quality"] == "code"}
+    short = {i for i, d in corpus.items() if d["truth_quality"] == "too_short"}
+    rep, stdout = run_json(launch, tmp_path, "--disable", "c4_curly_bracket",
+                           "--disable", "c4_sentences", "--set", "word_count=20:")
+    removed = {d["id"] for d in rep["decisions"] if d["removed"]}
+    assert not removed & (code | short)
+    assert "c4_curly_bracket" not in stdout
+    assert ">= 20" in stdout
+
+
+def test_kept_file_holds_the_surviving_documents(launch, tmp_path):
+    kept = tmp_path / "kept.jsonl"
+    rep, _ = run_json(launch, tmp_path, "--kept", str(kept))
+    ids = [json.loads(line)["id"] for line in kept.read_text().splitlines()]
+    assert ids == [d["id"] for d in rep["decisions"] if not d["removed"]]
+
+
+def test_folder_input_and_list(launch, tmp_path):
+    (tmp_path / "ok.txt").write_text(" ".join(["the cat and the dog sat with a friend."] * 1)
+                                     * 1)
+    res = launch.python(SCRIPT, [str(tmp_path), "--disable", "word_count",
+                                 "--disable", "c4_sentences"])
+    assert res.returncode == 0, res.output
+    assert "removed 0 of 1" in res.stdout
+    res = launch.python(SCRIPT, ["--list"])
+    assert res.returncode == 0
+    assert len(res.stdout.splitlines()) == 24 and "duplicate_10gram_chars" in res.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--disable", "nope"], "unknown filter 'nope'"),
+    (["--set", "word_count"], "expected NAME=LO:HI"),
+    (["--set", "word_count=a:b"], "must be numbers or empty"),
+    (["--set", "word_count=:"], "sets no bound"),
+    (["--keep-prob", "2"], "--keep-prob must be between 0 and 1"),
+    (["--text-key", "body"], "no string field 'body'"),
+])
+def test_bad_arguments_give_one_line_errors(launch, args, message):
+    res = launch.python(SCRIPT, [CORPUS, *args])
+    assert res.returncode == 2
+    errors = launch.error_lines(res.stderr)
+    assert len(errors) == 1 and message in errors[0], res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_bad_input_files(launch, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "text": "fine"}\n[1, 2]\n')
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for path, message in ((tmp_path / "missing.jsonl", "no such file"),
+                          (bad, "bad.jsonl:2: a JSON object was expected"),
+                          (empty, "holds no .txt files")):
+        res = launch.python(SCRIPT, [str(path)])
+        assert res.returncode == 2
+        errors = launch.error_lines(res.stderr)
+        assert len(errors) == 1 and message in errors[0], res.stderr
