@@ -42,18 +42,19 @@ How to launch
 "restart_count"}`` at the end. Units: steps; ``--step-time`` is seconds of simulated extra work
 per step (sleep), to make a short run last long enough to interrupt.
 
-Example output (a run interrupted by ``scancel --signal=USR1 --batch`` under the book's test
-SLURM cluster, then requeued; the output file is opened in append mode)::
+Example output (a run of the train-requeue.sbatch template interrupted by
+``scancel --signal=USR1 --batch`` on the book's test SLURM cluster, then requeued; the output
+file is opened in append mode; step lines left out)::
 
-    job 2 restart 0 on node1
+    job 1 restart 0 on node1 at 2026-11-23T09:16:34Z
     train_requeue.py: start at step 0 of 120 (restart count 0), lr 0.05
-    step 20 loss 0.270316
-    ...
-    train_requeue.py: SIGUSR1: saved step 44 to /tmp/ckpt/checkpoint.pt; requeueing job 2
-    job 2 restart 1 on node1
-    train_requeue.py: resumed from step 44 (restart count 1)
-    ...
-    train_requeue.py: finished step 120 loss 0.010134 weights_sha256 2f0c...e1
+    batch shell: SIGUSR1 received, forwarding it to the training step
+    train_requeue.py: SIGUSR1: saved step 24 to /tmp/.../ckpt/checkpoint.pt; requeueing job 1
+    srun: Job step aborted: Waiting up to 7 seconds for job step to finish.
+    slurmstepd-node1: error: *** JOB 1 ON node1 CANCELLED AT 2026-11-23T09:16:43 DUE TO JOB REQUEUE ***
+    job 1 restart 1 on node1 at 2026-11-23T09:16:52Z
+    train_requeue.py: resumed from step 24 (restart count 1)
+    train_requeue.py: finished step 120 loss 0.015463 weights_sha256 d6d113db38542d35b14f8506cb3de70e2ed1907fd088e464284150d195022a73
 
 Errors (bad arguments, unreadable checkpoint) end with one line ``train_requeue.py: error: ...``
 and a non-zero status.

@@ -119,3 +119,24 @@ def test_mistake_more_memory_than_any_node_is_rejected_at_submission(slurm):
     res = slurm.run(["sbatch", "--mem=100G", "--wrap", "true"], check=False)
     assert res.returncode != 0
     assert "Requested node configuration is not available" in res.stderr
+
+
+def test_mistake_sbatch_directives_after_a_command_or_with_variables(slurm, tmp_path):
+    script = tmp_path / "late.sbatch"
+    script.write_text("#!/bin/bash\n"
+                      "#SBATCH --job-name=$USER\n"      # not expanded: the name is literally $USER
+                      "echo started\n"
+                      "#SBATCH --time=00:07:00\n")      # after a command: ignored
+    job = slurm.sbatch(f"--output={tmp_path}/late.out", str(script))
+    slurm.wait_gone(job)
+    info = slurm.job(job)
+    assert info["JobName"] == "$USER"
+    assert info["TimeLimit"] != "00:07:00"
+
+
+def test_srun_overlap_attaches_to_a_running_job(slurm):
+    job = slurm.sbatch("-N", "1", "--wrap", "sleep 30")
+    info = slurm.wait_state(job, {"RUNNING"})
+    res = slurm.run(["srun", f"--jobid={job}", "--overlap", "bash", "-c",
+                     "echo $SLURM_JOB_ID $SLURMD_NODENAME"])
+    assert res.stdout.split() == [str(job), info["NodeList"]]
