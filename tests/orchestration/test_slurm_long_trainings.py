@@ -9,8 +9,6 @@ import os
 import re
 import time
 
-import pytest
-
 TEMPLATE = "scripts/orchestration/train-requeue.sbatch"
 FINISHED = re.compile(r"finished step (\d+) loss \S+ weights_sha256 ([0-9a-f]{64})")
 

@@ -54,6 +54,19 @@ def test_help_and_bad_arguments(launch, tmp_path):
                                                   f"{bad[1]})"]
 
 
+def test_help_does_not_import_torch(launch):
+    code = ("import runpy, sys\n"
+            f"sys.argv = [{str(launch.scripts / SCRIPT)!r}, '--help']\n"
+            "try:\n"
+            "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print('TORCH_IMPORTED' if 'torch' in sys.modules else 'TORCH_NOT_IMPORTED')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=clean_env())
+    assert "TORCH_NOT_IMPORTED" in res.stdout, res.stdout + res.stderr
+
+
 def test_unreadable_checkpoint_is_a_one_line_error(launch, tmp_path):
     (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
     res = launch.python(SCRIPT, ["--ckpt-dir", str(tmp_path), "--steps", "5"])
