@@ -114,17 +114,17 @@ print("NumPy z-scores equal the script's:", same)
 # %% [markdown]
 # ## The runs at a glance
 #
-# `final loss` is the mean of the last 20 steps; `spikes` counts loss z-score
-# crossings of k = 6; `max |attn logit|` is the largest attention logit
+# `final loss` is the mean of the last 20 steps; `loss z` and `grad z` are the
+# largest z-scores of the loss and of the gradient norm; `spikes` counts loss
+# z-score crossings of k = 6; `attn logit` is the largest attention logit
 # $|q \cdot k| / \sqrt{d_{head}}$ seen in the run.
 
 # %%
-print(f"{'run':22s} {'final loss':>10} {'max loss z':>10} {'max grad z':>10} {'spikes':>6} "
-      f"{'max |attn logit|':>16}")
+print(f"{'run':21s}{'final loss':>11}{'loss z':>8}{'grad z':>8}{'spikes':>7}{'attn logit':>13}")
 for name, r in runs.items():
     s = r["summary"]
-    print(f"{name:22s} {s['final_loss']:10.3f} {s['max_loss_z']:10.1f} {s['max_grad_z']:10.1f} "
-          f"{len(s['loss_spike_steps']):6d} {s['max_attn_logit']:16.1f}")
+    print(f"{name:21s}{s['final_loss']:11.3f}{s['max_loss_z']:8.1f}{s['max_grad_z']:8.1f}"
+          f"{len(s['loss_spike_steps']):7d}{s['max_attn_logit']:13.1f}")
 
 # %% [markdown]
 # ## Spikes from bad batches
@@ -138,8 +138,8 @@ for name, r in runs.items():
 # %%
 steps = np.arange(settings["steps"])
 fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
-for name, color in [("baseline", "gray"), ("bad_batches", "tab:red"),
-                    ("bad_batches_skipped", "tab:blue")]:
+for name, color in [("baseline", "gray"), ("bad_batches_skipped", "tab:blue"),
+                    ("bad_batches", "tab:red")]:
     r = runs[name]
     axes[0].plot(steps, r["loss"], color=color, lw=0.8, label=name)
     axes[1].semilogy(steps, r["grad_norm"], color=color, lw=0.8, label=name)

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: e337ee1b096c71171f8851704db7a1f27342df153deb9cdb2e3d9e3428f84d65
+#       source_sha256: 92462c264d0d923a44c79ae93a8a67aaa41889b47269664439d7ca1e5cf113d4
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -109,15 +109,14 @@ print("NumPy 算出的 z 分数与脚本的一致：", same)
 # %% [markdown]
 # ## 各次运行一览
 #
-# `最终损失` 是最后 20 步的平均值；`尖峰数` 统计损失 z 分数越过 k = 6 的次数；`最大|注意力logit|` 是该次运行中见到的最大注意力 logit $|q \cdot k| / \sqrt{d_{head}}$。
+# `最终损失` 是最后 20 步的平均值；`损失 z` 和 `梯度 z` 是损失和梯度范数的最大 z 分数；`尖峰数` 统计损失 z 分数越过 k = 6 的次数；`注意力 logit` 是该次运行中见到的最大注意力 logit $|q \cdot k| / \sqrt{d_{head}}$。
 
 # %%
-print(f"{'运行':22s} {'最终损失':>8} {'最大损失z':>9} {'最大梯度z':>9} {'尖峰数':>5} "
-      f"{'最大|注意力logit|':>14}")
+print("运行" + " " * 17 + "   最终损失  损失 z  梯度 z 尖峰数  注意力 logit")
 for name, r in runs.items():
     s = r["summary"]
-    print(f"{name:22s} {s['final_loss']:12.3f} {s['max_loss_z']:13.1f} {s['max_grad_z']:13.1f} "
-          f"{len(s['loss_spike_steps']):8d} {s['max_attn_logit']:22.1f}")
+    print(f"{name:21s}{s['final_loss']:11.3f}{s['max_loss_z']:8.1f}{s['max_grad_z']:8.1f}"
+          f"{len(s['loss_spike_steps']):7d}{s['max_attn_logit']:13.1f}")
 
 # %% [markdown]
 # ## 坏批次造成的尖峰
@@ -127,8 +126,8 @@ for name, r in runs.items():
 # %%
 steps = np.arange(settings["steps"])
 fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
-for name, color in [("baseline", "gray"), ("bad_batches", "tab:red"),
-                    ("bad_batches_skipped", "tab:blue")]:
+for name, color in [("baseline", "gray"), ("bad_batches_skipped", "tab:blue"),
+                    ("bad_batches", "tab:red")]:
     r = runs[name]
     axes[0].plot(steps, r["loss"], color=color, lw=0.8, label=name)
     axes[1].semilogy(steps, r["grad_norm"], color=color, lw=0.8, label=name)
@@ -218,12 +217,12 @@ def alarms(name, key, k):
     return spike_starts(rolling_z(runs[name][key], W), k)
 
 
-print(f"{'k':>4} {'误报（损失）':>14} {'误报（梯度）':>14} {'全部组都抓到':>12}")
+print("   k" + "   误报（损失）" + "   误报（梯度）" + "  全部组都抓到")
 for k in (2, 3, 6, 20):
     caught = all(g in alarms("bad_batches", "loss", k) and g in alarms("bad_batches", "grad_norm", k)
                  for g in groups)
-    print(f"{k:4d} {len(alarms('baseline', 'loss', k)):20d} "
-          f"{len(alarms('baseline', 'grad_norm', k)):20d} {str(caught):>24}")
+    print(f"{k:4d}{len(alarms('baseline', 'loss', k)):15d}"
+          f"{len(alarms('baseline', 'grad_norm', k)):15d}{str(caught):>14}")
 
 # %% [markdown]
 # 这里的余量很大，是因为坏批次很极端（z 分数达到数百）。真实的损失曲线噪声更大，而且噪声的尾部比这个合成语言的更重，所以请在你自己运行中一段已知健康的区间上校准 k：统计它本会产生多少次报警，然后提高 k，直到这个次数可以接受。
