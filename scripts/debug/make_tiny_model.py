@@ -1,0 +1,283 @@
+#!/usr/bin/env python
+"""make_tiny_model.py: a tiny random-weight transformer, tokenizer and data set, made locally in a second.
+
+Why
+---
+Reproducing a bug on a 7B model costs minutes per attempt (download, load, OOM, retry); the same
+code path on a 100k-parameter model with the same architecture costs a second. This script builds
+the three pieces a training script needs, with no download and no network:
+
+* a **data set**: ``--sentences`` sentences generated from a small seeded grammar ("the red cat
+  sees a dog .") - structured enough that a model can learn it, so "loss goes down" is a test;
+* a **tokenizer**: character-level, built from that text, with ``<pad> <unk> <bos> <eos>``
+  (``CharTokenizer``: ``encode``/``decode``/``save``/``load``, JSON on disk);
+* a **model**: a decoder-only transformer (``torch.nn.TransformerEncoderLayer`` blocks with a causal
+  mask, pre-LayerNorm, tied input/output embedding) from a config dict, randomly initialised from
+  ``seed``; ``TinyLM.from_dir`` reloads it.
+
+``--out DIR`` writes ``config.json``, ``model.pt`` (state dict), ``tokenizer.json`` and
+``data.txt``. ``--train-steps N`` trains the model on the data set for N AdamW steps on CPU and
+prints the loss (cross-entropy, nats per character) every ``--log-every`` steps; ``--json PATH``
+writes the config, parameter count and loss curve.
+
+How to launch
+-------------
+::
+
+    python make_tiny_model.py --out /tmp/tiny                       # build and save
+    python make_tiny_model.py --out /tmp/tiny --train-steps 200 --json tiny.json
+    python make_tiny_model.py --d-model 32 --layers 1 --heads 2     # even smaller, nothing saved
+
+Library use (``sys.path`` holding this file's folder)::
+
+    from make_tiny_model import TinyLM, CharTokenizer, make_corpus, DEFAULT_CONFIG
+    model = TinyLM.from_dir("/tmp/tiny"); tok = CharTokenizer.load("/tmp/tiny/tokenizer.json")
+
+Example output (2-core cloud VM, torch 2.13.0+cpu)::
+
+    $ python scripts/debug/make_tiny_model.py --out /tmp/tiny --train-steps 200
+    # make_tiny_model.py: 72,960 parameters, vocab 28 characters, 2000 sentences; config {"vocab_size": 28, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "max_seq_len": 64, "dropout": 0.0, "seed": 0}
+    # sample: 'every fish sees one fish .' -> [2, 10, 25, 10, 21, 27, 4, 11, 14, 22, 13, 4]...
+    step     1  loss 3.331
+    step    25  loss 2.503
+    step    50  loss 1.750
+    step    75  loss 1.390
+    step   100  loss 1.215
+    step   125  loss 0.971
+    step   150  loss 0.706
+    step   175  loss 0.565
+    step   200  loss 0.487
+    # wrote config.json, model.pt, tokenizer.json, data.txt to /tmp/tiny
+    # done in 6.4 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+PROG = "make_tiny_model.py"
+DEFAULT_CONFIG = {"vocab_size": 0, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128,
+                  "max_seq_len": 64, "dropout": 0.0, "seed": 0}
+SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
+
+_WORDS = {"det": ["the", "a", "one", "every"], "adj": ["red", "big", "small", "old", "quick"],
+          "noun": ["cat", "dog", "bird", "fish", "horse", "mouse"],
+          "verb": ["sees", "likes", "chases", "finds", "follows"]}
+
+
+def make_corpus(n: int, seed: int = 0) -> list[str]:
+    """``n`` sentences "det [adj] noun verb det [adj] noun ." from a fixed grammar, seeded.
+
+    Returns a list of strings (lowercase ASCII, single spaces). Raises ValueError if n < 1.
+    """
+    if n < 1:
+        raise ValueError(f"need at least one sentence, got {n}")
+    rng = random.Random(seed)
+
+    def phrase() -> list[str]:
+        words = [rng.choice(_WORDS["det"])]
+        if rng.random() < 0.5:
+            words.append(rng.choice(_WORDS["adj"]))
+        return words + [rng.choice(_WORDS["noun"])]
+
+    return [" ".join(phrase() + [rng.choice(_WORDS["verb"])] + phrase() + ["."])
+            for _ in range(n)]
+
+
+class CharTokenizer:
+    """Character-level tokenizer: one id per character seen in the training text, plus SPECIALS.
+
+    ``encode(text, add_special=True)`` -> list[int] (``<bos>`` ... ``<eos>``; unknown characters map
+    to ``<unk>``); ``decode(ids)`` drops special tokens. ``save(path)``/``load(path)``: JSON.
+    """
+
+    def __init__(self, chars: list[str]):
+        self.itos = SPECIALS + [c for c in chars if c not in SPECIALS]
+        self.stoi = {s: i for i, s in enumerate(self.itos)}
+        self.pad_id, self.unk_id, self.bos_id, self.eos_id = range(4)
+
+    @classmethod
+    def train(cls, texts: list[str]) -> "CharTokenizer":
+        return cls(sorted({c for t in texts for c in t}))
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, text: str, add_special: bool = True) -> list[int]:
+        ids = [self.stoi.get(c, self.unk_id) for c in text]
+        return [self.bos_id, *ids, self.eos_id] if add_special else ids
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.itos[i] for i in ids if i >= len(SPECIALS))
+
+    def save(self, path: str) -> None:
+        with open(path, "w") as f:
+            json.dump({"type": "char", "vocab": self.itos}, f, indent=0)
+
+    @classmethod
+    def load(cls, path: str) -> "CharTokenizer":
+        with open(path) as f:
+            data = json.load(f)
+        if data.get("type") != "char" or data["vocab"][:len(SPECIALS)] != SPECIALS:
+            raise ValueError(f"{path} is not a CharTokenizer file")
+        return cls(data["vocab"][len(SPECIALS):])
+
+
+def check_config(cfg: dict) -> None:
+    """Raise ValueError naming the first bad field of a model config."""
+    for key in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len"):
+        if not isinstance(cfg.get(key), int) or cfg[key] < 1:
+            raise ValueError(f"config field {key} must be a positive integer, got {cfg.get(key)!r}")
+    if cfg["d_model"] % cfg["n_heads"]:
+        raise ValueError(f"d_model {cfg['d_model']} is not divisible by n_heads {cfg['n_heads']}")
+
+
+def _torch_classes():
+    import torch
+    import torch.nn as nn
+
+    class TinyLM(nn.Module):
+        """Decoder-only LM: tokens (batch, seq) int64 -> logits (batch, seq, vocab) float32."""
+
+        def __init__(self, cfg: dict):
+            check_config(cfg)
+            super().__init__()
+            self.cfg = dict(cfg)
+            torch.manual_seed(cfg.get("seed", 0))
+            d = cfg["d_model"]
+            self.tok = nn.Embedding(cfg["vocab_size"], d)
+            self.pos = nn.Embedding(cfg["max_seq_len"], d)
+            layer = nn.TransformerEncoderLayer(d, cfg["n_heads"], cfg["d_ff"], cfg["dropout"],
+                                               activation="gelu", batch_first=True,
+                                               norm_first=True)
+            self.blocks = nn.TransformerEncoder(layer, cfg["n_layers"], enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(d)
+            # Small embedding init: with the tied output layer, N(0, 1) embeddings would give
+            # logits of std ~sqrt(d_model) and a first loss far above log(vocab).
+            for emb in (self.tok, self.pos):
+                nn.init.normal_(emb.weight, std=0.02)
+
+        def forward(self, ids):
+            t = ids.shape[1]
+            if t > self.cfg["max_seq_len"]:
+                raise ValueError(f"sequence of {t} tokens > max_seq_len {self.cfg['max_seq_len']}")
+            x = self.tok(ids) + self.pos(torch.arange(t, device=ids.device))
+            mask = nn.Transformer.generate_square_subsequent_mask(t, device=ids.device)
+            x = self.blocks(x, mask=mask, is_causal=True)
+            return self.norm(x) @ self.tok.weight.T       # tied output embedding
+
+        def save(self, out_dir: str) -> None:
+            with open(os.path.join(out_dir, "config.json"), "w") as f:
+                json.dump(self.cfg, f, indent=1)
+            torch.save(self.state_dict(), os.path.join(out_dir, "model.pt"))
+
+        @classmethod
+        def from_dir(cls, out_dir: str) -> "TinyLM":
+            with open(os.path.join(out_dir, "config.json")) as f:
+                model = cls(json.load(f))
+            model.load_state_dict(torch.load(os.path.join(out_dir, "model.pt"),
+                                             weights_only=True))
+            return model
+
+    return torch, TinyLM
+
+
+def __getattr__(name: str):
+    # ``from make_tiny_model import TinyLM`` builds the class on first use, so that importing this
+    # module (and --help) does not import torch.
+    if name == "TinyLM":
+        return _torch_classes()[1]
+    raise AttributeError(name)
+
+
+def batches(tok: CharTokenizer, texts: list[str], batch_size: int, seq_len: int, seed: int):
+    """Endless (inputs, targets) int64 tensors of shape (batch_size, seq_len): random windows of
+    the concatenated encoded corpus, the targets shifted by one token."""
+    import torch
+    stream = torch.tensor([i for t in texts for i in tok.encode(t)], dtype=torch.long)
+    if len(stream) <= seq_len + 1:
+        raise ValueError(f"corpus of {len(stream)} tokens is too short for seq_len {seq_len}")
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        start = torch.randint(len(stream) - seq_len - 1, (batch_size,), generator=gen)
+        window = torch.stack([stream[s:s + seq_len + 1] for s in start.tolist()])
+        yield window[:, :-1], window[:, 1:]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Make a tiny random-weight transformer, "
+                                "a character tokenizer and a synthetic data set, locally.")
+    p.add_argument("--out", help="directory to write config.json, model.pt, tokenizer.json, "
+                   "data.txt (default: write nothing)")
+    for key in ("d_model", "n_layers", "n_heads", "d_ff", "max_seq_len", "seed"):
+        p.add_argument("--" + key.replace("_", "-").replace("n-layers", "layers")
+                       .replace("n-heads", "heads"), dest=key, type=int,
+                       default=DEFAULT_CONFIG[key], help=f"(default {DEFAULT_CONFIG[key]})")
+    p.add_argument("--sentences", type=int, default=2000,
+                   help="sentences in the synthetic data set (default 2000)")
+    p.add_argument("--train-steps", type=int, default=0, help="AdamW steps to train (default 0)")
+    p.add_argument("--batch-size", type=int, default=16, help="(default 16)")
+    p.add_argument("--lr", type=float, default=3e-3, help="learning rate (default 3e-3)")
+    p.add_argument("--log-every", type=int, default=25, help="print loss every N steps (default 25)")
+    p.add_argument("--json", metavar="PATH", help="write config, parameter count and losses here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    t0 = time.time()
+    try:
+        texts = make_corpus(args.sentences, args.seed)
+        tok = CharTokenizer.train(texts)
+        cfg = {**DEFAULT_CONFIG, **{k: getattr(args, k) for k in DEFAULT_CONFIG if hasattr(args, k)},
+               "vocab_size": len(tok)}
+        check_config(cfg)
+        if args.train_steps < 0 or args.log_every < 1 or args.batch_size < 1:
+            raise ValueError("--train-steps must be >= 0, --log-every and --batch-size >= 1")
+    except ValueError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    torch, TinyLM = _torch_classes()
+    torch.set_num_threads(1)
+    model = TinyLM(cfg)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"# {PROG}: {n_params:,} parameters, vocab {len(tok)} characters, "
+          f"{len(texts)} sentences; config {json.dumps(cfg)}")
+    print(f"# sample: {texts[0]!r} -> {tok.encode(texts[0])[:12]}...")
+    losses = []
+    if args.train_steps:
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+        data = batches(tok, texts, args.batch_size, cfg["max_seq_len"], args.seed)
+        for step in range(1, args.train_steps + 1):
+            x, y = next(data)
+            loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            if step % args.log_every == 0 or step == 1:
+                print(f"step {step:5d}  loss {loss.item():.3f}")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        model.save(args.out)
+        tok.save(os.path.join(args.out, "tokenizer.json"))
+        with open(os.path.join(args.out, "data.txt"), "w") as f:
+            f.write("\n".join(texts) + "\n")
+        print(f"# wrote config.json, model.pt, tokenizer.json, data.txt to {args.out}")
+    print(f"# done in {time.time() - t0:.1f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"config": cfg, "parameters": n_params, "vocab": tok.itos,
+                       "sentences": len(texts), "train_steps": args.train_steps, "lr": args.lr,
+                       "batch_size": args.batch_size, "losses": losses}, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

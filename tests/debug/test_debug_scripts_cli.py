@@ -1,0 +1,50 @@
+"""Command-line behaviour shared by the debugging and instabilities scripts: ``--help`` works
+without a GPU and without importing torch (so it is instant on a login node), and the GPU path of
+the hanging example (NCCL) ends by its timeout too."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.launchers import REPO, clean_env
+
+SCRIPTS = ["scripts/debug/underflow_overflow_detector.py", "scripts/debug/hanging_collective.py",
+           "scripts/debug/print_rank_ordered.py", "scripts/debug/rank_line_tracer.py",
+           "scripts/debug/make_tiny_model.py", "scripts/instabilities/loss_spike_experiment.py"]
+
+# Runs the script's main(["--help"]) in a fresh interpreter, then reports whether torch got imported.
+PROBE = """
+import runpy, sys
+sys.argv = [sys.argv[1], "--help"]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+print("EXIT", code, "TORCH", "torch" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_without_gpu_or_torch(script):
+    res = subprocess.run([sys.executable, "-c", PROBE, str(REPO / script)], cwd=REPO,
+                         env=clean_env({"CUDA_VISIBLE_DEVICES": ""}), capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "usage:" in res.stdout
+    assert res.stdout.strip().endswith("EXIT 0 TORCH False")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+def test_nccl_mismatch_ends_by_timeout(launch):
+    # With NCCL, PyTorch's watchdog enforces the timeout (it may tear the process down before the
+    # Python exception reaches our message); either way the job must end, non-zero, and the
+    # output must name the collective each rank entered.
+    res = launch.torchrun("hanging_collective.py", ["--backend", "nccl", "--timeout-s", "10",
+                                                    "--dump-margin-s", "20"], timeout=120)
+    assert res.returncode != 0
+    assert "entering all_reduce #2" in res.stdout and "entering broadcast #2" in res.stdout

@@ -1,0 +1,141 @@
+"""Tests of scripts/debug/hanging_collective.py and scripts/debug/rank_line_tracer.py, run for real
+with torchrun (2 CPU ranks, gloo).
+
+The mismatch test is the chapter's diagnosis recipe, automated: while the job hangs, every rank's
+stack is dumped with py-spy and the line tracer says which line each rank is on; then the job must
+end by its own timeout, each rank naming the collective it was stuck in. The whole test is bounded
+(the launch is killed if it outlives its limit).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.launchers import REPO, clean_env, free_port
+
+SCRIPTS = REPO / "scripts" / "debug"
+TIMEOUT_S = 8            # the job's process-group timeout
+ENTER = re.compile(r"rank (\d+) pid (\d+): entering (\w+) #2")
+
+
+def py_spy() -> str | None:
+    """The py-spy next to this Python (the venv pins it), else on PATH; CI must have it."""
+    here = Path(sys.executable).parent / "py-spy"
+    found = str(here) if here.exists() else shutil.which("py-spy")
+    if not found and os.environ.get("CI"):
+        pytest.fail("py-spy is pinned in requirements.txt but not installed")
+    return found
+
+
+def start_job(args: list[str]) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
+           "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *args]
+    return subprocess.Popen(cmd, cwd=REPO, env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for_ranks(proc: subprocess.Popen, n: int, limit: float) -> tuple[dict, list[str]]:
+    """Read stdout until ``n`` ranks printed their 'entering <collective> #2' line."""
+    seen, lines, end = {}, [], time.monotonic() + limit
+    while len(seen) < n and time.monotonic() < end:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        m = ENTER.search(line)
+        if m:
+            seen[int(m[1])] = (int(m[2]), m[3])
+    return seen, lines
+
+
+def finish(proc: subprocess.Popen, limit: float) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the job outlived its own timeout (hang not ended)\n{out}\n{err}")
+
+
+def test_mismatch_is_diagnosed_and_ends_by_timeout_naming_the_collective(tmp_path):
+    traces = tmp_path / "traces"
+    start = time.monotonic()
+    proc = start_job([str(SCRIPTS / "rank_line_tracer.py"), "--out", str(traces), "--",
+                      str(SCRIPTS / "hanging_collective.py"), "--timeout-s", str(TIMEOUT_S)])
+    seen, head = wait_for_ranks(proc, 2, limit=45)
+    if len(seen) < 2:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"ranks never reached the second collective:\n{''.join(head)}{out}\n{err}")
+    assert seen[0][1] == "all_reduce" and seen[1][1] == "broadcast"
+
+    # 1. Which line is each rank on? The tracer's last line per rank is the collective's call.
+    #    (Polled: the 'entering' line is printed just before the call.)
+    rows, deadline = [], time.monotonic() + 15
+    while time.monotonic() < deadline:
+        show = subprocess.run([sys.executable, str(SCRIPTS / "rank_line_tracer.py"), "--show",
+                               str(traces)], capture_output=True, text=True, timeout=30)
+        rows = show.stdout.splitlines()
+        if len(rows) == 2 and "dist.all_reduce(" in rows[0] and "dist.broadcast(" in rows[1]:
+            break
+    assert len(rows) == 2, show.stderr
+    assert rows[0].startswith("rank 0: hanging_collective.py:") and "dist.all_reduce(" in rows[0]
+    assert rows[1].startswith("rank 1: hanging_collective.py:") and "dist.broadcast(" in rows[1]
+
+    # 2. py-spy dump of every rank shows the torch.distributed function it is blocked in.
+    spy = py_spy()
+    if spy:
+        for rank, (pid, collective) in seen.items():
+            deadline = time.monotonic() + 15
+            while True:       # until the rank is inside the torch.distributed call
+                dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True,
+                                      text=True, timeout=30)
+                if dump.returncode != 0 and re.search(r"ptrace|[Pp]ermission", dump.stderr) \
+                        and not os.environ.get("CI"):
+                    pytest.skip(f"py-spy cannot attach here (ptrace not permitted): "
+                                f"{dump.stderr.strip()}")
+                assert dump.returncode == 0, dump.stderr
+                frames = dump.stdout.splitlines()
+                inner = [i for i, f in enumerate(frames) if "distributed_c10d.py" in f]
+                if inner or time.monotonic() > deadline:
+                    break
+            assert inner, dump.stdout
+            assert frames[inner[0]].strip().startswith(collective + " ")
+            assert any("main (hanging_collective.py:" in f for f in frames[inner[0]:])
+
+    # 3. The job ends by its own timeout, each rank naming its collective.
+    out, err = finish(proc, limit=TIMEOUT_S + 30)
+    elapsed = time.monotonic() - start
+    assert proc.returncode != 0
+    errors = [line for line in err.splitlines() if line.startswith("hanging_collective.py: error:")]
+    assert len(errors) == 2, err
+    assert any(f"rank 0 (pid {seen[0][0]}): all_reduce #2 (shape [4], float32) did not complete "
+               f"within {TIMEOUT_S} s" in e for e in errors)
+    assert any(f"rank 1 (pid {seen[1][0]}): broadcast #2" in e for e in errors)
+    assert elapsed >= TIMEOUT_S                       # ended by the timeout, not before
+
+
+def test_matching_collectives_finish(launch):
+    res = launch.torchrun("hanging_collective.py", ["--mode", "ok", "--timeout-s", "30"],
+                          timeout=60)
+    assert res.returncode == 0, res.output
+    # Each rank contributes rank+1; two all-reduces of [1, 2]: (1+2) -> 3, then 3+3 = 6.
+    assert "all 2 ranks finished; value 6" in res.stdout
+    assert "hanging_collective.py: error" not in res.stderr
+
+
+def test_single_process_is_refused(launch):
+    res = launch.python("hanging_collective.py", [], timeout=30)
+    assert res.returncode == 2
+    assert launch.error_lines(res.stderr) == [
+        "hanging_collective.py: error: needs at least 2 ranks (world size is 1); launch with "
+        "torchrun --nproc-per-node 2"]

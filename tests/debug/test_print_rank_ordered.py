@@ -1,0 +1,29 @@
+"""Tests of scripts/debug/print_rank_ordered.py, run with torchrun (2 CPU ranks, gloo)."""
+
+from __future__ import annotations
+
+import re
+
+SCRIPT = "print_rank_ordered.py"
+
+
+def test_ordered_and_locked_output(launch):
+    res = launch.torchrun(SCRIPT, ["--lines", "5"], timeout=60)
+    assert res.returncode == 0, res.output
+    lines = res.stdout.splitlines()
+    # print_rank_ordered: the last block is "[rank 0]" + its 5 lines, then "[rank 1]" + its 5.
+    ordered = lines[-12:]
+    assert ordered[0] == "[rank 0]" and ordered[6] == "[rank 1]"
+    for r, block in ((0, ordered[1:6]), (1, ordered[7:12])):
+        assert [re.search(r"rank (\d+) of 2 .*line (\d+) of 5", b).groups() for b in block] == \
+            [(str(r), str(i)) for i in range(1, 6)]
+    # print_locked: each "[rank R, locked]" header is followed by that rank's 5 lines, unbroken.
+    for r in (0, 1):
+        i = lines.index(f"[rank {r}, locked]")
+        assert all(f"rank {r} of 2" in line for line in lines[i + 1:i + 6])
+
+
+def test_bad_lines_is_one_line_error(launch):
+    res = launch.python(SCRIPT, ["--lines", "0"], timeout=30)
+    assert res.returncode == 2
+    assert launch.error_lines(res.stderr) == [f"{SCRIPT}: error: --lines must be at least 1, got 0"]

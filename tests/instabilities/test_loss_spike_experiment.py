@@ -1,0 +1,115 @@
+"""Tests of scripts/instabilities/loss_spike_experiment.py (a short run, as a process) and of the
+committed results file the chapter and its notebook are made from.
+
+No number from a run is copied here: the tests check relations (the run with bad batches has
+its spikes exactly where the bad batches were and a larger z-score than the baseline; high
+learning rate without QK-layernorm grows attention logits far beyond the run with it; the file's
+summaries agree with its own per-step data).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+import pytest
+
+from tests.launchers import REPO
+
+SCRIPT = "loss_spike_experiment.py"
+RESULTS = REPO / "results" / "instabilities" / "loss_spike_experiment.json"
+
+
+def load_module():
+    spec = importlib.util.spec_from_file_location("lse", REPO / "scripts" / "instabilities" / SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run(launch, tmp_path_factory, configs: str, args: list[str]) -> dict:
+    out = tmp_path_factory.mktemp("spike") / "run.json"
+    res = launch.python(SCRIPT, ["--configs", configs, "--d-model", "32", *args,
+                                 "--json", str(out)], timeout=240)
+    assert res.returncode == 0, res.output
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def bad_batch_runs(launch, tmp_path_factory):
+    return run(launch, tmp_path_factory, "baseline,bad_batches,bad_batches_skipped",
+               ["--steps", "300", "--window", "30"])
+
+
+def first_of_each_group(steps: list[int]) -> list[int]:
+    return [s for s in steps if s - 1 not in steps]
+
+
+def test_bad_batches_spike_where_injected(bad_batch_runs):
+    report = bad_batch_runs
+    base, bad = report["runs"]["baseline"]["summary"], report["runs"]["bad_batches"]["summary"]
+    assert bad["bad_steps"] and not base["bad_steps"]
+    assert bad["max_loss_z"] > report["settings"]["z_threshold"] > base["max_loss_z"]
+    assert base["loss_spike_steps"] == []
+    # The detector fires at the first bad batch of each group and nowhere outside the bad ones.
+    assert set(first_of_each_group(bad["bad_steps"])) <= set(bad["loss_spike_steps"])
+    assert set(bad["loss_spike_steps"]) <= set(bad["bad_steps"])
+
+
+def test_skipping_drops_exactly_the_bad_batches(bad_batch_runs):
+    runs = bad_batch_runs["runs"]
+    skipped = runs["bad_batches_skipped"]["summary"]
+    assert skipped["skipped_steps"] == skipped["bad_steps"]
+    assert runs["bad_batches"]["summary"]["skipped_steps"] == []
+    # Without the bad updates the run ends closer to the baseline than the run that took them.
+    base = runs["baseline"]["summary"]["final_loss"]
+    assert abs(skipped["final_loss"] - base) < abs(runs["bad_batches"]["summary"]["final_loss"]
+                                                   - base)
+
+
+def test_qk_layernorm_bounds_attention_logits(launch, tmp_path_factory):
+    report = run(launch, tmp_path_factory, "high_lr,high_lr_qknorm_zloss", ["--steps", "60"])
+    high = report["runs"]["high_lr"]["summary"]
+    fixed = report["runs"]["high_lr_qknorm_zloss"]["summary"]
+    assert high["max_attn_logit"] > 10 * fixed["max_attn_logit"]
+
+
+def test_rolling_z_definition():
+    mod = load_module()
+    values = [1.0, 2.0, 3.0, 2.0, 10.0, float("nan")]
+    z = mod.rolling_z(values, window=4)
+    mean = 2.0
+    std = math.sqrt(((1 - 2) ** 2 + 0 + 1 + 0) / 3)
+    assert z[:4] == [0.0] * 4
+    assert z[4] == pytest.approx((10.0 - mean) / std)
+    assert z[5] == math.inf
+    assert mod.spike_steps([0, 7, 8, 0, 9], threshold=6) == [1, 4]
+
+
+def test_unknown_config_is_one_line_error(launch):
+    res = launch.python(SCRIPT, ["--configs", "baseline,nope"], timeout=30)
+    assert res.returncode == 2
+    assert launch.error_lines(res.stderr)[0].startswith(
+        f"{SCRIPT}: error: unknown configuration nope")
+
+
+def test_committed_results_are_self_consistent():
+    report = json.loads(RESULTS.read_text())
+    mod = load_module()
+    window, threshold = report["settings"]["window"], report["settings"]["z_threshold"]
+    assert set(report["runs"]) == set(mod.CONFIGS)
+    for name, run in report["runs"].items():
+        s = run["summary"]
+        assert s["config"] == {**mod.DEFAULTS, **mod.CONFIGS[name]}
+        assert len(run["loss"]) == s["steps_run"] == report["settings"]["steps"]
+        z = mod.rolling_z(run["loss"], window)
+        assert z == pytest.approx(run["loss_z"])
+        assert s["loss_spike_steps"] == mod.spike_steps(z, threshold)
+        assert s["max_attn_logit"] == max(run["max_attn_logit"])
+    runs = {name: run["summary"] for name, run in report["runs"].items()}
+    # What the chapter says about these runs.
+    assert runs["bad_batches"]["loss_spike_steps"]
+    assert runs["baseline"]["loss_spike_steps"] == []
+    assert runs["high_lr"]["final_loss"] > runs["high_lr_qknorm_zloss"]["final_loss"]
+    assert runs["high_lr"]["max_attn_logit"] > 100 * runs["high_lr_qknorm_zloss"]["max_attn_logit"]
