@@ -34,14 +34,15 @@ torch is imported only if it is installed (the file works in any Python 3.9+ env
 Bad input (``--repo`` that is not a directory, an unwritable ``--json``) gives a one-line error
 and exit status 2.
 
-Example output (abridged; this book's repository on a 2-core VM without GPU)::
+Example output (this book's repository on a 2-core VM without GPU; the JSON file holds the
+full record)::
 
     $ python scripts/training/capture_env.py --json /tmp/env.json -- python train.py --lr 3e-4
     # capture_env.py: wrote /tmp/env.json
-    # python 3.11.2 | torch 2.13.0+cpu | CUDA None | cuDNN None | NCCL None
-    # git a9fe0ac0a4c4 (branch checkpoints, dirty: 2 files)
-    # host localhost | AMD EPYC 7B13 | 2 CPUs | 23.5 GiB | 0 GPUs
-    # env: 3 variables recorded, 0 redacted
+    # python 3.11.7 | torch 2.13.0+cpu | CUDA None | cuDNN None | NCCL None
+    # git f96930660341 (branch checkpoints, clean)
+    # host vm | Intel(R) Xeon(R) Processor | 2 CPUs | 23.5 GiB | 0 GPUs
+    # env: 1 variables recorded, 0 redacted
 """
 
 from __future__ import annotations

@@ -54,24 +54,34 @@ Self-test (for the test suite only): ``DCP_RESUME_EXAMPLE_CRASH_AT=K`` makes ran
 status 3 at the start of step K, on the first attempt only (TORCHELASTIC_RESTART_COUNT 0);
 ``DCP_RESUME_EXAMPLE_SIGNAL_AT=K`` makes rank 0 send itself SIGUSR1 at the start of step K.
 
-Example output (2 CPU processes, gloo, on a 2-core VM, torch 2.13.0)::
+Example output (2 CPU processes, gloo, torch 2.13.0+cpu, on a 2-core VM shared with other jobs;
+the save and load times vary from run to run)::
 
     $ torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --steps 20 \\
           --save-at 17 --stop-after-save --ckpt-dir /tmp/ck
     # dcp_resume_example.py: world_size 2 | backend gloo | 96 samples | batch 4 per rank | 12 steps per epoch
-    step     1  epoch 0  batch  1/12  loss 1.774694  0x1.c6527a0000000p+0
+    step     1  epoch 0  batch  1/12  loss 25.875139  0x1.9e00920000000p+4
+    step     2  epoch 0  batch  2/12  loss 24.043037  0x1.80b0480000000p+4
     ...
-    step    17  epoch 1  batch  5/12  loss 0.353001  0x1.697e700000000p-2
-    # saved step 17 to /tmp/ck/step-17 in 0.04 s
+    step    17  epoch 1  batch  5/12  loss 18.409834  0x1.268eae0000000p+4
+    # saved step 17 to /tmp/ck/step-17 in 0.13 s
     # stopping after the save (--stop-after-save)
+    # next batch: rank 0 [23, 85, 28, 19]  rank 1 [56, 26, 62, 20]
+    # next loss: 5.478902  0x1.5ea6560000000p+2
+    # params sha256 1d21f3b7996c...  optim sha256 27bb4e0157d2...
     $ torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --steps 20 \\
           --resume /tmp/ck/step-17
-    # resumed from /tmp/ck/step-17 (step 17, epoch 1, batch 5 of that epoch) in 0.03 s
-    step    18  epoch 1  batch  6/12  loss 0.364620  0x1.7559e60000000p-2
-    ...
-    # next batch: rank 0 [52, 2, 36, 80]  rank 1 [5, 76, 92, 40]
-    # next loss: 0.271330  0x1.15d9e20000000p-2
-    # params sha256 5f03c2d1fa0e...  optim sha256 b3a8f1c9a3e0...
+    # dcp_resume_example.py: world_size 2 | backend gloo | 96 samples | batch 4 per rank | 12 steps per epoch
+    # resumed from /tmp/ck/step-17 (step 17, epoch 1, batch 5 of that epoch) in 0.15 s
+    step    18  epoch 1  batch  6/12  loss 5.478902  0x1.5ea6560000000p+2
+    step    19  epoch 1  batch  7/12  loss 10.273588  0x1.48c13c0000000p+3
+    step    20  epoch 1  batch  8/12  loss 27.433933  0x1.b6f1640000000p+4
+    # next batch: rank 0 [87, 78, 29, 10]  rank 1 [63, 77, 36, 12]
+    # next loss: 8.112666  0x1.039af60000000p+3
+    # params sha256 4d423edf77b8...  optim sha256 4759fc6d6e6c...
+
+The stopped run's "next batch" and "next loss" are the resumed run's step 18; an uninterrupted
+``--steps 20`` run ends with the same next batch, next loss and SHA-256 digests as the resumed one.
 """
 
 from __future__ import annotations
