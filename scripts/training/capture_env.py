@@ -1,0 +1,279 @@
+#!/usr/bin/env python
+"""capture_env.py: record what a training run ran on, as one JSON file next to the run's outputs.
+
+What it records
+---------------
+* ``versions``: Python, PyTorch, and when torch has them the CUDA runtime it was built with, cuDNN
+  and NCCL; plus the installed version of any distribution named with ``--packages``
+  (``None`` when not installed);
+* ``git``: for the repository holding the code (``--repo``, default: the current directory) the
+  commit, the branch (``None`` on a detached HEAD), whether the working tree is dirty (uncommitted
+  changes to tracked files, or untracked files that git does not ignore) and the list of such
+  files (at most 50), or ``None`` with a ``git_error`` when it is not a git repository or git is
+  missing;
+* ``hardware``: host name, OS, CPU model, logical CPU count, memory (bytes, from
+  ``/proc/meminfo`` on Linux) and, when torch sees CUDA GPUs, each GPU's name, memory (bytes),
+  compute capability and multiprocessor count;
+* ``env``: launcher and library variables (``NCCL_*``, ``CUDA_*``, ``SLURM_*``, ``TORCH_*``,
+  ``PYTORCH_*``, ``OMP_*``, ``MASTER_ADDR``, ``RANK``... see ``ENV_PREFIXES``); a variable whose
+  name looks like a secret (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL, AUTH) has its value
+  replaced by ``"<redacted>"``, and credentials inside URLs (``user:pass@``) are removed;
+* ``command``: the command line (the one after ``--`` on the CLI, else ``sys.argv``), the working
+  directory and the time (UTC).
+
+Use it from a training script (rank 0 only; it is cheap, well under a second)::
+
+    import capture_env
+    capture_env.write(os.path.join(run_dir, "env.json"))
+
+or from the shell, before the run, recording the command that follows ``--`` (it is not run)::
+
+    python capture_env.py --json runs/42/env.json -- torchrun --nproc-per-node 8 train.py
+
+torch is imported only if it is installed (the file works in any Python 3.9+ environment).
+Bad input (``--repo`` that is not a directory, an unwritable ``--json``) gives a one-line error
+and exit status 2.
+
+Example output (this book's repository on a 2-core VM without GPU; the JSON file holds the
+full record)::
+
+    $ python scripts/training/capture_env.py --json /tmp/env.json -- python train.py --lr 3e-4
+    # capture_env.py: wrote /tmp/env.json
+    # python 3.11.7 | torch 2.13.0+cpu | CUDA None | cuDNN None | NCCL None
+    # git f96930660341 (branch checkpoints, clean)
+    # host vm | Intel(R) Xeon(R) Processor | 2 CPUs | 23.5 GiB | 0 GPUs
+    # env: 1 variables recorded, 0 redacted
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+PROG = "capture_env.py"
+SCHEMA_VERSION = 1
+ENV_PREFIXES = ("NCCL_", "CUDA_", "CUDNN_", "CUBLAS_", "SLURM_", "TORCH_", "PYTORCH_", "OMP_",
+                "MKL_", "HF_", "WANDB_", "TORCHELASTIC_", "FI_", "UCX_")
+ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+             "PYTHONHASHSEED", "LD_LIBRARY_PATH")
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
+URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+MAX_DIRTY_FILES = 50
+
+
+def _git(repo: Path, *args: str) -> str:
+    """Run ``git -C repo args`` and return stdout without trailing whitespace (leading spaces are
+    meaningful in ``git status --porcelain``); raise RuntimeError on failure."""
+    try:
+        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"git failed: {e}") from None
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip().splitlines()[0] if out.stderr.strip()
+                           else f"git {' '.join(args)} exited with {out.returncode}")
+    return out.stdout.rstrip()
+
+
+def git_state(repo: str | os.PathLike = ".") -> dict:
+    """Git state of the repository containing ``repo``.
+
+    Returns ``{"commit": 40-hex str, "branch": str or None, "dirty": bool, "dirty_files":
+    [str, ...], "root": str}``, or ``{"git": None, "git_error": str}`` when ``repo`` is not
+    inside a git work tree or git is not installed. A repository without commits has commit None.
+    """
+    repo = Path(repo)
+    try:
+        root = _git(repo, "rev-parse", "--show-toplevel")
+    except RuntimeError as e:
+        return {"commit": None, "branch": None, "dirty": None, "dirty_files": [],
+                "root": None, "git_error": str(e)}
+    try:
+        commit = _git(repo, "rev-parse", "--verify", "HEAD")
+    except RuntimeError:
+        commit = None
+    try:
+        branch = _git(repo, "symbolic-ref", "--short", "-q", "HEAD") or None
+    except RuntimeError:
+        branch = None   # detached HEAD
+    status = _git(repo, "status", "--porcelain", "--untracked-files=all")
+    files = [line[3:] for line in status.splitlines() if line.strip()]
+    return {"commit": commit, "branch": branch, "dirty": bool(files),
+            "dirty_files": files[:MAX_DIRTY_FILES], "root": root}
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def versions(packages: list[str] | tuple[str, ...] = ()) -> dict:
+    """Versions of Python, torch (with its CUDA, cuDNN and NCCL when built with CUDA) and of the
+    named distributions. Values are strings, or None for what is absent."""
+    info = {"python": platform.python_version(), "python_implementation":
+            platform.python_implementation(), "torch": None, "cuda": None, "cudnn": None,
+            "nccl": None}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        info["torch"] = torch.__version__
+        info["cuda"] = torch.version.cuda
+        if torch.backends.cudnn.is_available():
+            info["cudnn"] = str(torch.backends.cudnn.version())
+        try:
+            if torch.cuda.is_available():
+                nccl = torch.cuda.nccl.version()
+                info["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+        except (AttributeError, RuntimeError):
+            pass
+    info["packages"] = {name: _version(name) for name in packages}
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024   # the file says kB and means KiB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def hardware() -> dict:
+    """Host, OS, CPU, memory (bytes) and CUDA GPUs as torch sees them (empty list without)."""
+    gpus = []
+    try:
+        import torch
+        if torch.cuda.is_available():
+            for i in range(torch.cuda.device_count()):
+                p = torch.cuda.get_device_properties(i)
+                gpus.append({"index": i, "name": p.name, "memory_bytes": p.total_memory,
+                             "capability": f"{p.major}.{p.minor}",
+                             "multiprocessors": p.multi_processor_count})
+    except ImportError:
+        pass
+    return {"hostname": socket.gethostname(), "os": platform.platform(),
+            "machine": platform.machine(), "cpu_model": _cpu_model(),
+            "cpu_count": os.cpu_count(), "memory_bytes": _memory_bytes(), "gpus": gpus}
+
+
+def redact(name: str, value: str) -> str:
+    """``value`` with secrets removed: ``<redacted>`` if ``name`` looks like a secret, else the
+    value with any ``user:password@`` part of URLs cut out."""
+    if SECRET_NAME.search(name):
+        return "<redacted>"
+    return URL_CREDENTIALS.sub(r"\g<scheme><redacted>@", value)
+
+
+def environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables of ``environ`` (default os.environ) that matter for a training run (names
+    in ENV_NAMES or starting with ENV_PREFIXES), sorted by name, secrets redacted."""
+    environ = os.environ if environ is None else environ
+    return {k: redact(k, v) for k, v in sorted(environ.items())
+            if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+
+
+def capture(command: list[str] | None = None, repo: str | os.PathLike = ".",
+            packages: list[str] | tuple[str, ...] = ()) -> dict:
+    """Everything above as one dict (``command`` defaults to ``sys.argv``)."""
+    command = list(sys.argv if command is None else command)
+    return {"schema_version": SCHEMA_VERSION, "tool": PROG,
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ"),
+            "command": {"argv": command, "line": shlex.join(command), "cwd": os.getcwd()},
+            "versions": versions(packages), "git": git_state(repo), "hardware": hardware(),
+            "env": environment()}
+
+
+def write(path: str | os.PathLike, command: list[str] | None = None,
+          repo: str | os.PathLike = ".", packages: list[str] | tuple[str, ...] = ()) -> dict:
+    """``capture(...)`` written to ``path`` as indented JSON (parent directories created);
+    returns the dict. Raises OSError when the file cannot be written."""
+    info = capture(command, repo, packages)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(info, indent=1, sort_keys=False) + "\n")
+    return info
+
+
+def summary(info: dict) -> list[str]:
+    """A few human-readable lines about a ``capture()`` dict."""
+    v, g, h = info["versions"], info["git"], info["hardware"]
+    mem = f"{h['memory_bytes'] / 2**30:.1f} GiB" if h["memory_bytes"] else "? GiB"
+    if g.get("commit"):
+        dirty = f"dirty: {len(g['dirty_files'])} files" if g["dirty"] else "clean"
+        git = f"git {g['commit'][:12]} (branch {g['branch']}, {dirty})"
+    else:
+        git = f"git: none ({g.get('git_error', 'no commit')})"
+    redacted = sum(1 for val in info["env"].values() if val == "<redacted>")
+    return [f"python {v['python']} | torch {v['torch']} | CUDA {v['cuda']} | cuDNN {v['cudnn']} "
+            f"| NCCL {v['nccl']}", git,
+            f"host {h['hostname']} | {h['cpu_model']} | {h['cpu_count']} CPUs | {mem} | "
+            f"{len(h['gpus'])} GPUs",
+            f"env: {len(info['env'])} variables recorded, {redacted} redacted"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = None
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1:]
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Write versions, git state, hardware, relevant environment "
+        "variables and the command line to a JSON file next to a run.",
+        epilog="Anything after -- is recorded as the run's command line (it is not executed).")
+    p.add_argument("--json", metavar="PATH", required=True, help="output file")
+    p.add_argument("--repo", default=".", help="directory inside the code's git repository "
+                   "(default: current directory)")
+    p.add_argument("--packages", default="", help="comma-separated distributions whose "
+                   "versions to record, e.g. numpy,transformers")
+    p.add_argument("--quiet", action="store_true", help="print nothing on success")
+    args = p.parse_args(argv)
+    if not Path(args.repo).is_dir():
+        p.error(f"--repo {args.repo}: not a directory")
+    packages = [x.strip() for x in args.packages.split(",") if x.strip()]
+    if Path(args.json).is_dir():
+        p.error(f"--json {args.json}: is a directory, give a file name")
+    try:
+        info = write(args.json, command if command is not None else [sys.executable, *sys.argv],
+                     args.repo, packages)
+    except OSError as e:
+        p.error(f"--json {args.json}: cannot write it ({e.strerror or e})")
+    if not args.quiet:
+        print(f"# {PROG}: wrote {args.json}")
+        for line in summary(info):
+            print(f"# {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

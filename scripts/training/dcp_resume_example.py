@@ -1,0 +1,526 @@
+#!/usr/bin/env python
+"""dcp_resume_example.py: save a training run mid-epoch with torch.distributed.checkpoint (DCP) and
+resume it so that it continues exactly as if it had never stopped.
+
+What it shows
+-------------
+A small regression model (an MLP with dropout, wrapped in DistributedDataParallel) trains on a
+synthetic data set that the script generates from ``--seed``. Every rank adds random noise to its
+inputs (a data augmentation) and dropout draws random masks, so the run depends on each rank's
+random number generator (RNG), and the data order depends on a per-epoch shuffle. A checkpoint
+written with ``--save-at K`` after optimizer step K holds everything the rest of the run depends on:
+
+* ``model`` and ``optim``: parameters and AdamW moments, from
+  ``torch.distributed.checkpoint.state_dict.get_state_dict`` (the same call works for DDP, FSDP and
+  plain modules; with FSDP each rank would write only its shards);
+* ``sched``: the learning-rate scheduler (warm-up then cosine decay);
+* ``data``: the position in the data (epoch and batches already consumed in that epoch);
+* ``rng_rank<r>``: rank r's torch and Python RNG states (one key per rank: DCP saves a plain tensor
+  that every rank holds under the same key only once, so per-rank state needs per-rank keys);
+* ``meta``: the world size and the step, checked on resume.
+
+``--resume DIR`` loads such a checkpoint and continues. The test suite compares, bit for bit, a run
+that stops after step K and resumes with one that never stopped: the same losses, the same next
+batch, the same next loss, the same parameters and optimizer state (SHA-256 of their bytes).
+``--forget rng`` or ``--forget data`` resumes without that part of the state, to show what goes
+wrong without it (the losses drift, or the run re-reads batches it already trained on).
+
+Other options: ``--async-save`` writes with ``dcp.async_save`` on a separate gloo process group, so
+training continues while the files are written; ``--resume auto`` loads the newest complete
+checkpoint under ``--ckpt-dir`` (a directory counts as complete once DCP wrote its ``.metadata``
+file, which happens last) and starts from scratch if there is none, which is what an automatic
+restart (``torchrun --max-restarts N``) needs; SIGTERM or SIGUSR1 makes every rank save at the end
+of the current step and exit with status 0 (the ranks agree on it with one all-reduce per step;
+a second signal ends the process at once);
+``--export FILE`` converts the last checkpoint written into one ``torch.save`` file with
+``torch.distributed.checkpoint.format_utils.dcp_to_torch_save``.
+
+Units: losses are mean squared errors (dimensionless); losses are printed in decimal and as
+``float.hex`` so that two runs can be compared exactly.
+
+How to launch
+-------------
+On CPU (gloo), two processes::
+
+    torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --save-at 17 --stop-after-save
+    torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --resume ckpt/step-17
+
+On GPUs (nccl: ``--backend auto`` picks it when CUDA is available; each process uses GPU
+LOCAL_RANK). Plain ``python dcp_resume_example.py`` runs a single process. ``--json PATH`` writes
+the results (rank 0): steps run, losses as hex strings, the next batch of every rank, the next
+loss, and the SHA-256 of the model parameters and optimizer state.
+
+Self-test (for the test suite only): ``DCP_RESUME_EXAMPLE_CRASH_AT=K`` makes rank 1 exit with
+status 3 at the start of step K, on the first attempt only (TORCHELASTIC_RESTART_COUNT 0);
+``DCP_RESUME_EXAMPLE_SIGNAL_AT=K`` makes rank 0 send itself SIGUSR1 at the start of step K.
+
+Example output (2 CPU processes, gloo, torch 2.13.0+cpu, on a 2-core VM shared with other jobs;
+the save and load times vary from run to run)::
+
+    $ torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --steps 20 \\
+          --save-at 17 --stop-after-save --ckpt-dir /tmp/ck
+    # dcp_resume_example.py: world_size 2 | backend gloo | 96 samples | batch 4 per rank | 12 steps per epoch
+    step     1  epoch 0  batch  1/12  loss 25.875139  0x1.9e00920000000p+4
+    step     2  epoch 0  batch  2/12  loss 24.043037  0x1.80b0480000000p+4
+    ...
+    step    17  epoch 1  batch  5/12  loss 18.409834  0x1.268eae0000000p+4
+    # saved step 17 to /tmp/ck/step-17 in 0.13 s
+    # stopping after the save (--stop-after-save)
+    # next batch: rank 0 [23, 85, 28, 19]  rank 1 [56, 26, 62, 20]
+    # next loss: 5.478902  0x1.5ea6560000000p+2
+    # params sha256 1d21f3b7996c...  optim sha256 27bb4e0157d2...
+    $ torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --steps 20 \\
+          --resume /tmp/ck/step-17
+    # dcp_resume_example.py: world_size 2 | backend gloo | 96 samples | batch 4 per rank | 12 steps per epoch
+    # resumed from /tmp/ck/step-17 (step 17, epoch 1, batch 5 of that epoch) in 0.15 s
+    step    18  epoch 1  batch  6/12  loss 5.478902  0x1.5ea6560000000p+2
+    step    19  epoch 1  batch  7/12  loss 10.273588  0x1.48c13c0000000p+3
+    step    20  epoch 1  batch  8/12  loss 27.433933  0x1.b6f1640000000p+4
+    # next batch: rank 0 [87, 78, 29, 10]  rank 1 [63, 77, 36, 12]
+    # next loss: 8.112666  0x1.039af60000000p+3
+    # params sha256 4d423edf77b8...  optim sha256 4759fc6d6e6c...
+
+The stopped run's "next batch" and "next loss" are the resumed run's step 18; an uninterrupted
+``--steps 20`` run ends with the same next batch, next loss and SHA-256 digests as the resumed one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+
+PROG = "dcp_resume_example.py"
+IN_FEATURES = 16
+HIDDEN = 32
+
+
+def fail(message: str, status: int = 2) -> None:
+    """Print ``PROG: error: message`` on stderr and exit with ``status`` (one line, no traceback)."""
+    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(status)
+
+
+def parse_steps(text: str) -> list[int]:
+    """Parse ``"17"`` or ``"10,20"`` into a sorted list of positive step numbers.
+
+    Raises argparse.ArgumentTypeError on anything else.
+    """
+    try:
+        steps = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid step list {text!r}: use e.g. 17 or 10,20")
+    if not steps or steps[0] < 1:
+        raise argparse.ArgumentTypeError(f"invalid step list {text!r}: steps start at 1")
+    return steps
+
+
+def positive_int(text: str) -> int:
+    """``int(text)`` if it is >= 1, else argparse.ArgumentTypeError."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and cross-check the command line (no torch import, no devices touched)."""
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Save a small DDP training run mid-epoch with "
+        "torch.distributed.checkpoint and resume it exactly (model, optimizer, scheduler, "
+        "per-rank RNG states, data position).")
+    p.add_argument("--steps", type=positive_int, default=30,
+                   help="total optimizer steps of the run, counting those before a resume "
+                        "(default 30)")
+    p.add_argument("--samples", type=positive_int, default=96,
+                   help="size of the synthetic data set (default 96)")
+    p.add_argument("--batch-size", type=positive_int, default=4,
+                   help="samples per rank per step (default 4)")
+    p.add_argument("--lr", type=float, default=1e-2, help="peak learning rate (default 1e-2)")
+    p.add_argument("--seed", type=int, default=1234, help="base seed (default 1234)")
+    p.add_argument("--save-at", type=parse_steps, default=[],
+                   help="save a checkpoint after these steps, e.g. 17 or 10,20")
+    p.add_argument("--stop-after-save", action="store_true",
+                   help="exit right after the first save (simulates an interrupted run)")
+    p.add_argument("--ckpt-dir", default="ckpt",
+                   help="checkpoints go to CKPT_DIR/step-K (default ./ckpt)")
+    p.add_argument("--resume", metavar="DIR",
+                   help="resume from this DCP checkpoint directory, or 'auto' for the newest "
+                        "complete one under --ckpt-dir (none: start from scratch)")
+    p.add_argument("--forget", action="append", choices=["rng", "data"], default=[],
+                   help="on resume, ignore this part of the saved state (demonstration)")
+    p.add_argument("--async-save", action="store_true",
+                   help="save with dcp.async_save on a separate gloo process group")
+    p.add_argument("--export", metavar="FILE",
+                   help="after the run, convert the last checkpoint written into one torch.save "
+                        "file (rank 0)")
+    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
+                   help="process group backend (auto: nccl with CUDA, else gloo)")
+    p.add_argument("--timeout-s", type=positive_int, default=60,
+                   help="seconds before a collective waiting for a dead rank fails (default 60)")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument("--json", metavar="PATH", help="write the results as JSON (rank 0)")
+    args = p.parse_args(argv)
+    if args.save_at and args.save_at[-1] > args.steps:
+        p.error(f"--save-at {args.save_at[-1]} is after the last step (--steps {args.steps})")
+    if args.stop_after_save and not args.save_at:
+        p.error("--stop-after-save needs --save-at")
+    if args.forget and not args.resume:
+        p.error("--forget only applies with --resume")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if args.samples < world * args.batch_size:
+        p.error(f"{args.samples} samples do not fill one global batch of {world} ranks x "
+                f"{args.batch_size}")
+    if not math.isfinite(args.lr) or args.lr <= 0:
+        p.error(f"--lr must be a positive number, got {args.lr}")
+    if args.resume and args.resume != "auto":
+        meta = Path(args.resume) / ".metadata"
+        if not meta.is_file():
+            p.error(f"--resume {args.resume}: not a complete DCP checkpoint "
+                    f"(no .metadata file in it)")
+    return args
+
+
+class ResumableShardSampler:
+    """Per-epoch shuffled batches of sample indices for one rank, with a resumable position.
+
+    Every rank draws the same permutation of ``range(n)`` for epoch e (a generator seeded with
+    ``seed + e``), drops the tail that does not fill a batch on every rank, and takes every
+    ``world``-th index starting at ``rank``. ``next_batch()`` returns a LongTensor of
+    ``batch_size`` indices. ``state_dict()`` is ``{"epoch": int, "batches_done": int}``: with it a
+    resumed run skips straight to the next unread batch without reading the earlier ones.
+    Raises ValueError if the data set is smaller than one global batch.
+    """
+
+    def __init__(self, n: int, rank: int, world: int, batch_size: int, seed: int):
+        self.n, self.rank, self.world, self.batch_size, self.seed = n, rank, world, batch_size, seed
+        self.batches_per_epoch = n // (world * batch_size)
+        if self.batches_per_epoch == 0:
+            raise ValueError(f"{n} samples do not fill one global batch of "
+                             f"{world} ranks x {batch_size}")
+        self.epoch, self.batches_done = 0, 0
+        self._cache: tuple[int, object] | None = None
+
+    def _my_indices(self):
+        import torch
+        if self._cache is None or self._cache[0] != self.epoch:
+            g = torch.Generator().manual_seed(self.seed + self.epoch)
+            perm = torch.randperm(self.n, generator=g)
+            used = perm[: self.batches_per_epoch * self.world * self.batch_size]
+            self._cache = (self.epoch, used[self.rank::self.world])
+        return self._cache[1]
+
+    def peek(self):
+        """The batch ``next_batch()`` would return, without advancing."""
+        epoch, done = self.epoch, self.batches_done
+        if done == self.batches_per_epoch:
+            epoch, done = epoch + 1, 0
+        saved = (self.epoch, self.batches_done)
+        self.epoch, self.batches_done = epoch, done
+        batch = self._my_indices()[done * self.batch_size:(done + 1) * self.batch_size]
+        self.epoch, self.batches_done = saved
+        return batch
+
+    def next_batch(self):
+        """Advance by one batch and return its indices (LongTensor, shape [batch_size])."""
+        if self.batches_done == self.batches_per_epoch:
+            self.epoch, self.batches_done = self.epoch + 1, 0
+        b = self.batches_done
+        self.batches_done += 1
+        return self._my_indices()[b * self.batch_size:(b + 1) * self.batch_size]
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "batches_done": self.batches_done}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.batches_done = int(state["epoch"]), int(state["batches_done"])
+
+
+def tensor_digest(tensors) -> str:
+    """SHA-256 (hex) of the raw bytes of an iterable of tensors, in order (dtype and shape
+    included, so equal digests mean bit-identical tensors)."""
+    import torch
+    h = hashlib.sha256()
+    for t in tensors:
+        t = t.detach().cpu().contiguous().reshape(-1)
+        h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+        h.update(bytes(t.view(torch.uint8).flatten().tolist()))
+    return h.hexdigest()
+
+
+def optim_digest(optim_sd: dict) -> str:
+    """SHA-256 of every tensor in an optimizer state dict (keys sorted)."""
+    import torch
+    items = []
+
+    def walk(prefix, obj):
+        if isinstance(obj, torch.Tensor):
+            items.append((prefix, obj))
+        elif isinstance(obj, dict):
+            for k in sorted(obj, key=str):
+                walk(f"{prefix}.{k}", obj[k])
+    walk("", optim_sd.get("state", {}))
+    return tensor_digest(t for _, t in sorted(items, key=lambda kv: kv[0]))
+
+
+def newest_checkpoint(ckpt_dir: Path) -> Path | None:
+    """The ``step-K`` directory under ``ckpt_dir`` with the largest K that holds a ``.metadata``
+    file (DCP writes it after every rank's data, so an interrupted save never counts)."""
+    best = None
+    for d in ckpt_dir.glob("step-*") if ckpt_dir.is_dir() else []:
+        try:
+            k = int(d.name.split("-", 1)[1])
+        except ValueError:
+            continue
+        if (d / ".metadata").is_file() and (best is None or k > best[0]):
+            best = (k, d)
+    return best[1] if best else None
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Train (and save/resume) as the arguments say; return the results dict (see --json)."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl" and not torch.cuda.is_available():
+        fail("--backend nccl needs CUDA, and torch sees no GPU")
+    device = torch.device(f"cuda:{local_rank}" if backend == "nccl" else "cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    timeout = datetime.timedelta(seconds=args.timeout_s)
+    if "MASTER_ADDR" in os.environ:
+        dist.init_process_group(backend, timeout=timeout, device_id=device
+                                if device.type == "cuda" else None)
+    else:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=timeout)
+    # Async saves run in a background thread: give them their own (CPU) process group so their
+    # collectives never interleave with the training's on the default group.
+    ckpt_group = dist.new_group(backend="gloo", timeout=timeout) if args.async_save else None
+    say = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
+
+    # Data: identical on every rank (generated from the base seed).
+    g = torch.Generator().manual_seed(args.seed)
+    x_all = torch.randn(args.samples, IN_FEATURES, generator=g)
+    w_true = torch.randn(IN_FEATURES, 1, generator=g)
+    y_all = x_all @ w_true + 0.1 * torch.randn(args.samples, 1, generator=g)
+    try:
+        sampler = ResumableShardSampler(args.samples, rank, world, args.batch_size, args.seed)
+    except ValueError as e:
+        fail(str(e))
+
+    # Model: the same initial weights on every rank (DDP would broadcast rank 0's anyway).
+    torch.manual_seed(args.seed)
+    model = torch.nn.Sequential(torch.nn.Linear(IN_FEATURES, HIDDEN), torch.nn.ReLU(),
+                                torch.nn.Dropout(0.1), torch.nn.Linear(HIDDEN, 1)).to(device)
+    model = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    optim = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    warmup = max(1, args.steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        optim, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * s / args.steps)))
+    # Per-rank seeds: ranks must draw different noise and dropout masks, reproducibly.
+    torch.manual_seed(args.seed + 1000 * (rank + 1))
+    random.seed(args.seed + 1000 * (rank + 1))
+    if device.type == "cuda":
+        torch.cuda.manual_seed(args.seed + 1000 * (rank + 1))
+
+    def rng_state() -> dict:
+        state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+        if device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(device)
+        return state
+
+    def app_state(step: int) -> dict:
+        model_sd, optim_sd = get_state_dict(model, optim)
+        return {"model": model_sd, "optim": optim_sd, "sched": sched.state_dict(),
+                "data": sampler.state_dict(), f"rng_rank{rank}": rng_state(),
+                "meta": {"world_size": world, "step": step}}
+
+    say(f"# {PROG}: world_size {world} | backend {backend} | {args.samples} samples | batch "
+        f"{args.batch_size} per rank | {sampler.batches_per_epoch} steps per epoch")
+    step = 0
+    resume_dir = None
+    if args.resume == "auto":
+        resume_dir = newest_checkpoint(Path(args.ckpt_dir))
+        if resume_dir is None:
+            say(f"# --resume auto: no complete checkpoint under {args.ckpt_dir}, starting fresh")
+    elif args.resume:
+        resume_dir = Path(args.resume)
+    if resume_dir is not None:
+        t0 = time.perf_counter()
+        meta = {"meta": {"world_size": -1, "step": -1}}
+        dcp.load(meta, checkpoint_id=str(resume_dir))
+        if meta["meta"]["world_size"] != world:
+            fail(f"{resume_dir} was written by {meta['meta']['world_size']} ranks and this run "
+                 f"has {world}: the per-rank RNG states do not map onto the new ranks")
+        state = app_state(0)
+        dcp.load(state, checkpoint_id=str(resume_dir))
+        set_state_dict(model, optim, model_state_dict=state["model"],
+                       optim_state_dict=state["optim"])
+        sched.load_state_dict(state["sched"])
+        if "data" not in args.forget:
+            sampler.load_state_dict(state["data"])
+        if "rng" not in args.forget:
+            rs = state[f"rng_rank{rank}"]
+            torch.set_rng_state(rs["torch"])
+            random.setstate(rs["python"])
+            if device.type == "cuda":
+                torch.cuda.set_rng_state(rs["cuda"], device)
+        step = int(state["meta"]["step"])
+        say(f"# resumed from {resume_dir} (step {step}, epoch {state['data']['epoch']}, "
+            f"batch {state['data']['batches_done']} of that epoch) in "
+            f"{time.perf_counter() - t0:.2f} s"
+            + (f"; ignoring saved {', '.join(args.forget)} (--forget)" if args.forget else ""))
+        if step >= args.steps:
+            fail(f"{resume_dir} is at step {step}, not before --steps {args.steps}")
+
+    stop_requested = {"signal": None}
+
+    def on_signal(signum, _frame):
+        stop_requested["signal"] = signum
+        signal.signal(signum, signal.SIG_DFL)   # a second signal ends the process at once
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, on_signal)
+
+    pending = None          # future of the last async save
+    last_saved = None
+    save_times = []
+
+    def save(step_done: int) -> None:
+        nonlocal pending, last_saved
+        path = Path(args.ckpt_dir) / f"step-{step_done}"
+        t0 = time.perf_counter()
+        if pending is not None:
+            pending.result()     # one save in flight at a time
+        state = app_state(step_done)
+        if args.async_save:
+            pending = dcp.async_save(state, checkpoint_id=str(path), process_group=ckpt_group)
+        else:
+            dcp.save(state, checkpoint_id=str(path))
+        blocked = time.perf_counter() - t0
+        save_times.append(blocked)
+        last_saved = path
+        say(f"# saved step {step_done} to {path} "
+            + (f"(training blocked {blocked:.2f} s; files written in the background)"
+               if args.async_save else f"in {blocked:.2f} s"))
+
+    loss_fn = torch.nn.MSELoss()
+
+    def forward(indices):
+        x = x_all[indices].to(device)
+        x = x + 0.05 * torch.randn(x.shape, device=device)   # per-rank RNG: augmentation noise
+        return loss_fn(model(x), y_all[indices].to(device))   # per-rank RNG: dropout masks
+
+    crash_at = int(os.environ.get("DCP_RESUME_EXAMPLE_CRASH_AT", "0"))
+    signal_at = int(os.environ.get("DCP_RESUME_EXAMPLE_SIGNAL_AT", "0"))
+    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+    losses = {}
+    model.train()
+    while step < args.steps:
+        if crash_at and step + 1 == crash_at and rank == min(1, world - 1) and first_attempt:
+            print(f"{PROG}: self-test: rank {rank} exits at step {crash_at}", file=sys.stderr,
+                  flush=True)
+            os._exit(3)
+        if signal_at and step + 1 == signal_at and rank == 0:
+            os.kill(os.getpid(), signal.SIGUSR1)
+        indices = sampler.next_batch()
+        loss = forward(indices)
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        optim.step()
+        sched.step()
+        step += 1
+        mean_loss = loss.detach().clone()
+        dist.all_reduce(mean_loss)
+        value = float(mean_loss) / world
+        losses[step] = value
+        if not args.quiet:
+            say(f"step {step:5d}  epoch {sampler.epoch}  batch {sampler.batches_done:2d}/"
+                f"{sampler.batches_per_epoch}  loss {value:.6f}  {value.hex()}")
+        flag = torch.tensor([1.0 if stop_requested["signal"] else 0.0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() > 0:
+            save(step)
+            say(f"# stop requested by a signal: saved step {step}, exiting")
+            break
+        if step in args.save_at:
+            save(step)
+            if args.stop_after_save:
+                say("# stopping after the save (--stop-after-save)")
+                break
+    if pending is not None:
+        pending.result()
+
+    # What the next step would see: its batch on every rank and its loss (this forward pass
+    # draws noise and dropout masks from the RNG, so it also checks the RNG states).
+    next_idx = sampler.peek()
+    gathered = [None] * world
+    dist.all_gather_object(gathered, next_idx.tolist())
+    next_loss = forward(next_idx).detach()
+    dist.all_reduce(next_loss)
+    next_value = float(next_loss) / world
+    params = [p for _, p in sorted(model.module.state_dict().items())]
+    result = {
+        "script": PROG, "schema_version": 1, "world_size": world, "backend": backend,
+        "torch_version": torch.__version__, "resumed_from": str(resume_dir) if resume_dir else None,
+        "forget": args.forget, "last_step": step, "epoch": sampler.epoch,
+        "batches_done": sampler.batches_done,
+        "losses_hex": {str(k): v.hex() for k, v in losses.items()},
+        "losses": {str(k): v for k, v in losses.items()},
+        "next_batch": gathered, "next_loss": next_value, "next_loss_hex": next_value.hex(),
+        "params_sha256": tensor_digest(params),
+        "optim_sha256": optim_digest(optim.state_dict()),
+        "last_checkpoint": str(last_saved) if last_saved else None,
+        "save_blocking_s": [round(t, 4) for t in save_times],
+    }
+    say("# next batch: " + "  ".join(f"rank {r} {b}" for r, b in enumerate(gathered)))
+    say(f"# next loss: {next_value:.6f}  {next_value.hex()}")
+    say(f"# params sha256 {result['params_sha256'][:12]}...  optim sha256 "
+        f"{result['optim_sha256'][:12]}...")
+    dist.barrier()
+    if args.export and rank == 0:
+        if last_saved is None:
+            fail("--export: this run wrote no checkpoint (use --save-at)")
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+        dcp_to_torch_save(str(last_saved), args.export)
+        say(f"# exported {last_saved} to {args.export} "
+            f"({os.path.getsize(args.export)} bytes)")
+    if args.json and rank == 0:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    dist.barrier()
+    dist.destroy_process_group()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        run(args)
+    except Exception as e:  # a dead peer or a bad checkpoint: one line, non-zero status
+        fail(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", status=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

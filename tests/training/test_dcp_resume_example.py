@@ -1,0 +1,170 @@
+"""Tests of scripts/training/dcp_resume_example.py, run for real: 2 CPU processes under torchrun
+(gloo) and single processes.
+
+The core claim is bit-exact resumption: a run that crashes after a checkpoint and is relaunched
+with --resume auto must produce the same losses (compared as float.hex strings), the same next
+batch on every rank, the same next loss and the same parameter and optimizer bytes (SHA-256) as
+a run that never stopped. The --forget runs prove the comparison is sensitive: dropping the
+saved RNG states or data position must change the result.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = "dcp_resume_example.py"
+STEPS, SAVE_AT, CRASH_AT = 20, 15, 18      # 12 steps per epoch with 2 ranks: saved mid-epoch 2
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def same_run(a: dict, b: dict, from_step: int) -> None:
+    """Assert ``b`` (resumed) continued ``a`` (uninterrupted) bit for bit after ``from_step``."""
+    assert b["last_step"] == a["last_step"] == STEPS
+    steps = [str(s) for s in range(from_step + 1, STEPS + 1)]
+    assert [b["losses_hex"][s] for s in steps] == [a["losses_hex"][s] for s in steps]
+    assert b["next_batch"] == a["next_batch"]
+    assert b["next_loss_hex"] == a["next_loss_hex"]
+    assert b["params_sha256"] == a["params_sha256"]
+    assert b["optim_sha256"] == a["optim_sha256"]
+    assert (b["epoch"], b["batches_done"]) == (a["epoch"], a["batches_done"])
+
+
+@pytest.fixture(scope="module")
+def two_rank_runs(launch, tmp_path_factory):
+    """An uninterrupted run (async saves + export) and a crashed-then-auto-resumed run."""
+    tmp = tmp_path_factory.mktemp("dcp2")
+    common = ["--steps", str(STEPS), "--quiet", "--timeout-s", "30"]
+    full = launch.torchrun(SCRIPT, [*common, "--save-at", f"5,{SAVE_AT}", "--async-save",
+                                    "--ckpt-dir", str(tmp / "full"), "--export",
+                                    str(tmp / "full.pt"), "--json", str(tmp / "full.json")])
+    assert full.returncode == 0, full.output
+    crashed = launch.torchrun(SCRIPT, [*common, "--save-at", f"5,{SAVE_AT}", "--ckpt-dir",
+                                       str(tmp / "job"), "--resume", "auto"],
+                              env={"DCP_RESUME_EXAMPLE_CRASH_AT": str(CRASH_AT)})
+    resumed = launch.torchrun(SCRIPT, [*common, "--save-at", f"5,{SAVE_AT}", "--ckpt-dir",
+                                       str(tmp / "job"), "--resume", "auto", "--json",
+                                       str(tmp / "resumed.json")])
+    assert resumed.returncode == 0, resumed.output
+    return {"tmp": tmp, "full": read(tmp / "full.json"), "crashed": crashed,
+            "resumed": read(tmp / "resumed.json"), "resumed_out": resumed.output}
+
+
+def test_crash_then_resume_is_bit_exact(two_rank_runs):
+    full, resumed, crashed = (two_rank_runs[k] for k in ("full", "resumed", "crashed"))
+    # The crashed attempt failed loudly (non-zero, one-line error from the surviving rank).
+    assert crashed.returncode != 0
+    assert f"rank 1 exits at step {CRASH_AT}" in crashed.stderr
+    assert full["world_size"] == resumed["world_size"] == 2
+    assert resumed["resumed_from"].endswith(f"step-{SAVE_AT}")   # the newest complete one
+    same_run(full, resumed, SAVE_AT)
+    assert len(full["next_batch"]) == 2 and all(len(b) == 4 for b in full["next_batch"])
+    # The two ranks read disjoint samples.
+    assert not set(full["next_batch"][0]) & set(full["next_batch"][1])
+
+
+def test_async_save_and_export(two_rank_runs):
+    import torch
+    tmp = two_rank_runs["tmp"]
+    for step in (5, SAVE_AT):
+        assert (tmp / "full" / f"step-{step}" / ".metadata").is_file()
+    exported = torch.load(tmp / "full.pt", weights_only=False)
+    # One file with every key of the checkpoint, including one RNG entry per rank.
+    assert {"model", "optim", "sched", "data", "rng_rank0", "rng_rank1", "meta"} <= set(exported)
+    assert exported["meta"] == {"world_size": 2, "step": SAVE_AT}
+    # Mid-epoch: step 15 is batch 3 of epoch 1 (12 batches per epoch).
+    assert exported["data"] == {"epoch": 1, "batches_done": SAVE_AT - 12}
+    assert not torch.equal(exported["rng_rank0"]["torch"], exported["rng_rank1"]["torch"])
+    assert set(exported["model"]) == {"0.weight", "0.bias", "3.weight", "3.bias"}
+
+
+@pytest.fixture(scope="module")
+def one_rank_runs(launch, tmp_path_factory):
+    """Single-process runs: uninterrupted, and stopped by a signal (saves, exits 0)."""
+    tmp = tmp_path_factory.mktemp("dcp1")
+    full = launch.python(SCRIPT, ["--steps", str(STEPS), "--quiet", "--ckpt-dir",
+                                  str(tmp / "full"), "--json", str(tmp / "full.json")])
+    assert full.returncode == 0, full.output
+    stopped = launch.python(SCRIPT, ["--steps", str(STEPS), "--quiet", "--ckpt-dir",
+                                     str(tmp / "job"), "--json", str(tmp / "stopped.json")],
+                            env={"DCP_RESUME_EXAMPLE_SIGNAL_AT": "7"})
+    assert stopped.returncode == 0, stopped.output
+    return {"tmp": tmp, "full": read(tmp / "full.json"), "stopped": read(tmp / "stopped.json"),
+            "stopped_out": stopped.output}
+
+
+def test_signal_saves_then_resume_is_exact(launch, one_rank_runs):
+    tmp, stopped = one_rank_runs["tmp"], one_rank_runs["stopped"]
+    assert "stop requested by a signal: saved step 7" in one_rank_runs["stopped_out"]
+    assert stopped["last_step"] == 7 and (tmp / "job" / "step-7" / ".metadata").is_file()
+    r = launch.python(SCRIPT, ["--steps", str(STEPS), "--quiet", "--ckpt-dir", str(tmp / "job"),
+                               "--resume", "auto", "--json", str(tmp / "resumed.json")])
+    assert r.returncode == 0, r.output
+    same_run(one_rank_runs["full"], read(tmp / "resumed.json"), 7)
+
+
+@pytest.mark.parametrize("forget", ["rng", "data"])
+def test_forgetting_state_changes_the_run(launch, one_rank_runs, forget):
+    tmp, full = one_rank_runs["tmp"], one_rank_runs["full"]
+    out = tmp / f"forget-{forget}.json"
+    r = launch.python(SCRIPT, ["--steps", str(STEPS), "--quiet", "--resume",
+                               str(tmp / "job" / "step-7"), "--forget", forget, "--json",
+                               str(out)])
+    assert r.returncode == 0, r.output
+    res = read(out)
+    assert res["params_sha256"] != full["params_sha256"]
+    assert res["next_loss_hex"] != full["next_loss_hex"]
+    if forget == "rng":
+        # Same data position, so the same batches; only the noise and dropout masks differ.
+        assert res["next_batch"] == full["next_batch"]
+    else:
+        assert res["next_batch"] != full["next_batch"]
+        assert (res["epoch"], res["batches_done"]) != (full["epoch"], full["batches_done"])
+
+
+def test_resume_with_other_world_size_fails(launch, one_rank_runs):
+    ckpt = one_rank_runs["tmp"] / "job" / "step-7"       # written by 1 rank
+    r = launch.torchrun(SCRIPT, ["--steps", str(STEPS), "--resume", str(ckpt), "--timeout-s",
+                                 "30"])
+    assert r.returncode != 0
+    lines = launch.error_lines(r.stderr)
+    assert lines and all("written by 1 ranks and this run has 2" in line for line in lines), \
+        r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "10", "--save-at", "12"], "--save-at 12 is after the last step (--steps 10)"),
+    (["--save-at", "0"], "steps start at 1"),
+    (["--save-at", "x"], "invalid step list 'x'"),
+    (["--stop-after-save"], "--stop-after-save needs --save-at"),
+    (["--forget", "rng"], "--forget only applies with --resume"),
+    (["--resume", "/nonexistent/ckpt"], "not a complete DCP checkpoint"),
+    (["--batch-size", "0"], "must be >= 1"),
+    (["--samples", "4", "--batch-size", "8"], "do not fill one global batch"),
+])
+def test_bad_arguments(launch, args, message):
+    r = launch.python(SCRIPT, args, timeout=60)
+    assert r.returncode == 2
+    lines = launch.error_lines(r.stderr)
+    assert len(lines) == 1 and message in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.gpu
+def test_resume_exact_on_gpus(launch, tmp_path):
+    import torch
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 CUDA devices")
+    args = ["--steps", str(STEPS), "--quiet", "--backend", "nccl"]
+    full = launch.torchrun(SCRIPT, [*args, "--json", str(tmp_path / "a.json")])
+    stop = launch.torchrun(SCRIPT, [*args, "--save-at", str(SAVE_AT), "--stop-after-save",
+                                    "--ckpt-dir", str(tmp_path / "ck")])
+    res = launch.torchrun(SCRIPT, [*args, "--resume", str(tmp_path / "ck" / f"step-{SAVE_AT}"),
+                                   "--json", str(tmp_path / "b.json")])
+    assert full.returncode == stop.returncode == res.returncode == 0, res.output
+    same_run(read(tmp_path / "a.json"), read(tmp_path / "b.json"), SAVE_AT)
