@@ -182,3 +182,53 @@ def test_list_devices_and_help_need_no_torch(launch):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert "TORCH_NOT_IMPORTED" in res.stdout and "--recompute" in res.stdout
+
+
+@pytest.mark.parametrize("kv_heads,gated", [(4, False), (2, True)])
+def test_formula_matches_torch_flop_counter_on_a_real_transformer(calc, kv_heads, gated):
+    # torch.utils.flop_counter counts every matmul of the forward and backward passes of a real
+    # model; the calculator's 6N + 12LaT (PaLM appendix B) must match it exactly. Attention is
+    # written as explicit matmuls (the counter sees bmm; a fused CPU kernel might be skipped)
+    # and, like PaLM's count, covers the full s x s score matrix under the causal mask.
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    layers, h, heads, ffn, vocab, s, b = 2, 64, 4, 96, 128, 16, 3
+    hd = h // heads
+    lin = torch.nn.Linear
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = lin(h, h, False), lin(h, kv_heads * hd, False), \
+                lin(h, kv_heads * hd, False)
+            self.o = lin(h, h, False)
+            self.up, self.down = lin(h, ffn, False), lin(ffn, h, False)
+            self.gate = lin(h, ffn, False) if gated else None
+
+        def forward(self, x):
+            q = self.q(x).view(b, s, heads, hd).transpose(1, 2)
+            k = self.k(x).view(b, s, kv_heads, hd).transpose(1, 2)
+            v = self.v(x).view(b, s, kv_heads, hd).transpose(1, 2)
+            k, v = (t.repeat_interleave(heads // kv_heads, dim=1) for t in (k, v))
+            att = (q @ k.transpose(-1, -2)).masked_fill(
+                torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+            x = x + self.o((att @ v).transpose(1, 2).reshape(b, s, h))
+            u = self.up(x)
+            u = torch.nn.functional.silu(self.gate(x)) * u if gated else torch.nn.functional.gelu(u)
+            return x + self.down(u)
+
+    emb, blocks, head = torch.nn.Embedding(vocab, h), [Block() for _ in range(layers)], \
+        lin(h, vocab, False)
+    idx = torch.randint(vocab, (b, s))
+    with FlopCounterMode(display=False) as counter:
+        x = emb(idx)
+        for block in blocks:
+            x = block(x)
+        torch.nn.functional.cross_entropy(head(x).view(-1, vocab), idx.view(-1)).backward()
+
+    per_layer = calc.layer_params(h, h, kv_heads * hd, ffn, gated)
+    n = layers * per_layer + vocab * h
+    f = calc.flops_per_token(matmul_params=n, layer_matmul_params=layers * per_layer,
+                             layers=layers, attn_width=h, seq_len=s)
+    assert counter.get_total_flops() == f["model"] * b * s
