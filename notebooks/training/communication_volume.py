@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Communication volume per parallelism strategy
 #
-# The [Model parallelism](model-parallelism.md) page gives, for every way of
+# The *Model parallelism* page of the Training part gives, for every way of
 # splitting a transformer, the bytes each GPU sends per step. This notebook does two
 # things with those formulas:
 #

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 670bb66e7fbcbcadecb4c77dab30163674f6cdc1b06c22d8faeb6fffb86a95c0
+#       source_sha256: 2655d7350be82f24a6f6135b2e0289c9fe3ddcedd539fce39bb8b7503201058b
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -20,7 +20,7 @@
 # %% [markdown]
 # # 各种并行方式的通信量
 #
-# [模型并行](model-parallelism.md)一页对拆分 transformer 的每种方式给出了每个 GPU 每步发送的字节数。本笔记本用这些公式做两件事：
+# 训练部分的《模型并行》一页对拆分 transformer 的每种方式给出了每个 GPU 每步发送的字节数。本笔记本用这些公式做两件事：
 #
 # 1. 用**穷举计数**检验每个闭式公式：列出一步中发起的每个集合操作及其大小，按网络一章的约定（all-reduce $2\frac{n-1}{n}S$，reduce-scatter、all-gather 和 all-to-all $\frac{n-1}{n}S$）把每个 rank 发送的字节数加起来；
 # 2. 在 512 块 GPU 上的一个 70B 级模型上计算这些公式，并用假设的总线带宽（bus bandwidth）把字节换算成秒，看看哪些布局能把通信藏起来，哪些不能。

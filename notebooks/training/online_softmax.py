@@ -21,7 +21,7 @@
 # every query row, three running quantities (the maximum score $m$, the normalizer
 # $\ell$ and the unnormalized output $\tilde o$). The update rule, from
 # [Milakov and Gimelshein 2018](https://arxiv.org/abs/1805.02867) and derived on the
-# [Performance](performance.md#flash-attention-and-the-online-softmax) page, is
+# *Performance and MFU* page (section "Flash attention and the online softmax"), is
 #
 # $$ m' = \max(m, \max_{j \in \mathcal{B}} x_j),\quad
 #    \ell' = e^{m-m'}\ell + \sum_{j \in \mathcal{B}} e^{x_j - m'},\quad

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 8e4cdc843ccb94c9ebb685c32136ebbedd97166e122d722baa3c1f5250a84bdb
+#       source_sha256: 1520694399b7eca935ae0a478ad986af15736e5ccfa6d101d4c995066d326514
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -20,7 +20,7 @@
 # %% [markdown]
 # # flash attention 与 ring attention 背后的在线 softmax（online softmax）
 #
-# Flash attention（[Dao 等 2022](https://arxiv.org/abs/2205.14135)）从不保存 $s \times s$ 的注意力矩阵：它逐块遍历键和值，并为每个查询行维护三个滚动量（最大得分 $m$、归一化因子 $\ell$ 和未归一化的输出 $\tilde o$）。更新规则来自 [Milakov 和 Gimelshein 2018](https://arxiv.org/abs/1805.02867)，推导见[性能](performance.md#flash-attention-and-the-online-softmax)一页：
+# Flash attention（[Dao 等 2022](https://arxiv.org/abs/2205.14135)）从不保存 $s \times s$ 的注意力矩阵：它逐块遍历键和值，并为每个查询行维护三个滚动量（最大得分 $m$、归一化因子 $\ell$ 和未归一化的输出 $\tilde o$）。更新规则来自 [Milakov 和 Gimelshein 2018](https://arxiv.org/abs/1805.02867)，推导见《性能与 MFU》一页的"flash attention 与在线 softmax"一节：
 #
 # $$ m' = \max(m, \max_{j \in \mathcal{B}} x_j),\quad
 #    \ell' = e^{m-m'}\ell + \sum_{j \in \mathcal{B}} e^{x_j - m'},\quad

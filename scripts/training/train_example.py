@@ -56,19 +56,20 @@ Under SLURM, one torchrun per node (see the Network chapter for the rendezvous f
 ``srun python train_example.py`` with MASTER_ADDR/MASTER_PORT exported. Re-running with the same
 ``--checkpoint-dir`` resumes from its latest checkpoint; ``--resume-from DIR`` picks one.
 
-Example output (2 CPU processes on a 2-core VM, default tiny model)::
+Example output (2 CPU processes on a shared 2-core VM, default tiny model)::
 
     $ torchrun --standalone --nproc-per-node 2 scripts/training/train_example.py \\
           --strategy ddp --steps 30 --log-every 10 --peak-tflops 0.1
     # train_example.py: ddp on 2 x cpu (gloo), torch 2.13.0+cpu, dtype float32
     # model: 4 layers, hidden 128, 4 heads, vocab 256, seq 128; N = 0.82 M matmul parameters
-    # batch: 8 sequences x 128 tokens per rank, 2048 tokens per step; 9.86 MFLOPs per token
+    # batch: 8 sequences x 128 tokens per rank, 2048 tokens per step; 5.70 MFLOPs per token
     # TFLOPS: achieved model TFLOPS per device (1e12 FLOP/s); MFU vs --peak-tflops 0.1
       step      loss   step_ms   data_ms      tok/s   TFLOPS     MFU   peak RSS MiB
-        10    3.2153     43.24      0.41      47363   0.2335  233.5%            457
-        20    1.4409     41.99      0.33      48773   0.2404  240.4%            457
-        30    0.6961     37.34      0.31      54846   0.2704  270.4%            457
-    # done: 30 steps, loss 5.5746 -> 0.6961, mean 50994 tokens/s (steps 2-30)
+         1    5.7202    135.67     13.31      15095   0.0430   43.0%            372
+        10    2.2928     70.02      1.26      29250   0.0834   83.4%            394
+        20    1.0331     77.79      1.33      26327   0.0751   75.1%            394
+        30    0.9055     73.50      1.35      27865   0.0794   79.4%            394
+    # done: 30 steps, loss 5.7202 -> 0.9055, mean 28124 tokens/s (steps 2-30)
 
 (The MFU column is meaningless on a CPU unless ``--peak-tflops`` is the CPU's real peak; it is
 shown here only to exercise the column.)
@@ -212,9 +213,11 @@ def die(message: str, code: int = 1) -> None:
     os._exit(code)
 
 
-# Dense bf16 tensor-core peaks (TFLOPS) by CUDA device name, from NVIDIA's data sheets; the MFU
-# column uses them when --peak-tflops is not given. H100/H200: 1,979 "with sparsity" / 2.
-KNOWN_PEAKS = {"A100": 312.0, "H100": 989.0, "H200": 989.0}
+# Dense bf16 tensor-core peaks (TFLOPS) by CUDA device name, from NVIDIA's data sheets
+# (https://www.nvidia.com/en-us/data-center/h100/ and the A100/H200 pages); the MFU column uses
+# them when --peak-tflops is not given. NVIDIA lists "with sparsity" figures, twice these.
+# Checked in order: the first substring found in the device name wins.
+KNOWN_PEAKS = (("H100 PCIe", 756.0), ("A100", 312.0), ("H100", 989.0), ("H200", 989.0))
 
 
 def matmul_params(layers: int, hidden: int, vocab: int) -> int:
@@ -377,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
     peak = args.peak_tflops
     if peak is None and use_cuda:
         name = torch.cuda.get_device_name(device)
-        peak = next((v for k, v in KNOWN_PEAKS.items() if k in name), None)
+        peak = next((v for k, v in KNOWN_PEAKS if k in name), None)
     tokens_per_step = world * args.batch_size * args.seq_len
     dev_name = torch.cuda.get_device_name(device) if use_cuda else "cpu"
     if rank == 0:
@@ -424,6 +427,7 @@ def run(args: argparse.Namespace) -> int:
 
     record = torch.profiler.record_function
     records, first_loss = [], None
+    timed_s, timed_steps = 0.0, 0  # all steps after the first (which includes warm-up)
     with profiler as prof:
         for step in range(start_step + 1, args.steps + 1):
             if rank == stall_rank and step == stall_step:
@@ -449,6 +453,8 @@ def run(args: argparse.Namespace) -> int:
                 if use_cuda:
                     torch.cuda.synchronize(device)
             t_step = time.perf_counter() - t0
+            if step > start_step + 1:
+                timed_s, timed_steps = timed_s + t_step, timed_steps + 1
             if step == start_step + 1:
                 # The slow first step is over: from now on a hang should end the job quickly.
                 from torch.distributed.distributed_c10d import _set_pg_timeout
@@ -489,12 +495,13 @@ def run(args: argparse.Namespace) -> int:
     if args.gc_every:
         gc.enable()
 
-    timed = [r for r in records if r["step"] > start_step + 1] or records
-    mean_tok_s = sum(r["tokens_per_s"] for r in timed) / len(timed)
+    # Mean throughput over every step but the first: total tokens / total time.
+    mean_tok_s = (tokens_per_step * timed_steps / timed_s if timed_steps
+                  else records[-1]["tokens_per_s"])
     if rank == 0:
+        span = f"steps {start_step + 2}-{args.steps}" if timed_steps else f"step {args.steps}"
         print(f"# done: {args.steps - start_step} steps, loss {first_loss:.4f} -> "
-              f"{records[-1]['loss']:.4f}, mean {mean_tok_s:.0f} tokens/s "
-              f"(steps {timed[0]['step']}-{timed[-1]['step']})", flush=True)
+              f"{records[-1]['loss']:.4f}, mean {mean_tok_s:.0f} tokens/s ({span})", flush=True)
         if args.json:
             summary = {
                 "tool": PROG, "schema_version": 1, "strategy": args.strategy,

@@ -76,6 +76,11 @@ def test_ddp_logged_numbers_follow_their_definitions(ddp_run):
         assert r["mfu"] == pytest.approx(r["model_tflops"] / PEAK)
         assert 0 <= r["data_ms"] < r["step_ms"]
         assert r["peak_rss_mib"] > 50  # a torch process on CPU: the field is the RSS in MiB
+    # The summary's mean is total tokens over total time of every step but the first.
+    later = report["steps"][1:]
+    assert report["mean_tokens_per_s"] == pytest.approx(
+        report["tokens_per_step"] * len(later) / sum(r["step_ms"] / 1e3 for r in later), rel=1e-6)
+    assert "mean" in res.stdout and "(steps 2-12)" in res.stdout
     # One printed row per step, in order, with the loss as recorded.
     rows = [line.split() for line in res.stdout.splitlines()
             if line.strip() and line.split()[0].isdigit()]
