@@ -1,0 +1,360 @@
+#!/usr/bin/env python
+"""flops_mfu_calculator.py: training FLOPs per token, achieved TFLOPS, MFU and HFU of a transformer.
+
+What it computes
+----------------
+From a model shape (or a parameter count), a measured throughput and the accelerator's peak:
+
+* **model FLOPs per token**: the FLOPs a training step must do per token, whatever the
+  implementation: ``6 N + 12 L a T`` (PaLM, Chowdhery et al. 2022, appendix B,
+  https://arxiv.org/abs/2204.02311). ``N`` is the number of parameters that take part in matrix
+  multiplications (every layer's weights plus the output projection to the vocabulary), ``L`` the
+  number of layers, ``a`` the attention width (heads x head dimension) and ``T`` the sequence
+  length. ``6N`` is 2 FLOPs per parameter per token in the forward pass and 4 in the backward pass
+  (Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, section 2.1); ``12 L a T`` is the
+  attention score and attention-times-value matmuls, forward and backward, over the full T x T
+  matrix. The number without the attention term (the plain ``6N`` rule) is printed too.
+* **hardware FLOPs per token**: model FLOPs plus the forward work that activation recomputation
+  repeats (``--recompute``): ``attention`` repeats the attention core (``+4 L a T``), ``full``
+  repeats every layer's forward pass (``+2 N_layers + 4 L a T``). With ``full`` this equals
+  Megatron-LM's ``96 B s l h^2 (1 + s/6h + V/16lh)`` per step (Narayanan et al. 2021,
+  https://arxiv.org/abs/2104.04473, section 5.1) divided by the ``B s`` tokens of the step.
+* **achieved TFLOPS** per device = FLOPs per token x tokens/s / devices (decimal: 1 TFLOPS =
+  1e12 FLOP/s).
+* **MFU** (model FLOPs utilization) = achieved model TFLOPS / peak TFLOPS; **HFU** (hardware
+  FLOPs utilization) = achieved hardware TFLOPS / peak TFLOPS. Definitions: PaLM, section 4.1
+  and appendix B. MFU does not reward recomputation; HFU does.
+
+Throughput comes either from ``--tokens-per-s`` (global, all devices), from ``--step-time-s``
+with ``--global-batch`` (sequences per optimizer step), or from ``--achieved-tflops`` (hardware
+TFLOPS per device, as Megatron-LM reports it). ``--train-tokens`` adds the wall-clock time that
+many tokens take at that rate.
+
+Peak: ``--peak-tflops`` or ``--device`` (dense bf16/fp16 tensor-core peaks from the vendors'
+datasheets, listed by ``--list-devices``). Use the peak of the dtype you train in; never the
+"with sparsity" figure.
+
+How to launch
+-------------
+Standard library only, no torch, no GPU::
+
+    python flops_mfu_calculator.py --layers 32 --hidden 4096 --heads 32 --vocab 32000 \\
+        --seq-len 4096 --tokens-per-s 3.2e5 --devices 64 --device h100-sxm --json mfu.json
+
+Example output (PaLM 540B with the throughput and chip count of the PaLM paper; its Table 3
+reports 46.2% MFU)::
+
+    $ python scripts/training/flops_mfu_calculator.py --params 540.35e9 --layers 118 --heads 48 \\
+          --head-dim 256 --seq-len 2048 --tokens-per-s 238.3e3 --devices 6144 --device tpu-v4
+    # flops_mfu_calculator.py: FLOPs per token, achieved TFLOPS and MFU (decimal units)
+    # model: N = 540.35e9 matmul parameters (given), L = 118, attention width a = 12288, T = 2048
+    # peak: 275.0 TFLOPS per device (tpu-v4) x 6144 devices; recompute: none
+    #
+    # FLOPs per token              value        formula
+    model (with attention)        3.2777e+12   6N + 12LaT
+    model (6N only)               3.2421e+12   6N
+    hardware                      3.2777e+12   model + recomputed forward
+    #
+    # throughput: 238300 tokens/s in total, 38.79 tokens/s per device
+    achieved model TFLOPS/device    127.13
+    achieved hardware TFLOPS/device 127.13
+    MFU (with attention)            46.23 %
+    MFU (6N only)                   45.73 %
+    HFU                             46.23 %
+
+Bad input (a missing or non-positive number, conflicting options) exits with status 2 and a
+one-line ``error:`` message naming the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+PROG = "flops_mfu_calculator.py"
+
+# Dense (no sparsity) peak TFLOPS per device for 16-bit tensor-core math, from the vendors' pages.
+# NVIDIA lists H100/H200 bf16 as 1,979 TFLOPS "with sparsity"; the dense rate is half.
+DEVICES = {
+    "v100": (125.0, "fp16 tensor core, V100 SXM2",
+             "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"),
+    "a100": (312.0, "bf16 tensor core, A100 SXM/PCIe",
+             "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"),
+    "h100-sxm": (989.0, "bf16 tensor core dense, H100 SXM (1,979 with sparsity)",
+                 "https://www.nvidia.com/en-us/data-center/h100/"),
+    "h200": (989.0, "bf16 tensor core dense, H200 SXM (1,979 with sparsity)",
+             "https://www.nvidia.com/en-us/data-center/h200/"),
+    "tpu-v4": (275.0, "bf16 peak per chip, TPU v4",
+               "https://cloud.google.com/tpu/docs/v4"),
+}
+
+
+class InputError(ValueError):
+    """Raised for impossible or missing inputs; main() turns it into a one-line error."""
+
+
+def layer_params(hidden: int, attn_width: int, kv_width: int, ffn: int, gated: bool) -> int:
+    """Matmul weights of one transformer layer (biases and norms ignored, they are <0.1%).
+
+    Q and O projections: ``hidden x attn_width`` each; K and V: ``hidden x kv_width`` each
+    (kv_width < attn_width for grouped-query attention); MLP: two ``hidden x ffn`` matrices, three
+    if ``gated`` (SwiGLU). Returns a parameter count.
+    """
+    attention = 2 * hidden * attn_width + 2 * hidden * kv_width
+    mlp = (3 if gated else 2) * hidden * ffn
+    return attention + mlp
+
+
+def flops_per_token(*, matmul_params: float, layer_matmul_params: float, layers: int,
+                    attn_width: int, seq_len: int, recompute: str = "none") -> dict:
+    """Training FLOPs per token (forward + backward), model and hardware counts.
+
+    Args:
+        matmul_params: N, parameters used in matmuls (layers + output projection), a count.
+        layer_matmul_params: the part of N inside the transformer layers (what ``full``
+            recomputation runs again); ``0 <= layer_matmul_params <= matmul_params``.
+        layers, attn_width, seq_len: L, a (heads x head_dim) and T of ``12 L a T``.
+        recompute: ``none``, ``attention`` or ``full`` (see module docstring).
+
+    Returns a dict of FLOPs per token: ``dense`` (6N), ``attention`` (12LaT), ``model``
+    (their sum, PaLM appendix B), ``recomputed`` (extra forward FLOPs) and ``hardware``.
+    Raises InputError on negative inputs or an unknown recompute mode.
+    """
+    if min(matmul_params, layer_matmul_params, layers, attn_width, seq_len) < 0:
+        raise InputError("model sizes must not be negative")
+    if layer_matmul_params > matmul_params:
+        raise InputError("layer parameters exceed the total parameter count")
+    dense = 6.0 * matmul_params                       # 2N forward + 4N backward (Kaplan et al.)
+    attention = 12.0 * layers * attn_width * seq_len  # PaLM: 12 L H Q T
+    if recompute == "none":
+        extra = 0.0
+    elif recompute == "attention":
+        extra = attention / 3                         # the forward third of the attention term
+    elif recompute == "full":
+        extra = 2.0 * layer_matmul_params + attention / 3
+    else:
+        raise InputError(f"unknown recompute mode {recompute!r} (none, attention, full)")
+    model = dense + attention
+    return {"dense": dense, "attention": attention, "model": model,
+            "recomputed": extra, "hardware": model + extra}
+
+
+def utilization(flops_token: float, tokens_per_s: float, devices: int, peak_tflops: float) -> tuple:
+    """Achieved TFLOPS per device and its fraction of peak.
+
+    ``flops_token`` FLOPs per token x ``tokens_per_s`` (all devices together) / ``devices``,
+    in TFLOPS (1e12 FLOP/s); utilization = that / ``peak_tflops`` (a fraction, not %).
+    Raises InputError for non-positive devices or peak.
+    """
+    if devices <= 0 or peak_tflops <= 0:
+        raise InputError("devices and peak TFLOPS must be positive")
+    achieved = flops_token * tokens_per_s / devices / 1e12
+    return achieved, achieved / peak_tflops
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (accepts 2.4e5)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer > 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Training FLOPs per token (6N + 12LaT, PaLM appendix B), achieved TFLOPS per "
+                    "device, MFU and HFU, from a transformer's shape, a measured throughput and "
+                    "the device's peak. Decimal units: 1 TFLOPS = 1e12 FLOP/s.")
+    m = p.add_argument_group("model (give --params, or the shape to count them)")
+    m.add_argument("--params", type=positive_float,
+                   help="N, parameters used in matmuls (for MoE: the parameters active per token)")
+    m.add_argument("--layers", type=positive_int, help="number of transformer layers L")
+    m.add_argument("--hidden", type=positive_int, help="model width d")
+    m.add_argument("--heads", type=positive_int, help="attention heads")
+    m.add_argument("--head-dim", type=positive_int, help="per-head width (default hidden/heads)")
+    m.add_argument("--kv-heads", type=positive_int, help="key/value heads (GQA; default heads)")
+    m.add_argument("--ffn", type=positive_int, help="MLP inner width (default 4*hidden)")
+    m.add_argument("--gated", action="store_true", help="gated MLP (SwiGLU: three matrices)")
+    m.add_argument("--vocab", type=positive_int, help="vocabulary size V (output projection)")
+    m.add_argument("--seq-len", type=positive_int, required=True, help="sequence length T")
+    t = p.add_argument_group("throughput (one of)")
+    t.add_argument("--tokens-per-s", type=positive_float, help="tokens per second, all devices")
+    t.add_argument("--step-time-s", type=positive_float, help="seconds per optimizer step")
+    t.add_argument("--global-batch", type=positive_int,
+                   help="sequences per optimizer step (with --step-time-s)")
+    t.add_argument("--achieved-tflops", type=positive_float,
+                   help="measured hardware TFLOPS per device (Megatron-LM style)")
+    d = p.add_argument_group("devices")
+    d.add_argument("--devices", type=positive_int, default=1, help="number of devices (default 1)")
+    d.add_argument("--peak-tflops", type=positive_float, help="peak TFLOPS per device")
+    d.add_argument("--device", choices=sorted(DEVICES), help="take the peak from the built-in list")
+    d.add_argument("--list-devices", action="store_true", help="print the built-in peaks and exit")
+    p.add_argument("--recompute", choices=("none", "attention", "full"), default="none",
+                   help="activation recomputation, for HFU (default none)")
+    p.add_argument("--train-tokens", type=positive_float,
+                   help="also print the time to train on this many tokens")
+    p.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    return p
+
+
+def model_counts(args) -> dict:
+    """Resolve N, the layer share of N and the attention width from the arguments."""
+    attn_width = None
+    if args.heads:
+        head_dim = args.head_dim
+        if head_dim is None:
+            if not args.hidden:
+                raise InputError("--heads needs --hidden or --head-dim to know the head width")
+            if args.hidden % args.heads:
+                raise InputError(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+            head_dim = args.hidden // args.heads
+        attn_width = args.heads * head_dim
+    elif args.hidden:
+        attn_width = args.hidden
+    if attn_width is None:
+        raise InputError("give --hidden or --heads/--head-dim for the attention term")
+    if args.layers is None:
+        raise InputError("--layers is required")
+    if args.kv_heads and args.heads and args.heads % args.kv_heads:
+        raise InputError(f"--heads {args.heads} is not a multiple of --kv-heads {args.kv_heads}")
+    if args.params is not None:
+        n = args.params
+        layer_n = n  # unknown split: treat all as layer weights for full recomputation
+        if args.hidden and args.vocab:
+            layer_n = max(n - args.hidden * args.vocab, 0.0)
+        source = "given"
+    else:
+        if not (args.hidden and args.vocab):
+            raise InputError("without --params, give --layers, --hidden and --vocab")
+        kv_width = attn_width * args.kv_heads // args.heads if (args.kv_heads and args.heads) \
+            else attn_width
+        ffn = args.ffn or 4 * args.hidden
+        layer_n = args.layers * layer_params(args.hidden, attn_width, kv_width, ffn, args.gated)
+        n = layer_n + args.vocab * args.hidden  # output projection (tied or not, it is a matmul)
+        source = "counted from the shape"
+    return {"matmul_params": float(n), "layer_matmul_params": float(layer_n),
+            "attn_width": attn_width, "source": source}
+
+
+def compute(args) -> dict:
+    """All results as a dict (what --json writes). Raises InputError on bad combinations."""
+    counts = model_counts(args)
+    flops = flops_per_token(matmul_params=counts["matmul_params"],
+                            layer_matmul_params=counts["layer_matmul_params"],
+                            layers=args.layers, attn_width=counts["attn_width"],
+                            seq_len=args.seq_len, recompute=args.recompute)
+    if args.peak_tflops and args.device:
+        raise InputError("give --peak-tflops or --device, not both")
+    if args.device:
+        peak, peak_note, _ = DEVICES[args.device]
+    elif args.peak_tflops:
+        peak, peak_note = args.peak_tflops, "given"
+    else:
+        raise InputError("give --peak-tflops or --device for MFU")
+    given = [x is not None for x in (args.tokens_per_s, args.step_time_s, args.achieved_tflops)]
+    if sum(given) != 1:
+        raise InputError("give exactly one of --tokens-per-s, --step-time-s (with "
+                         "--global-batch) or --achieved-tflops")
+    if args.step_time_s is not None:
+        if args.global_batch is None:
+            raise InputError("--step-time-s needs --global-batch")
+        tokens_per_s = args.global_batch * args.seq_len / args.step_time_s
+    elif args.global_batch is not None:
+        raise InputError("--global-batch only goes with --step-time-s")
+    elif args.achieved_tflops is not None:
+        tokens_per_s = args.achieved_tflops * 1e12 * args.devices / flops["hardware"]
+    else:
+        tokens_per_s = args.tokens_per_s
+    model_tflops, mfu = utilization(flops["model"], tokens_per_s, args.devices, peak)
+    _, mfu_dense = utilization(flops["dense"], tokens_per_s, args.devices, peak)
+    hw_tflops, hfu = utilization(flops["hardware"], tokens_per_s, args.devices, peak)
+    out = {
+        "tool": PROG, "schema_version": 1,
+        "model": {"matmul_params": counts["matmul_params"], "params_source": counts["source"],
+                  "layer_matmul_params": counts["layer_matmul_params"], "layers": args.layers,
+                  "attn_width": counts["attn_width"], "seq_len": args.seq_len},
+        "recompute": args.recompute,
+        "flops_per_token": flops,
+        "devices": args.devices, "peak_tflops": peak, "peak_source": peak_note,
+        "tokens_per_s": tokens_per_s, "tokens_per_s_per_device": tokens_per_s / args.devices,
+        "achieved_model_tflops": model_tflops, "achieved_hardware_tflops": hw_tflops,
+        "mfu": mfu, "mfu_without_attention": mfu_dense, "hfu": hfu,
+    }
+    if args.train_tokens:
+        seconds = args.train_tokens / tokens_per_s
+        out["train_tokens"] = args.train_tokens
+        out["train_days"] = seconds / 86400
+    return out
+
+
+def report(r: dict, device: str | None) -> str:
+    f, m = r["flops_per_token"], r["model"]
+    lines = [
+        f"# {PROG}: FLOPs per token, achieved TFLOPS and MFU (decimal units)",
+        f"# model: N = {m['matmul_params'] / 1e9:.5g}e9 matmul parameters ({m['params_source']}), "
+        f"L = {m['layers']}, attention width a = {m['attn_width']}, T = {m['seq_len']}",
+        f"# peak: {r['peak_tflops']:.1f} TFLOPS per device ({device or r['peak_source']}) x "
+        f"{r['devices']} devices; recompute: {r['recompute']}",
+        "#",
+        "# FLOPs per token              value        formula",
+        f"model (with attention)        {f['model']:.4e}   6N + 12LaT",
+        f"model (6N only)               {f['dense']:.4e}   6N",
+        f"hardware                      {f['hardware']:.4e}   model + recomputed forward",
+        "#",
+        f"# throughput: {r['tokens_per_s']:.6g} tokens/s in total, "
+        f"{r['tokens_per_s_per_device']:.4g} tokens/s per device",
+        f"achieved model TFLOPS/device    {r['achieved_model_tflops']:.2f}",
+        f"achieved hardware TFLOPS/device {r['achieved_hardware_tflops']:.2f}",
+        f"MFU (with attention)            {100 * r['mfu']:.2f} %",
+        f"MFU (6N only)                   {100 * r['mfu_without_attention']:.2f} %",
+        f"HFU                             {100 * r['hfu']:.2f} %",
+    ]
+    if "train_days" in r:
+        lines.append(f"time for {r['train_tokens']:.4g} tokens       {r['train_days']:.1f} days")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--list-devices" in argv:
+        for name, (peak, note, url) in DEVICES.items():
+            print(f"{name:10s} {peak:8.1f} TFLOPS  {note}  {url}")
+        return 0
+    args = parser.parse_args(argv)
+    try:
+        result = compute(args)
+    except InputError as exc:
+        parser.error(str(exc))  # prints "PROG: error: ..." and exits with status 2
+    print(report(result, args.device))
+    if args.json:
+        try:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                json.dump(result, fh, indent=2)
+                fh.write("\n")
+        except OSError as exc:
+            print(f"{PROG}: error: cannot write --json {args.json}: {exc.strerror}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

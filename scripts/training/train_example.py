@@ -1,0 +1,545 @@
+#!/usr/bin/env python
+"""train_example.py: a small but real data-parallel training loop (DDP or FSDP2) that logs like a
+production job: loss, step and data-loading time, tokens/s, achieved TFLOPS, MFU and memory per
+step, with distributed checkpoints (torch.distributed.checkpoint) that it can resume from.
+
+What it trains
+--------------
+A decoder-only transformer (pre-norm blocks, causal ``scaled_dot_product_attention``, GELU MLP,
+untied output projection) on synthetic token sequences from a fixed random "grammar": each token
+is followed by ``perm[token]`` with probability 0.9 and by a random token otherwise (``perm`` is a
+random permutation of the vocabulary). The loss therefore falls quickly from ln(V) towards the
+entropy of the noise, which makes "the loss goes down" a meaningful check of the whole loop.
+Batches are a pure function of (seed, step, rank), so a resumed run sees exactly the data an
+uninterrupted run would have seen.
+
+Strategies (``--strategy``)
+---------------------------
+* ``ddp``: ``torch.nn.parallel.DistributedDataParallel``; every rank holds the whole model and
+  gradients are all-reduced in buckets (``--bucket-mb``) while the backward pass runs.
+* ``fsdp``: FSDP2 ``torch.distributed.fsdp.fully_shard`` on every block and on the root: each rank
+  keeps 1/n of every parameter, gradient and optimizer state (a ZeRO-3 layout); parameters are
+  all-gathered before a block runs and gradients reduce-scattered after its backward.
+
+What is logged, per step (rank 0 prints; ``--json PATH`` writes every step and a summary)
+-----------------------------------------------------------------------------------------
+``loss`` (mean over ranks), ``step_ms`` (wall time of the step, after a device synchronize),
+``data_ms`` (time spent producing the batch: the data-loading share of the step), ``tok/s``
+(global tokens per second = world size x micro-batch x sequence length / step time),
+``TFLOPS`` (achieved model TFLOPS per device, from 6N + 12LaT FLOPs per token, PaLM appendix B,
+https://arxiv.org/abs/2204.02311), ``MFU`` (that divided by ``--peak-tflops``; printed only when
+a peak is given or known for the GPU), and memory: on CUDA the caching allocator's peak allocated
+and reserved MiB since the previous log line, plus its allocation-retry and OOM counters
+(``torch.cuda.memory_stats``); on CPU the process's peak resident set size (``ru_maxrss``).
+Decimal units for TFLOPS (1e12 FLOP/s); MiB = 2**20 bytes.
+
+Production-loop practices shown in the code (see the Performance chapter): Python's garbage
+collector disabled and run every ``--gc-every`` steps, the batch timed separately, the logits
+deleted before ``backward()``, the loss read back only on logging steps, a long collective timeout
+for the first step (``--first-step-timeout-s``) shortened afterwards (``--timeout-s``), an optional
+``torch.profiler`` window (``--profile-steps A:B``) and checkpoints every ``--checkpoint-every``
+steps.
+
+How to launch
+-------------
+CPU, two processes (gloo)::
+
+    torchrun --standalone --nproc-per-node 2 train_example.py --strategy fsdp --steps 40
+
+One node with 8 GPUs (nccl, bf16 autocast/mixed precision, MFU against the H100's 989 TFLOPS)::
+
+    torchrun --standalone --nproc-per-node 8 train_example.py --strategy fsdp --layers 12 \\
+        --hidden 1024 --heads 16 --seq-len 2048 --batch-size 8 --steps 200 --peak-tflops 989 \\
+        --checkpoint-dir /scratch/ckpt --checkpoint-every 100 --json run.json
+
+Under SLURM, one torchrun per node (see the Network chapter for the rendezvous flags), or plain
+``srun python train_example.py`` with MASTER_ADDR/MASTER_PORT exported. Re-running with the same
+``--checkpoint-dir`` resumes from its latest checkpoint; ``--resume-from DIR`` picks one.
+
+Example output (2 CPU processes on a shared 2-core VM, default tiny model)::
+
+    $ torchrun --standalone --nproc-per-node 2 scripts/training/train_example.py \\
+          --strategy ddp --steps 30 --log-every 10 --peak-tflops 0.1
+    # train_example.py: ddp on 2 x cpu (gloo), torch 2.13.0+cpu, dtype float32
+    # model: 4 layers, hidden 128, 4 heads, vocab 256, seq 128; N = 0.82 M matmul parameters
+    # batch: 8 sequences x 128 tokens per rank, 2048 tokens per step; 5.70 MFLOPs per token
+    # TFLOPS: achieved model TFLOPS per device (1e12 FLOP/s); MFU vs --peak-tflops 0.1
+      step      loss   step_ms   data_ms      tok/s   TFLOPS     MFU   peak RSS MiB
+         1    5.7202    135.67     13.31      15095   0.0430   43.0%            372
+        10    2.2928     70.02      1.26      29250   0.0834   83.4%            394
+        20    1.0331     77.79      1.33      26327   0.0751   75.1%            394
+        30    0.9055     73.50      1.35      27865   0.0794   79.4%            394
+    # done: 30 steps, loss 5.7202 -> 0.9055, mean 28124 tokens/s (steps 2-30)
+
+(The MFU column is meaningless on a CPU unless ``--peak-tflops`` is the CPU's real peak; it is
+shown here only to exercise the column.)
+
+Errors (bad arguments, a missing checkpoint, a dead peer after ``--timeout-s``) end the process
+with a one-line ``train_example.py: error: ...`` and a non-zero status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import gc
+import json
+import math
+import os
+import resource
+import socket
+import sys
+import time
+
+PROG = "train_example.py"
+CKPT_PREFIX = "step_"
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer > 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = int(text) if text.lstrip("-").isdigit() else None
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def step_range(text: str) -> tuple[int, int]:
+    """argparse type for --profile-steps: ``A:B`` with 1 <= A <= B."""
+    try:
+        a, b = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A:B, got {text!r}") from None
+    if not 1 <= a <= b:
+        raise argparse.ArgumentTypeError(f"need 1 <= A <= B, got {text!r}")
+    return a, b
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface; building it imports neither torch nor touches a device."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Data-parallel training of a tiny transformer with DDP or FSDP2, logging loss, "
+                    "step/data time, tokens/s, TFLOPS, MFU and memory per step, with "
+                    "torch.distributed.checkpoint checkpoints and resume. Launch with torchrun "
+                    "(or srun); plain python runs one process.")
+    p.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp",
+                   help="ddp (replicated model) or fsdp (FSDP2 fully_shard, ZeRO-3 layout)")
+    p.add_argument("--steps", type=positive_int, default=30, help="last step to run (default 30)")
+    p.add_argument("--batch-size", type=positive_int, default=8,
+                   help="sequences per rank per step (micro-batch, default 8)")
+    p.add_argument("--seq-len", type=positive_int, default=128, help="tokens per sequence (128)")
+    p.add_argument("--layers", type=positive_int, default=4, help="transformer blocks (4)")
+    p.add_argument("--hidden", type=positive_int, default=128, help="model width (128)")
+    p.add_argument("--heads", type=positive_int, default=4, help="attention heads (4)")
+    p.add_argument("--vocab", type=positive_int, default=256, help="vocabulary size (256)")
+    p.add_argument("--lr", type=positive_float, default=3e-3, help="AdamW learning rate (3e-3)")
+    p.add_argument("--seed", type=int, default=0, help="seed for weights and data (0)")
+    p.add_argument("--dtype", choices=("auto", "fp32", "bf16"), default="auto",
+                   help="compute dtype: auto = bf16 on CUDA, fp32 on CPU")
+    p.add_argument("--bucket-mb", type=positive_float, default=25.0,
+                   help="DDP gradient bucket size in MiB (default 25, DDP's default)")
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                   help="auto: nccl if CUDA is available, else gloo")
+    p.add_argument("--timeout-s", type=positive_float, default=60.0,
+                   help="collective timeout after the first step, seconds (default 60)")
+    p.add_argument("--first-step-timeout-s", type=positive_float, default=600.0,
+                   help="collective timeout until the first step ends (rendezvous, warm-up, "
+                        "checkpoint load), seconds (default 600)")
+    p.add_argument("--peak-tflops", type=positive_float,
+                   help="peak TFLOPS per device for MFU (default: known GPUs only)")
+    p.add_argument("--log-every", type=positive_int, default=1,
+                   help="print/record every N steps; the loss is read back only then (default 1)")
+    p.add_argument("--gc-every", type=non_negative_int, default=50,
+                   help="disable Python's automatic gc and collect every N steps; 0 leaves gc "
+                        "automatic (default 50)")
+    p.add_argument("--checkpoint-dir", help="directory for checkpoints; resumes from its latest")
+    p.add_argument("--checkpoint-every", type=positive_int,
+                   help="save every N steps (and at the last step); needs --checkpoint-dir")
+    p.add_argument("--resume-from", metavar="DIR",
+                   help="resume from this checkpoint directory (a step_XXXXXXXX folder)")
+    p.add_argument("--profile-steps", type=step_range, metavar="A:B",
+                   help="profile steps A..B with torch.profiler; Chrome traces go to "
+                        "--profile-dir (default ./profile)")
+    p.add_argument("--profile-dir", default="profile", help="where --profile-steps writes traces")
+    p.add_argument("--json", metavar="PATH", help="write per-step records and a summary (rank 0)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and check arguments; problems exit through parser.error (status 2, one line)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.hidden % args.heads:
+        parser.error(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+    if args.checkpoint_every and not args.checkpoint_dir:
+        parser.error("--checkpoint-every needs --checkpoint-dir")
+    if args.resume_from and not os.path.isdir(args.resume_from):
+        parser.error(f"--resume-from {args.resume_from}: no such checkpoint directory")
+    if args.profile_steps and args.profile_steps[1] > args.steps:
+        parser.error(f"--profile-steps ends after --steps {args.steps}")
+    return args
+
+
+def die(message: str, code: int = 1) -> None:
+    """Print ``PROG: error: <first line of message>`` and exit at once (os._exit: after a failed
+    collective, process-group destructors can block on peers that are gone)."""
+    first = " ".join(str(message).strip().splitlines()[:1]) or "unknown error"
+    sys.stdout.flush()
+    sys.stderr.write(f"{PROG}: error: {first}\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
+# Dense bf16 tensor-core peaks (TFLOPS) by CUDA device name, from NVIDIA's data sheets
+# (https://www.nvidia.com/en-us/data-center/h100/ and the A100/H200 pages); the MFU column uses
+# them when --peak-tflops is not given. NVIDIA lists "with sparsity" figures, twice these.
+# Checked in order: the first substring found in the device name wins.
+KNOWN_PEAKS = (("H100 PCIe", 756.0), ("A100", 312.0), ("H100", 989.0), ("H200", 989.0))
+
+
+def matmul_params(layers: int, hidden: int, vocab: int) -> int:
+    """N of 6N: per block 4 d^2 (QKV + output projection) + 8 d^2 (MLP d->4d->d), plus the
+    d x V output projection. The embedding lookup does no matmul and is not counted."""
+    return layers * 12 * hidden * hidden + hidden * vocab
+
+
+def model_flops_per_token(layers: int, hidden: int, vocab: int, seq_len: int) -> float:
+    """Training FLOPs per token, 6N + 12 L d T (PaLM, appendix B; d = attention width)."""
+    return 6.0 * matmul_params(layers, hidden, vocab) + 12.0 * layers * hidden * seq_len
+
+
+def launch_info() -> tuple[int, int, int, str]:
+    """(rank, world_size, local_rank, launcher) from torchrun or SLURM variables, else 1 process."""
+    env = os.environ
+    try:
+        if "RANK" in env and "WORLD_SIZE" in env:
+            return int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)), \
+                "torchrun"
+        if "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) > 1:
+            if not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
+                die("plain srun launch needs MASTER_ADDR and MASTER_PORT exported")
+            return int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), \
+                int(env.get("SLURM_LOCALID", 0)), "srun"
+    except ValueError as exc:
+        die(f"bad rank variable in the environment: {exc}")
+    return 0, 1, 0, "python"
+
+
+def latest_checkpoint(ckpt_dir: str) -> str | None:
+    """The newest complete checkpoint under ``ckpt_dir`` (a folder named step_XXXXXXXX holding
+    DCP's ``.metadata`` file, which DCP writes last), or None."""
+    if not os.path.isdir(ckpt_dir):
+        return None
+    steps = sorted(d for d in os.listdir(ckpt_dir) if d.startswith(CKPT_PREFIX)
+                   and os.path.isfile(os.path.join(ckpt_dir, d, ".metadata")))
+    return os.path.join(ckpt_dir, steps[-1]) if steps else None
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    rank, world, local_rank, launcher = launch_info()
+    use_cuda = torch.cuda.is_available() and args.backend != "gloo"
+    backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
+    if backend == "nccl" and not torch.cuda.is_available():
+        die("--backend nccl needs CUDA, and no GPU is visible", 2)
+    device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    dtype = {"auto": torch.bfloat16 if use_cuda else torch.float32, "fp32": torch.float32,
+             "bf16": torch.bfloat16}[args.dtype]
+
+    # A long timeout while ranks start, load checkpoints and warm up; shortened after step 1.
+    first_timeout = datetime.timedelta(seconds=args.first_step_timeout_s)
+    if launcher == "python":
+        store = dist.HashStore()
+        dist.init_process_group(backend, store=store, rank=0, world_size=1, timeout=first_timeout)
+    else:
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=first_timeout,
+                                device_id=device if use_cuda else None)
+
+    torch.manual_seed(args.seed)  # same initial weights on every rank
+
+    class Block(nn.Module):
+        def __init__(self, d: int, heads: int):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d, bias=False)
+            self.proj = nn.Linear(d, d, bias=False)
+            self.fc1 = nn.Linear(d, 4 * d, bias=False)
+            self.fc2 = nn.Linear(4 * d, d, bias=False)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads) \
+                .permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class TinyGPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(args.vocab, args.hidden)
+            self.pos = nn.Embedding(args.seq_len, args.hidden)
+            self.blocks = nn.ModuleList(Block(args.hidden, args.heads) for _ in range(args.layers))
+            self.ln_f = nn.LayerNorm(args.hidden)
+            self.head = nn.Linear(args.hidden, args.vocab, bias=False)
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln_f(x))
+
+    model = TinyGPT().to(device)
+    if args.strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(model, device_ids=[local_rank] if use_cuda else None,
+                    bucket_cap_mb=args.bucket_mb)
+        autocast = (torch.autocast(device.type, dtype=dtype) if dtype != torch.float32
+                    else contextlib.nullcontext())
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        mesh = init_device_mesh(device.type, (world,))
+        mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+        for block in model.blocks:  # one all-gather / reduce-scatter unit per block
+            fully_shard(block, mesh=mesh, mp_policy=mp)
+        fully_shard(model, mesh=mesh, mp_policy=mp)  # embeddings, final norm and head
+        autocast = contextlib.nullcontext()  # FSDP2 casts parameters itself
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+
+    # Synthetic data: a fixed permutation "grammar", batch = f(seed, step, rank).
+    perm = torch.randperm(args.vocab, generator=torch.Generator().manual_seed(args.seed + 1))
+
+    def batch(step: int):
+        g = torch.Generator().manual_seed(args.seed * 1_000_003 + step * 4099 + rank)
+        n, t = args.batch_size, args.seq_len + 1
+        seq = torch.empty(n, t, dtype=torch.long)
+        seq[:, 0] = torch.randint(args.vocab, (n,), generator=g)
+        noise = torch.rand(n, t, generator=g) < 0.1
+        rand_tok = torch.randint(args.vocab, (n, t), generator=g)
+        for i in range(1, t):
+            seq[:, i] = torch.where(noise[:, i], rand_tok[:, i], perm[seq[:, i - 1]])
+        seq = seq.to(device, non_blocking=True)
+        return seq[:, :-1], seq[:, 1:]
+
+    # Resume: explicit --resume-from, else the newest checkpoint in --checkpoint-dir.
+    start_step = 0
+    resume = args.resume_from or (latest_checkpoint(args.checkpoint_dir)
+                                  if args.checkpoint_dir else None)
+    if resume:
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        state = {"model": model_sd, "optim": optim_sd, "trainer": {"step": 0}}
+        dcp.load(state, checkpoint_id=resume)
+        set_state_dict(model, optimizer, model_state_dict=state["model"],
+                       optim_state_dict=state["optim"])
+        start_step = int(state["trainer"]["step"])
+        if start_step >= args.steps:
+            die(f"checkpoint {resume} is at step {start_step}, not before --steps {args.steps}", 2)
+
+    def save(step: int) -> str:
+        path = os.path.join(args.checkpoint_dir, f"{CKPT_PREFIX}{step:08d}")
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        dcp.save({"model": model_sd, "optim": optim_sd, "trainer": {"step": step}},
+                 checkpoint_id=path)
+        return path
+
+    n_params = matmul_params(args.layers, args.hidden, args.vocab)
+    flops_token = model_flops_per_token(args.layers, args.hidden, args.vocab, args.seq_len)
+    peak = args.peak_tflops
+    if peak is None and use_cuda:
+        name = torch.cuda.get_device_name(device)
+        peak = next((v for k, v in KNOWN_PEAKS if k in name), None)
+    tokens_per_step = world * args.batch_size * args.seq_len
+    dev_name = torch.cuda.get_device_name(device) if use_cuda else "cpu"
+    if rank == 0:
+        print(f"# {PROG}: {args.strategy} on {world} x {dev_name} ({backend}), "
+              f"torch {torch.__version__}, dtype {str(dtype).replace('torch.', '')}")
+        print(f"# model: {args.layers} layers, hidden {args.hidden}, {args.heads} heads, vocab "
+              f"{args.vocab}, seq {args.seq_len}; N = {n_params / 1e6:.2f} M matmul parameters")
+        print(f"# batch: {args.batch_size} sequences x {args.seq_len} tokens per rank, "
+              f"{tokens_per_step} tokens per step; {flops_token / 1e6:.2f} MFLOPs per token")
+        print("# TFLOPS: achieved model TFLOPS per device (1e12 FLOP/s); MFU vs "
+              + (f"--peak-tflops {peak:g}" if peak else "peak (unknown here: give --peak-tflops)"))
+        if resume:
+            print(f"# resumed from {resume} at step {start_step}")
+        mem_head = "alloc/reserved MiB" if use_cuda else "peak RSS MiB"
+        print(f"  {'step':>4}  {'loss':>8}  {'step_ms':>8}  {'data_ms':>8}  {'tok/s':>9}  "
+              f"{'TFLOPS':>7}  {'MFU':>6}  {mem_head:>13}")
+
+    if args.gc_every:
+        gc.collect()
+        gc.disable()  # no multi-second pauses at random steps: collect at known points instead
+    profiler = contextlib.nullcontext()
+    if args.profile_steps:
+        a, b = args.profile_steps
+        first = max(a, start_step + 1)
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if use_cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        os.makedirs(args.profile_dir, exist_ok=True)
+        warmup = 1 if first > start_step + 1 else 0  # one unrecorded step before, if possible
+        if not warmup:
+            import warnings
+            warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+        profiler = torch.profiler.profile(
+            activities=activities,
+            schedule=torch.profiler.schedule(skip_first=first - start_step - 1 - warmup, wait=0,
+                                             warmup=warmup, active=b - first + 1, repeat=1),
+            on_trace_ready=lambda prof: prof.export_chrome_trace(
+                os.path.join(args.profile_dir, f"trace_rank{rank}.json")))
+
+    # Self-test hook (for the test suite only): rank R stops answering at step S, so the other
+    # ranks must fail after --timeout-s, which proves the timeout was shortened after step 1.
+    stall = os.environ.get("TRAIN_EXAMPLE_STALL", "")  # "RANK:STEP"
+    stall_rank, stall_step = (int(v) for v in stall.split(":")) if stall else (-1, -1)
+
+    record = torch.profiler.record_function
+    records, first_loss = [], None
+    timed_s, timed_steps = 0.0, 0  # all steps after the first (which includes warm-up)
+    with profiler as prof:
+        for step in range(start_step + 1, args.steps + 1):
+            if rank == stall_rank and step == stall_step:
+                time.sleep(3600)
+            t0 = time.perf_counter()
+            with record(f"train_step_{step}"):  # named ranges in the profiler's trace
+                with record("data"):
+                    x, y = batch(step)
+                    if use_cuda:
+                        torch.cuda.synchronize(device)
+                t_data = time.perf_counter() - t0
+                with record("forward"), autocast:
+                    logits = model(x)
+                    loss = F.cross_entropy(logits.float().view(-1, args.vocab), y.reshape(-1))
+                del logits  # our reference would keep the largest activation alive in backward
+                with record("backward"):
+                    loss.backward()
+                with record("optimizer"):
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                if args.gc_every and step % args.gc_every == 0:
+                    gc.collect()
+                if use_cuda:
+                    torch.cuda.synchronize(device)
+            t_step = time.perf_counter() - t0
+            if step > start_step + 1:
+                timed_s, timed_steps = timed_s + t_step, timed_steps + 1
+            if step == start_step + 1:
+                # The slow first step is over: from now on a hang should end the job quickly.
+                from torch.distributed.distributed_c10d import _set_pg_timeout
+                _set_pg_timeout(datetime.timedelta(seconds=args.timeout_s))
+            if prof is not None:
+                prof.step()
+            if step % args.log_every == 0 or step in (start_step + 1, args.steps):
+                avg = loss.detach().clone()
+                dist.all_reduce(avg)  # one extra, tiny collective, only on logging steps
+                loss_value = avg.item() / world
+                first_loss = loss_value if first_loss is None else first_loss
+                tok_s = tokens_per_step / t_step
+                tflops = flops_token * tok_s / world / 1e12
+                rec = {"step": step, "loss": loss_value, "step_ms": 1e3 * t_step,
+                       "data_ms": 1e3 * t_data, "tokens_per_s": tok_s, "model_tflops": tflops,
+                       "mfu": tflops / peak if peak else None}
+                if use_cuda:
+                    stats = torch.cuda.memory_stats(device)
+                    rec.update(max_allocated_mib=torch.cuda.max_memory_allocated(device) / 2**20,
+                               max_reserved_mib=torch.cuda.max_memory_reserved(device) / 2**20,
+                               alloc_retries=stats.get("num_alloc_retries", 0),
+                               ooms=stats.get("num_ooms", 0))
+                    torch.cuda.reset_peak_memory_stats(device)
+                    mem = f"{rec['max_allocated_mib']:.0f}/{rec['max_reserved_mib']:.0f}"
+                else:
+                    rec["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                    mem = f"{rec['peak_rss_mib']:.0f}"
+                records.append(rec)
+                if rank == 0:
+                    mfu = f"{100 * rec['mfu']:5.1f}%" if peak else "     -"
+                    print(f"  {step:4d}  {loss_value:8.4f}  {rec['step_ms']:8.2f}  "
+                          f"{rec['data_ms']:8.2f}  {tok_s:9.0f}  {tflops:7.4f}  {mfu:>6}  "
+                          f"{mem:>13}", flush=True)
+            if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == args.steps):
+                path = save(step)
+                if rank == 0:
+                    print(f"# checkpoint: {path}", flush=True)
+    if args.gc_every:
+        gc.enable()
+
+    # Mean throughput over every step but the first: total tokens / total time.
+    mean_tok_s = (tokens_per_step * timed_steps / timed_s if timed_steps
+                  else records[-1]["tokens_per_s"])
+    if rank == 0:
+        span = f"steps {start_step + 2}-{args.steps}" if timed_steps else f"step {args.steps}"
+        print(f"# done: {args.steps - start_step} steps, loss {first_loss:.4f} -> "
+              f"{records[-1]['loss']:.4f}, mean {mean_tok_s:.0f} tokens/s ({span})", flush=True)
+        if args.json:
+            summary = {
+                "tool": PROG, "schema_version": 1, "strategy": args.strategy,
+                "backend": backend, "device": dev_name, "world_size": world,
+                "launcher": launcher, "hostname": socket.gethostname(),
+                "torch_version": torch.__version__, "dtype": str(dtype).replace("torch.", ""),
+                "config": {k: v for k, v in vars(args).items() if k != "profile_steps"},
+                "matmul_params": n_params, "flops_per_token": flops_token,
+                "tokens_per_step": tokens_per_step, "peak_tflops": peak,
+                "start_step": start_step, "resumed_from": resume, "steps": records,
+                "mean_tokens_per_s": mean_tok_s,
+                "date_utc": datetime.datetime.now(datetime.timezone.utc)
+                .strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            with open(args.json, "w", encoding="utf-8") as fh:
+                json.dump(summary, fh, indent=1)
+                fh.write("\n")
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - one line for any failure, then a hard exit
+        # DCP's CheckpointException (a BaseException) wraps one exception per rank.
+        failures = getattr(exc, "failures", None)
+        if isinstance(failures, dict) and failures:
+            exc = next(iter(failures.values()))
+            if isinstance(exc, tuple):  # (exception, traceback) in some versions
+                exc = exc[0]
+        die(f"{type(exc).__name__}: {exc}")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Tests of scripts/training/train_example.py, run for real: two CPU processes with gloo under
+torchrun, DDP and FSDP2.
+
+Timings vary from run to run, so no test asserts a speed; they check that the loss falls, that
+the logged numbers obey their definitions (tokens/s from the step time, TFLOPS from 6N + 12LaT,
+MFU from the peak), that a DDP checkpoint resumes under FSDP with the same losses an uninterrupted
+run had, and that a stalled rank ends the job after the short post-first-step timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = "train_example.py"
+SMALL = ["--layers", "2", "--hidden", "64", "--heads", "4", "--seq-len", "64",
+         "--batch-size", "4", "--vocab", "256"]
+PEAK = 0.05  # a made-up peak, only to exercise the MFU column on a CPU
+
+
+@pytest.fixture(scope="module")
+def ddp_run(launch, tmp_path_factory):
+    """12 DDP steps with checkpoints at steps 6 and 12."""
+    out = tmp_path_factory.mktemp("ddp")
+    res = launch.torchrun(SCRIPT, ["--strategy", "ddp", "--steps", "12", *SMALL,
+                                   "--checkpoint-dir", str(out / "ckpt"),
+                                   "--checkpoint-every", "6", "--peak-tflops", str(PEAK),
+                                   "--gc-every", "5", "--json", str(out / "run.json")],
+                          timeout=120)
+    assert res.returncode == 0, res.output
+    return res, out
+
+
+@pytest.fixture(scope="module")
+def fsdp_resumed(launch, ddp_run, tmp_path_factory):
+    """FSDP2 run resuming from the DDP checkpoint of step 6, to step 12, profiling steps 9-10."""
+    _, ddp_out = ddp_run
+    out = tmp_path_factory.mktemp("fsdp")
+    res = launch.torchrun(SCRIPT, ["--strategy", "fsdp", "--steps", "12", *SMALL,
+                                   "--resume-from", str(ddp_out / "ckpt" / "step_00000006"),
+                                   "--checkpoint-dir", str(out / "ckpt"),
+                                   "--checkpoint-every", "12", "--profile-steps", "9:10",
+                                   "--profile-dir", str(out / "prof"),
+                                   "--json", str(out / "run.json")], timeout=120)
+    assert res.returncode == 0, res.output
+    return res, out
+
+
+def test_ddp_loss_goes_down(ddp_run):
+    _, out = ddp_run
+    losses = [r["loss"] for r in json.loads((out / "run.json").read_text())["steps"]]
+    assert len(losses) == 12
+    # Starts near ln(vocab) (uniform guess) and falls clearly within 12 steps.
+    assert losses[0] == pytest.approx(math.log(256), abs=0.5)
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.5
+
+
+def test_ddp_logged_numbers_follow_their_definitions(ddp_run):
+    res, out = ddp_run
+    report = json.loads((out / "run.json").read_text())
+    assert (report["strategy"], report["backend"], report["world_size"]) == ("ddp", "gloo", 2)
+    layers, d, vocab, seq = 2, 64, 256, 64
+    n = layers * 12 * d * d + d * vocab
+    assert report["matmul_params"] == n
+    assert report["flops_per_token"] == 6 * n + 12 * layers * d * seq  # PaLM appendix B
+    assert report["tokens_per_step"] == 2 * 4 * seq
+    for r in report["steps"]:
+        assert r["tokens_per_s"] == pytest.approx(report["tokens_per_step"] / (r["step_ms"] / 1e3))
+        assert r["model_tflops"] == pytest.approx(
+            report["flops_per_token"] * r["tokens_per_s"] / 2 / 1e12)
+        assert r["mfu"] == pytest.approx(r["model_tflops"] / PEAK)
+        assert 0 <= r["data_ms"] < r["step_ms"]
+        assert r["peak_rss_mib"] > 50  # a torch process on CPU: the field is the RSS in MiB
+    # The summary's mean is total tokens over total time of every step but the first.
+    later = report["steps"][1:]
+    assert report["mean_tokens_per_s"] == pytest.approx(
+        report["tokens_per_step"] * len(later) / sum(r["step_ms"] / 1e3 for r in later), rel=1e-6)
+    assert "mean" in res.stdout and "(steps 2-12)" in res.stdout
+    # One printed row per step, in order, with the loss as recorded.
+    rows = [line.split() for line in res.stdout.splitlines()
+            if line.strip() and line.split()[0].isdigit()]
+    assert [int(r[0]) for r in rows] == list(range(1, 13))
+    assert [float(r[1]) for r in rows] == pytest.approx(
+        [r["loss"] for r in report["steps"]], abs=1e-4)
+
+
+def test_ddp_writes_dcp_checkpoints(ddp_run):
+    res, out = ddp_run
+    for step in (6, 12):
+        folder = out / "ckpt" / f"step_{step:08d}"
+        assert (folder / ".metadata").is_file()
+        assert len(list(folder.glob("*.distcp"))) == 2  # one file per rank
+        assert f"# checkpoint: {folder}" in res.stdout
+
+
+def test_fsdp_resumes_from_ddp_checkpoint_with_identical_losses(ddp_run, fsdp_resumed):
+    # DCP stores tensors by name, independent of how they were sharded: a DDP checkpoint loads
+    # into FSDP2 shards, and with the data a function of the step the losses repeat.
+    _, ddp_out = ddp_run
+    res, out = fsdp_resumed
+    ddp = {r["step"]: r["loss"] for r in json.loads((ddp_out / "run.json").read_text())["steps"]}
+    report = json.loads((out / "run.json").read_text())
+    assert report["strategy"] == "fsdp" and report["start_step"] == 6
+    fsdp = {r["step"]: r["loss"] for r in report["steps"]}
+    assert sorted(fsdp) == list(range(7, 13))
+    for step, loss in fsdp.items():
+        assert loss == pytest.approx(ddp[step], rel=1e-4), step
+    assert fsdp[12] < fsdp[7]  # and FSDP keeps training
+    assert "# resumed from" in res.stdout
+    assert (out / "ckpt" / "step_00000012" / ".metadata").is_file()
+
+
+def test_profiler_window_writes_a_trace_per_rank(fsdp_resumed):
+    _, out = fsdp_resumed
+    for rank in (0, 1):
+        trace = json.loads((out / "prof" / f"trace_rank{rank}.json").read_text())
+        names = {e.get("name", "") for e in trace["traceEvents"]}
+        # Steps 9 and 10 only, each with its forward, backward and optimizer ranges.
+        assert {"train_step_9", "train_step_10", "forward", "backward", "optimizer"} <= names
+        assert not {"train_step_8", "train_step_11"} & names
+
+
+def test_auto_resume_refuses_a_finished_run(launch, ddp_run):
+    # --checkpoint-dir alone resumes from its newest checkpoint; at step 12 of 12 there is
+    # nothing left to do, which must be an error rather than a silent no-op.
+    _, out = ddp_run
+    res = launch.torchrun(SCRIPT, ["--strategy", "ddp", "--steps", "12", *SMALL,
+                                   "--checkpoint-dir", str(out / "ckpt")], timeout=120)
+    assert res.returncode != 0
+    assert any("is at step 12" in line for line in launch.error_lines(res.stderr)), res.stderr
+
+
+def test_stalled_rank_fails_after_the_short_timeout(launch):
+    # Rank 1 stops at step 3. The first-step timeout is 600 s; only if the script shortened it
+    # to --timeout-s after step 1 does rank 0 give up within the launcher's 90 s limit.
+    res = launch.torchrun(SCRIPT, ["--strategy", "ddp", "--steps", "6", *SMALL,
+                                   "--timeout-s", "3", "--first-step-timeout-s", "600"],
+                          env={"TRAIN_EXAMPLE_STALL": "1:3"}, timeout=90)
+    assert res.returncode != 0
+    errors = launch.error_lines(res.stderr)
+    assert errors and "Timed out" in errors[0], res.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--strategy", "zero4"], "invalid choice"),
+    (["--steps", "0"], "must be a positive integer"),
+    (["--hidden", "60", "--heads", "8"], "not divisible by --heads"),
+    (["--checkpoint-every", "5"], "needs --checkpoint-dir"),
+    (["--resume-from", "/nonexistent/step_00000001"], "no such checkpoint directory"),
+    (["--profile-steps", "5:3"], "need 1 <= A <= B"),
+    (["--steps", "4", "--profile-steps", "2:8"], "ends after --steps"),
+])
+def test_bad_arguments_give_one_line_error(launch, args, message):
+    res = launch.python(SCRIPT, args, timeout=30)
+    assert res.returncode == 2
+    errors = launch.error_lines(res.stderr)
+    assert len(errors) == 1 and message in errors[0], res.stderr
+
+
+def test_help_does_not_import_torch(launch):
+    code = (f"import runpy, sys\nsys.argv = [{str(launch.scripts / SCRIPT)!r}, '--help']\n"
+            "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print('TORCH_IMPORTED' if 'torch' in sys.modules else 'TORCH_NOT_IMPORTED')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert "TORCH_NOT_IMPORTED" in res.stdout and "--strategy" in res.stdout
+
+
+@pytest.mark.gpu
+def test_fsdp_on_all_gpus_logs_cuda_memory(launch, tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    n = torch.cuda.device_count()
+    path = tmp_path / "gpu.json"
+    res = launch.torchrun(SCRIPT, ["--strategy", "fsdp", "--steps", "20", "--layers", "4",
+                                   "--hidden", "512", "--heads", "8", "--seq-len", "512",
+                                   "--json", str(path)], nproc=n, timeout=300)
+    assert res.returncode == 0, res.output
+    report = json.loads(path.read_text())
+    assert report["backend"] == "nccl" and report["dtype"] == "bfloat16"
+    steps = report["steps"]
+    assert steps[-1]["loss"] < steps[0]["loss"] - 0.5
+    for r in steps:
+        assert 0 < r["max_allocated_mib"] <= r["max_reserved_mib"]
+        assert r["ooms"] == 0
