@@ -1,0 +1,102 @@
+"""Tests of scripts/storage/checkpoint_io_bench.py, run for real with torchrun (2 CPU processes,
+gloo) and tiny checkpoints, and on a GPU in the gpu-marked test. Bandwidths vary, so the tests
+check which methods ran, the byte counts, GBps = bytes / time, the read-back verification, the
+clean-up and the refusals."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+SCRIPT = "checkpoint_io_bench.py"
+SIZE = 2 * 1024 ** 2
+
+
+def check(report, world, ops):
+    assert report["benchmark"] == "checkpoint_io" and report["schema_version"] == 1
+    assert report["world_size"] == world
+    assert report["verified"] is True and report["cold_read"] is True
+    assert [(r["method"], r["op"]) for r in report["results"]] == ops
+    for r in report["results"]:
+        assert r["bytes"] == SIZE == report["size_bytes"]
+        assert len(r["times_s"]) == report["iters"]
+        assert r["time_s"] == pytest.approx(statistics.median(r["times_s"]), rel=1e-4)
+        assert r["GBps"] == pytest.approx(r["bytes"] / r["time_s"] / 1e9, rel=1e-3)
+    res = {(r["method"], r["op"]): r for r in report["results"]}
+    if ("dcp_async", "save_blocking") in res:
+        # training is blocked for part of the asynchronous save, never longer than all of it
+        for blocked, total in zip(res["dcp_async", "save_blocking"]["times_s"],
+                                  res["dcp_async", "save"]["times_s"]):
+            assert blocked <= total
+
+
+def test_two_ranks_torch_save_dcp_and_async(launch, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    out = tmp_path / "ck.json"
+    res = launch.torchrun(SCRIPT, ["--dir", str(ckpt), "--size", "2M", "--tensor-size", "256K",
+                                   "--iters", "2", "--async-save", "--timeout", "60",
+                                   "--json", str(out)], nproc=2, timeout=120)
+    assert res.returncode == 0, res.output
+    check(json.loads(out.read_text()), 2,
+          [("torch.save", "save"), ("torch.save", "load"), ("dcp", "save"), ("dcp", "load"),
+           ("dcp_async", "save_blocking"), ("dcp_async", "save"), ("dcp_async", "load")])
+    assert "verified: every tensor read back equals what was written" in res.stdout
+    assert list(ckpt.iterdir()) == [], "checkpoint files left behind"
+
+
+def test_single_process_keep(launch, tmp_path):
+    out = tmp_path / "ck.json"
+    res = launch.python(SCRIPT, ["--dir", str(tmp_path), "--size", "2M", "--iters", "1",
+                                 "--methods", "dcp", "--dtype", "float32", "--keep",
+                                 "--json", str(out)], timeout=60)
+    assert res.returncode == 0, res.output
+    report = json.loads(out.read_text())
+    check(report, 1, [("dcp", "save"), ("dcp", "load")])
+    kept = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".distcp"]
+    assert sum(p.stat().st_size for p in kept) >= SIZE
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dir", "/sys"], "is not writable"),
+    (["--dir", "{tmp}/missing"], "does not exist"),
+    (["--methods", "pickle"], "--methods must name"),
+    (["--iters", "0"], "--iters must be >= 1"),
+])
+def test_bad_input_gives_one_line_error(launch, tmp_path, args, message):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if "/sys" in args:
+        probe = Path("/sys") / "ckpt-bench-probe"
+        try:
+            probe.mkdir()
+        except OSError:
+            pass
+        else:
+            probe.rmdir()
+            pytest.skip("/sys is writable on this machine: no read-only directory to test")
+    if "/sys" in args:  # every rank checks, rank 0 reports: run the distributed path
+        res = launch.torchrun(SCRIPT, ["--size", "1M", "--timeout", "30", *args], nproc=2,
+                              timeout=90)
+    else:
+        res = launch.python(SCRIPT, ["--size", "1M", *args], timeout=60)
+    assert res.returncode != 0
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("checkpoint_io_bench.py: error:")]
+    assert len(errors) == 1 and message in errors[0], res.output
+
+
+@pytest.mark.gpu
+def test_cuda_state(launch, tmp_path):
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    out = tmp_path / "ck.json"
+    res = launch.python(SCRIPT, ["--dir", str(tmp_path), "--size", "2M", "--iters", "1",
+                                 "--device", "cuda", "--async-save", "--json", str(out)],
+                        timeout=120)
+    assert res.returncode == 0, res.output
+    check(json.loads(out.read_text()), 1,
+          [("torch.save", "save"), ("torch.save", "load"), ("dcp", "save"), ("dcp", "load"),
+           ("dcp_async", "save_blocking"), ("dcp_async", "save"), ("dcp_async", "load")])
