@@ -214,8 +214,12 @@ def main(argv=None) -> int:
     except ValueError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
+    import warnings
+
     import torch
 
+    # Trying more workers than cores is the point of the sweep: silence torch's warning about it.
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
     cuda = torch.cuda.is_available()
     if args.device == "cuda" and not cuda:
         print(f"{PROG}: error: --device cuda but CUDA is not available", file=sys.stderr)
