@@ -61,7 +61,20 @@ results/storage/fio_scan-local-ext4.json holds the whole run)::
 
     $ python scripts/storage/fio_scan.py /var/tmp --size 1G --bs 4K,64K,1M --numjobs 1,4 \\
           --budget 96 --json results/storage/fio_scan-local-ext4.json
-    EXAMPLE_OUTPUT
+    # fio_scan.py: fio-3.33, /var/tmp (ext4), ioengine libaio, direct=1, 24 jobs x 4.00 s
+    # MBps = 1e6 bytes/s; IOPS = blocks/s; p50/p99 = total IO latency in microseconds
+            rw     bs   size jobs  qd       MBps        IOPS    p50(us)    p99(us)
+          read     4K     1G    1  16      314.0      76,664      148.5    2,342.9
+          read    64K     1G    1  16    1,236.1      18,861      684.0    5,603.3
+          read     1M     1G    1  16      960.8         916   17,170.4   23,461.9
+         write     4K     1G    1  16      230.6      56,305      144.4    3,784.7
+         write    64K     1G    1  16    1,803.9      27,526      391.2    2,244.6
+         write     1M     1G    1  16    1,847.8       1,762    7,831.6   16,711.7
+        ...
+     randwrite    64K     1G    4  16    1,302.1      19,869    3,031.0    8,290.3
+     randwrite     1M     1G    4  16    1,810.7       1,727   43,778.0   98,041.9
+    # best read: 1,613 MBps
+    # best randread: 89,230 IOPS
 """
 
 from __future__ import annotations
