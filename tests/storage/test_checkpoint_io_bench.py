@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 
@@ -66,17 +65,10 @@ def test_single_process_keep(launch, tmp_path):
     (["--methods", "pickle"], "--methods must name"),
     (["--iters", "0"], "--iters must be >= 1"),
 ])
-def test_bad_input_gives_one_line_error(launch, tmp_path, args, message):
+def test_bad_input_gives_one_line_error(launch, tmp_path, request, args, message):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     if "/sys" in args:
-        probe = Path("/sys") / "ckpt-bench-probe"
-        try:
-            probe.mkdir()
-        except OSError:
-            pass
-        else:
-            probe.rmdir()
-            pytest.skip("/sys is writable on this machine: no read-only directory to test")
+        request.getfixturevalue("read_only_dir")  # skips if /sys is writable here
     # one process: the two-rank paths are covered by the tests above
     res = launch.python(SCRIPT, ["--size", "1M", "--timeout", "30", *args], timeout=60)
     assert res.returncode != 0

@@ -83,19 +83,10 @@ def test_scan_runs_fio_and_reports_a_consistent_table(launch, tmp_path):
     (["{tmp}", "--budget", "1", "--bs", "4K,8K,16K"], "need at least"),
     (["{tmp}/file"], "is not a directory"),
 ])
-def test_bad_input_gives_one_line_error(launch, tmp_path, args, message):
+def test_bad_input_gives_one_line_error(launch, tmp_path, request, args, message):
     require_tool("fio")
     if args == ["/sys"]:
-        # /sys is mounted read-only, which stops root too (chmod on a temporary directory
-        # would not: root ignores permission bits). Check that it really is read-only here.
-        probe = Path("/sys") / f"fio-scan-probe-{os.getpid()}"
-        try:
-            probe.mkdir()
-        except OSError:
-            pass
-        else:
-            probe.rmdir()
-            pytest.skip("/sys is writable on this machine: no read-only directory to test")
+        request.getfixturevalue("read_only_dir")  # skips if /sys is writable here
     (tmp_path / "file").write_text("")
     res = launch.python(SCRIPT, [a.replace("{tmp}", str(tmp_path)) for a in args], timeout=30)
     assert res.returncode == 2, res.output
