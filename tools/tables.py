@@ -125,25 +125,26 @@ RESULTS_COLUMNS = {
 def _fio_scan_caption(d: dict, lang: str) -> str:
     text = {
         "en": "Measured with `{command}`: {fio_version}, file system {filesystem}, ioengine "
-        "{ioengine}, direct={direct}, {runtime:g} s per job, {date}. MBps = 10⁶ bytes/s; "
-        "p50/p99 = latency of one IO in µs.",
+        "{ioengine}, direct={direct}, queue depth {iodepth} per job, {runtime:g} s per job, "
+        "{date}. MBps = 10⁶ bytes/s; p50/p99 = latency of one IO in µs.",
         "zh": "由 `{command}` 实测：{fio_version}，文件系统 {filesystem}，ioengine {ioengine}，"
-        "direct={direct}，每个作业 {runtime:g} 秒，{date}。MBps = 10⁶ 字节/秒；"
+        "direct={direct}，每个作业队列深度 {iodepth}、运行 {runtime:g} 秒，{date}。MBps = 10⁶ 字节/秒；"
         "p50/p99 为单次 IO 延迟（µs）。",
     }[lang]
     return text.format(command=d["command"], fio_version=d["fio_version"],
                        filesystem=d["filesystem"], ioengine=d["ioengine"], direct=d["direct"],
-                       runtime=d["runtime_s_per_job"], date=d["date_utc"][:10])
+                       iodepth=d["iodepth"], runtime=d["runtime_s_per_job"],
+                       date=d["date_utc"][:10])
 
 
 def _dataloader_caption(d: dict, lang: str) -> str:
     rec = d["recommended"]
     text = {
         "en": "Measured with `{command}`: device {device}, {cpus} CPU cores, sample {shape} uint8, "
-        "{ms:g} ms per sample ({cost}), batch {batch}, torch {torch}, {date}. MBps = 10⁶ "
-        "bytes/s. Recommended: **num_workers={w}, pin_memory={p}, non_blocking={nb}**.",
+        "{ms:g} ms per sample ({cost}), batch {batch}, torch {torch}, {date}. Recommended: "
+        "**num_workers={w}, pin_memory={p}, non_blocking={nb}**.",
         "zh": "由 `{command}` 实测：设备 {device}，{cpus} 个 CPU 核，样本 {shape} uint8，"
-        "每个样本 {ms:g} ms（{cost}），批大小 {batch}，torch {torch}，{date}。MBps = 10⁶ 字节/秒。"
+        "每个样本 {ms:g} ms（{cost}），批大小 {batch}，torch {torch}，{date}。"
         "推荐设置：**num_workers={w}, pin_memory={p}, non_blocking={nb}**。",
     }[lang]
     return text.format(command=d["command"], device=d["device"], cpus=d["cpu_count"],
@@ -172,27 +173,24 @@ def _checkpoint_io_caption(d: dict, lang: str) -> str:
 RESULTS_COLUMNS.update({
     "fio_scan": (
         {
-            "en": ["Pattern", "Block", "File per job", "Jobs", "Queue depth", "MBps", "IOPS",
-                   "p50 (µs)", "p99 (µs)"],
-            "zh": ["访问模式", "块大小", "每个作业的文件", "作业数", "队列深度", "MBps", "IOPS",
-                   "p50 (µs)", "p99 (µs)"],
+            "en": ["Pattern", "Block", "File × jobs", "MBps", "IOPS", "p50 / p99 (µs)"],
+            "zh": ["访问模式", "块大小", "文件 × 作业数", "MBps", "IOPS", "p50 / p99 (µs)"],
         },
-        lambda r: [r["rw"], _binary_size(r["bs_bytes"]), _binary_size(r["size_bytes"]),
-                   str(r["numjobs"]), str(r["iodepth"]), f"{r['bw_MBps']:,.1f}",
-                   f"{r['iops']:,.0f}", f"{r['lat_p50_us']:,.1f}", f"{r['lat_p99_us']:,.1f}"],
+        lambda r: [r["rw"], _binary_size(r["bs_bytes"]),
+                   f"{_binary_size(r['size_bytes'])} × {r['numjobs']}", f"{r['bw_MBps']:,.1f}",
+                   f"{r['iops']:,.0f}", f"{r['lat_p50_us']:,.0f} / {r['lat_p99_us']:,.0f}"],
         _fio_scan_caption,
     ),
     "dataloader": (
         {
-            "en": ["num_workers", "pin_memory", "non_blocking", "Samples/s", "MBps",
-                   "Ideal samples/s", "First batch (s)", "Wait (ms/batch)"],
-            "zh": ["num_workers", "pin_memory", "non_blocking", "样本/秒", "MBps",
-                   "理想样本/秒", "首个批次 (s)", "等待 (ms/批)"],
+            "en": ["num_workers", "pin_memory / non_blocking", "Samples/s", "Ideal samples/s",
+                   "First batch (s)", "Wait (ms/batch)"],
+            "zh": ["num_workers", "pin_memory / non_blocking", "样本/秒", "理想样本/秒",
+                   "首个批次 (s)", "等待 (ms/批)"],
         },
-        lambda r: [str(r["num_workers"]), str(r["pin_memory"]), str(r["non_blocking"]),
-                   f"{r['samples_per_s']:,.1f}", f"{r['MBps']:,.1f}",
-                   f"{r['ideal_samples_per_s']:,.0f}", f"{r['first_batch_s']:.2f}",
-                   f"{r['wait_ms_per_batch']:.1f}"],
+        lambda r: [str(r["num_workers"]), f"{r['pin_memory']} / {r['non_blocking']}",
+                   f"{r['samples_per_s']:,.1f}", f"{r['ideal_samples_per_s']:,.0f}",
+                   f"{r['first_batch_s']:.2f}", f"{r['wait_ms_per_batch']:.1f}"],
         _dataloader_caption,
     ),
     "checkpoint_io": (

@@ -115,7 +115,7 @@ for label, params in MODELS.items():
     nbytes = checkpoint_bytes(params, 14)
     ax.loglog(bandwidths, nbytes / (bandwidths * 1e9), label=f"{label} ({fmt_bytes(nbytes)})")
 ax.axhline(60, color="grey", ls=":", lw=1)
-ax.text(1.1, 66, "1 minute", color="grey")
+ax.text(300, 70, "1 minute", color="grey")
 ax.set_xlabel("write bandwidth the job gets (GBps, 1 GBps = 1e9 B/s)")
 ax.set_ylabel("save time (s)")
 ax.set_title("Synchronous save time, Adam mixed precision (14 bytes/param)")

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 64f7e9b3fd03aee0dc0e5aa7a422b30e78c4e5b26eaa433c8f98b030f094f3e0
+#       source_sha256: bdaec022d111ba3f313b61e0f10a8b8dd59f305eb2cae68ce9df1e27f8748cea
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -113,7 +113,7 @@ for label, params in MODELS.items():
     nbytes = checkpoint_bytes(params, 14)
     ax.loglog(bandwidths, nbytes / (bandwidths * 1e9), label=f"{label}（{fmt_bytes(nbytes)}）")
 ax.axhline(60, color="grey", ls=":", lw=1)
-ax.text(1.1, 66, "1 分钟", color="grey")
+ax.text(300, 70, "1 分钟", color="grey")
 ax.set_xlabel("作业得到的写带宽（GBps，1 GBps = 1e9 B/s）")
 ax.set_ylabel("保存时间 (s)")
 ax.set_title("同步保存时间，Adam 混合精度（每参数 14 字节）")

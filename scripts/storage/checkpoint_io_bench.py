@@ -70,13 +70,13 @@ results/storage/checkpoint_io_bench-cpu-2proc.json holds the whole run)::
     # checkpoint_io_bench.py: torch 2.13.0+cpu, 2 rank(s), backend gloo, device cpu, dtype bfloat16
     # checkpoint 2.147 GB in /var/tmp (ext4), cold reads, median of 3; GBps = 1e9 bytes/s; time = max over ranks
         method            op       GB   time(s)     GBps
-    torch.save          save    2.147     5.710    0.376
-    torch.save          load    2.147     2.067    1.039
-           dcp          save    2.147     9.748    0.220
-           dcp          load    2.147     5.955    0.361
-     dcp_async save_blocking    2.147     2.279    0.942
-     dcp_async          save    2.147    20.202    0.106
-     dcp_async          load    2.147     6.693    0.321
+    torch.save          save    2.147     8.203    0.262
+    torch.save          load    2.147     4.262    0.504
+           dcp          save    2.147    11.122    0.193
+           dcp          load    2.147     4.965    0.433
+     dcp_async save_blocking    2.147     2.139    1.004
+     dcp_async          save    2.147    14.597    0.147
+     dcp_async          load    2.147     5.303    0.405
     # verified: every tensor read back equals what was written
 """
 
@@ -405,10 +405,13 @@ def _free_port() -> int:
 
 
 def _command(world: int) -> str:
+    """The launch line, rebuilt from sys.argv and the launcher's environment."""
     args = " ".join(shlex.quote(a) for a in sys.argv)
+    omp = os.environ.get("OMP_NUM_THREADS")
+    prefix = f"OMP_NUM_THREADS={omp} " if omp else ""
     if "LOCAL_WORLD_SIZE" in os.environ:
-        return f"torchrun --nproc-per-node {os.environ['LOCAL_WORLD_SIZE']} {args}"
-    return f"python {args}"
+        return f"{prefix}torchrun --nproc-per-node {os.environ['LOCAL_WORLD_SIZE']} {args}"
+    return f"{prefix}python {args}"
 
 
 if __name__ == "__main__":

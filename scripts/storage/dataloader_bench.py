@@ -55,9 +55,9 @@ Bad input (a non-positive batch size, negative workers or cost) exits with statu
 one-line error. A worker that stops producing fails the run after ``--timeout`` seconds
 (DataLoader ``timeout``) instead of hanging.
 
-Example output (2-core cloud VM, no GPU, heavily loaded by other jobs during the run, which is
-why every row is far below the ideal; the committed file results/storage/dataloader_bench-cpu.json
-holds the whole run)::
+Example output (2-core cloud VM, no GPU, heavily loaded by other jobs during the run: every row is
+far below the ideal, and extra workers kept winning CPU time from the other jobs; the committed
+file results/storage/dataloader_bench-cpu.json holds the whole run)::
 
     $ OMP_NUM_THREADS=1 python scripts/storage/dataloader_bench.py --workers 0,1,2,3,4 \\
           --sample-ms 2 --batch-size 32 --batches 30 --json results/storage/dataloader_bench-cpu.json
@@ -66,12 +66,12 @@ holds the whole run)::
     # samples/s and MBps (1e6 bytes/s) over the timed batches; first = s to first batch; wait = ms per batch spent waiting for data
     # no CUDA: pin_memory and non_blocking are not measured (they only affect copies to a GPU)
     workers   pin nonblk  samples/s      MBps     ideal first(s) wait(ms)
-          0 False  False       80.8      12.2     500.0     0.30   395.78
-          1 False  False      106.6      16.0     500.0     0.39   300.09
-          2 False  False      130.1      19.6    1000.0     0.79   245.88
-          3 False  False      125.1      18.8    1000.0     1.63   255.73
-          4 False  False      103.3      15.5    1000.0     1.53   309.80
-    # recommended: num_workers=2, pin_memory=False, non_blocking=False (130.1 samples/s, within 5% of the best 130.1)
+          0 False  False       80.1      12.1     500.0     0.29   399.45
+          1 False  False       66.5      10.0     500.0     0.82   481.34
+          2 False  False      136.3      20.5    1000.0     0.77   234.64
+          3 False  False      179.4      27.0    1000.0     0.75   178.28
+          4 False  False      226.8      34.1    1000.0     1.23   141.01
+    # recommended: num_workers=4, pin_memory=False, non_blocking=False (226.8 samples/s, within 5% of the best 226.8)
 """
 
 from __future__ import annotations
@@ -218,6 +218,12 @@ def recommend(rows: list[dict]) -> dict:
     return min(good, key=lambda r: (r["num_workers"], r["pin_memory"], r["non_blocking"]))
 
 
+def _env_prefix() -> list[str]:
+    """``OMP_NUM_THREADS=N`` if it was set: it changes the main process's speed."""
+    n = os.environ.get("OMP_NUM_THREADS")
+    return [f"OMP_NUM_THREADS={n}"] if n else []
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -293,7 +299,7 @@ def main(argv=None) -> int:
             "warmup": args.warmup, "step_ms": args.step_ms, "torch_version": torch.__version__,
             "hostname": platform.node(),
             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "command": " ".join(shlex.quote(a) for a in ["python", *sys.argv]),
+            "command": " ".join(shlex.quote(a) for a in [*_env_prefix(), "python", *sys.argv]),
             "units": {"MBps": "1e6 bytes/s"},
             "results": [{k: (float(f"{v:.6g}") if isinstance(v, float) and v != float("inf")
                              else (None if v == float("inf") else v)) for k, v in r.items()}
