@@ -78,10 +78,13 @@ def fmt_bytes(n: float) -> str:
     return f"{n / 1e12:.3g} TB" if n >= 1e12 else f"{n / 1e9:.3g} GB"
 
 
-print(f"{'content':<50}{'B/param':>8}" + "".join(f"{m:>10}" for m in MODELS))
 for name, bpp in BYTES_PER_PARAM.items():
-    print(f"{name:<50}{bpp:>8}"
-          + "".join(f"{fmt_bytes(checkpoint_bytes(p, bpp)):>10}" for p in MODELS.values()))
+    print(f"{bpp:>2} B/param: {name}")
+print()
+print(f"{'model':<6}" + "".join(f"{f'{bpp} B/param':>12}" for bpp in BYTES_PER_PARAM.values()))
+for label, params in MODELS.items():
+    print(f"{label:<6}" + "".join(f"{fmt_bytes(checkpoint_bytes(params, bpp)):>12}"
+                                  for bpp in BYTES_PER_PARAM.values()))
 
 # %% [markdown]
 # ## 2. Save time
@@ -225,8 +228,8 @@ for gpus, d, label in ((1024, delta, "sync, 50 GBps"), (16_384, delta, "sync, 50
                        (16_384, 2.0, "async, 2 s blocked")):
     M = job_mtbf_s(gpus)
     ty, td = young_interval(d, M), daly_interval(d, M)
-    print(f"{gpus:>6} GPUs, {label:<18}: delta = {d:5.1f} s, MTBF = {M / 3600:5.1f} h, "
-          f"Young = {ty / 60:5.1f} min, Daly = {td / 60:5.1f} min, "
+    print(f"{gpus:>6} GPUs, {label}: delta = {d:.1f} s, MTBF = {M / 3600:.1f} h\n"
+          f"       Young = {ty / 60:.1f} min, Daly = {td / 60:.1f} min, "
           f"lost = {100 * lost_fraction(ty, d, M):.1f}%")
 
 # %% [markdown]

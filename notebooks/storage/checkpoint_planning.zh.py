@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: bdaec022d111ba3f313b61e0f10a8b8dd59f305eb2cae68ce9df1e27f8748cea
+#       source_sha256: ad84628b8db1f5c9f80f4ff646f3cdcc09645e768b3705a248f0e70479921c9e
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -79,10 +79,13 @@ def fmt_bytes(n: float) -> str:
     return f"{n / 1e12:.3g} TB" if n >= 1e12 else f"{n / 1e9:.3g} GB"
 
 
-print(f"{'内容':<34}{'字节/参数':>6}" + "".join(f"{m:>10}" for m in MODELS))
 for name, bpp in BYTES_PER_PARAM.items():
-    print(f"{name:<34}{bpp:>6}"
-          + "".join(f"{fmt_bytes(checkpoint_bytes(p, bpp)):>10}" for p in MODELS.values()))
+    print(f"每参数 {bpp:>2} 字节：{name}")
+print()
+print(f"{'模型':<5}" + "".join(f"{f'{bpp} B/参数':>11}" for bpp in BYTES_PER_PARAM.values()))
+for label, params in MODELS.items():
+    print(f"{label:<6}" + "".join(f"{fmt_bytes(checkpoint_bytes(params, bpp)):>12}"
+                                  for bpp in BYTES_PER_PARAM.values()))
 
 # %% [markdown]
 # ## 2. 保存时间
@@ -204,8 +207,8 @@ for gpus, d, label in ((1024, delta, "同步，50 GBps"), (16_384, delta, "同�
                        (16_384, 2.0, "异步，阻塞 2 s")):
     M = job_mtbf_s(gpus)
     ty, td = young_interval(d, M), daly_interval(d, M)
-    print(f"{gpus:>6} 个 GPU，{label:<10}：δ = {d:5.1f} s，MTBF = {M / 3600:5.1f} h，"
-          f"Young = {ty / 60:5.1f} 分钟，Daly = {td / 60:5.1f} 分钟，"
+    print(f"{gpus:>6} 个 GPU，{label}：δ = {d:.1f} s，MTBF = {M / 3600:.1f} h\n"
+          f"       Young = {ty / 60:.1f} 分钟，Daly = {td / 60:.1f} 分钟，"
           f"损失 = {100 * lost_fraction(ty, d, M):.1f}%")
 
 # %% [markdown]
