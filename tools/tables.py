@@ -128,7 +128,8 @@ def _binary_size(nbytes: int) -> str:
     raise AssertionError("unreachable")
 
 
-# benchmark name -> (column titles per language, function row -> cells)
+# benchmark name -> (column titles per language, function row -> cells[, caption function
+# (data, lang) -> str; without one the all-reduce caption below is used])
 RESULTS_COLUMNS = {
     "all_reduce": (
         {
@@ -144,6 +145,88 @@ RESULTS_COLUMNS = {
         ],
     ),
 }
+
+def _fio_scan_caption(d: dict, lang: str) -> str:
+    text = {
+        "en": "Measured with `{command}`: {fio_version}, file system {filesystem}, ioengine "
+        "{ioengine}, direct={direct}, queue depth {iodepth} per job, {runtime:g} s per job, "
+        "{date}. MBps = 10⁶ bytes/s; p50/p99 = latency of one IO in µs.",
+        "zh": "由 `{command}` 实测：{fio_version}，文件系统 {filesystem}，ioengine {ioengine}，"
+        "direct={direct}，每个作业队列深度 {iodepth}、运行 {runtime:g} 秒，{date}。MBps = 10⁶ 字节/秒；"
+        "p50/p99 为单次 IO 延迟（µs）。",
+    }[lang]
+    return text.format(command=d["command"], fio_version=d["fio_version"],
+                       filesystem=d["filesystem"], ioengine=d["ioengine"], direct=d["direct"],
+                       iodepth=d["iodepth"], runtime=d["runtime_s_per_job"],
+                       date=d["date_utc"][:10])
+
+
+def _dataloader_caption(d: dict, lang: str) -> str:
+    rec = d["recommended"]
+    text = {
+        "en": "Measured with `{command}`: device {device}, {cpus} CPU cores, sample {shape} uint8, "
+        "{ms:g} ms per sample ({cost}), batch {batch}, torch {torch}, {date}. Recommended: "
+        "**num_workers={w}, pin_memory={p}, non_blocking={nb}**.",
+        "zh": "由 `{command}` 实测：设备 {device}，{cpus} 个 CPU 核，样本 {shape} uint8，"
+        "每个样本 {ms:g} ms（{cost}），批大小 {batch}，torch {torch}，{date}。"
+        "推荐设置：**num_workers={w}, pin_memory={p}, non_blocking={nb}**。",
+    }[lang]
+    return text.format(command=d["command"], device=d["device"], cpus=d["cpu_count"],
+                       shape="×".join(map(str, d["sample_shape"])), ms=d["sample_ms"],
+                       cost=d["cost"], batch=d["batch_size"], torch=d["torch_version"],
+                       date=d["date_utc"][:10], w=rec["num_workers"], p=rec["pin_memory"],
+                       nb=rec["non_blocking"])
+
+
+def _checkpoint_io_caption(d: dict, lang: str) -> str:
+    reads = {"en": ("cold", "warm"), "zh": ("冷", "热")}[lang][0 if d["cold_read"] else 1]
+    text = {
+        "en": "Measured with `{command}`: {world} ranks, backend {backend}, device {device}, "
+        "{dtype}, file system {fs}, {reads} reads, median of {iters}, torch {torch}, {date}. "
+        "GBps = 10⁹ bytes/s; a time is the slowest rank's.",
+        "zh": "由 `{command}` 实测：{world} 个 rank，后端 {backend}，设备 {device}，{dtype}，"
+        "文件系统 {fs}，{reads}读，取 {iters} 次的中位数，torch {torch}，{date}。"
+        "GBps = 10⁹ 字节/秒；时间取最慢的 rank。",
+    }[lang]
+    return text.format(command=d["command"], world=d["world_size"], backend=d["backend"],
+                       device=d["device"], dtype=d["dtype"], fs=d["filesystem"], reads=reads,
+                       iters=d["iters"], torch=d["torch_version"], date=d["date_utc"][:10])
+
+
+# Storage benchmarks: benchmark name -> (column titles, row -> cells, caption function).
+RESULTS_COLUMNS.update({
+    "fio_scan": (
+        {
+            "en": ["Pattern", "Block", "File × jobs", "MBps", "IOPS", "p50 / p99 (µs)"],
+            "zh": ["访问模式", "块大小", "文件 × 作业数", "MBps", "IOPS", "p50 / p99 (µs)"],
+        },
+        lambda r: [r["rw"], _binary_size(r["bs_bytes"]),
+                   f"{_binary_size(r['size_bytes'])} × {r['numjobs']}", f"{r['bw_MBps']:,.1f}",
+                   f"{r['iops']:,.0f}", f"{r['lat_p50_us']:,.0f} / {r['lat_p99_us']:,.0f}"],
+        _fio_scan_caption,
+    ),
+    "dataloader": (
+        {
+            "en": ["num_workers", "pin_memory / non_blocking", "Samples/s", "Ideal samples/s",
+                   "First batch (s)", "Wait (ms/batch)"],
+            "zh": ["num_workers", "pin_memory / non_blocking", "样本/秒", "理想样本/秒",
+                   "首个批次 (s)", "等待 (ms/批)"],
+        },
+        lambda r: [str(r["num_workers"]), f"{r['pin_memory']} / {r['non_blocking']}",
+                   f"{r['samples_per_s']:,.1f}", f"{r['ideal_samples_per_s']:,.0f}",
+                   f"{r['first_batch_s']:.2f}", f"{r['wait_ms_per_batch']:.1f}"],
+        _dataloader_caption,
+    ),
+    "checkpoint_io": (
+        {
+            "en": ["Method", "Operation", "GB", "Time (s)", "GBps"],
+            "zh": ["方法", "操作", "GB", "时间 (s)", "GBps"],
+        },
+        lambda r: [r["method"], r["op"], f"{r['bytes'] / 1e9:.3f}", f"{r['time_s']:.3f}",
+                   f"{r['GBps']:.3f}"],
+        _checkpoint_io_caption,
+    ),
+})
 
 _CAPTION = {
     "en": "Measured with `{command}`: {world_size} ranks, backend {backend}, device {device}, "
@@ -229,9 +312,11 @@ def render_results_table(path: Path, lang: str = "en") -> str:
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        titles, _ = RESULTS_COLUMNS[data["benchmark"]]
+        titles, _, *caption_of = RESULTS_COLUMNS[data["benchmark"]]
         rows = _results_rows(data, lang)
-        if data["benchmark"] == "all_reduce":
+        if caption_of:
+            caption = caption_of[0](data, lang)
+        elif data["benchmark"] == "all_reduce":
             caption = _CAPTION[lang].format(
                 command=data["command"],
                 world_size=data["world_size"],

@@ -1,0 +1,418 @@
+#!/usr/bin/env python
+"""checkpoint_io_bench.py: checkpoint write and read bandwidth with torch.save and with DCP.
+
+What it measures
+----------------
+Every rank builds a state dict of ``--size`` / world_size bytes (the rank's shard of a model and
+optimizer state: ``--tensor-size`` tensors of ``--dtype``, filled with values that depend on the
+rank and tensor index) and then, ``--iters`` times for each method:
+
+* ``torch.save``: every rank writes its shard to its own file with ``torch.save`` and fsyncs it
+  (without the fsync the "write" would end in the page cache), then reads it back with
+  ``torch.load(..., weights_only=True)``;
+* ``dcp``: ``torch.distributed.checkpoint.save`` with a ``FileSystemWriter`` (one file per rank,
+  fsync on: ``sync_files=True``), then ``torch.distributed.checkpoint.load`` into the same
+  state dict (https://docs.pytorch.org/docs/stable/distributed.checkpoint.html);
+* ``dcp_async`` (with ``--async-save``): ``torch.distributed.checkpoint.async_save``; reported
+  separately as the time training is blocked (until async_save returns: the copy of the state
+  to host memory) and the time until the background write has finished.
+
+Before each read the written files are dropped from the page cache with
+``posix_fadvise(POSIX_FADV_DONTNEED)`` (a cold read; ``--warm-read`` skips this), and after each
+read every tensor is compared with what was written. A time is the MAX over ranks (a checkpoint
+is done when the slowest rank is done), measured between two barriers; bandwidth is total bytes
+(all ranks) divided by that time, in decimal GBps (1 GBps = 1e9 bytes/s). The median over the
+iterations is reported.
+
+Output
+------
+A table (method, operation, bytes, median seconds, GBps) and ``--json PATH`` (values in <> are
+placeholders)::
+
+    {"benchmark": "checkpoint_io", "schema_version": 1, "world_size": <int>,
+     "backend": "gloo" | "nccl", "device": "cpu" | "<CUDA device name>", "dtype": "bfloat16",
+     "size_bytes": <int, all ranks>, "tensor_bytes": <int>, "iters": <int>, "directory": "<DIR>",
+     "filesystem": "<type>", "cold_read": true, "torch_version": "<version>",
+     "hostname": "<host>", "date_utc": "YYYY-MM-DDTHH:MM:SSZ", "command": "<command line>",
+     "results": [{"method": "torch.save" | "dcp" | "dcp_async", "op": "save" | "load" |
+                  "save_blocking", "bytes": <int>, "time_s": <float, median>,
+                  "times_s": [<float>, ...], "GBps": <float>}, ...],
+     "verified": true}
+
+How to launch
+-------------
+Any number of processes; CPU tensors use gloo, ``--device cuda`` puts the state on GPU LOCAL_RANK
+(the save then includes the device-to-host copy) and adds nccl for CUDA tensors::
+
+    python checkpoint_io_bench.py --dir /scratch/$USER --size 2G
+    torchrun --standalone --nproc-per-node 8 checkpoint_io_bench.py --dir /lustre/$USER/ckpt \\
+        --size 64G --device cuda --async-save --json ckpt.json
+    srun --nodes 4 --ntasks-per-node 1 torchrun --nnodes 4 --nproc-per-node 8 \\
+        --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:29500" checkpoint_io_bench.py \\
+        --dir /lustre/$USER/ckpt --size 256G --device cuda
+
+Plain ``srun`` (one task per GPU, no torchrun) works too: rank and world size come from
+SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID, and MASTER_ADDR/MASTER_PORT must be exported.
+
+Bad input (missing or read-only ``--dir``, a size below one tensor) exits with status 2 and a
+one-line error from rank 0 (every rank checks). Collectives have a ``--timeout`` (default 300 s),
+so a dead rank ends the job instead of hanging it. Self-test (for the test suite only):
+``CHECKPOINT_IO_BENCH_EXIT_RANK=R`` makes rank R exit right after joining the process group. The checkpoint files are removed at the end
+unless ``--keep``.
+
+Example output (2 CPU processes on the 2-core cloud VM, local ext4 disk; the committed file
+results/storage/checkpoint_io_bench-cpu-2proc.json holds the whole run)::
+
+    $ OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 2 \\
+          scripts/storage/checkpoint_io_bench.py \\
+          --dir /var/tmp --size 2G --iters 3 --async-save \\
+          --json results/storage/checkpoint_io_bench-cpu-2proc.json
+    # checkpoint_io_bench.py: torch 2.13.0+cpu, 2 rank(s), backend gloo, device cpu, dtype bfloat16
+    # checkpoint 2.147 GB in /var/tmp (ext4), cold reads, median of 3; GBps = 1e9 bytes/s; time = max over ranks
+        method            op       GB   time(s)     GBps
+    torch.save          save    2.147     8.203    0.262
+    torch.save          load    2.147     4.262    0.504
+           dcp          save    2.147    11.122    0.193
+           dcp          load    2.147     4.965    0.433
+     dcp_async save_blocking    2.147     2.139    1.004
+     dcp_async          save    2.147    14.597    0.147
+     dcp_async          load    2.147     5.303    0.405
+    # verified: every tensor read back equals what was written
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROG = "checkpoint_io_bench.py"
+DTYPES = ("bfloat16", "float16", "float32")
+
+
+class BenchError(Exception):
+    """A problem reported as a one-line error."""
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``text``: integer with optional binary suffix K, M, G, T (K = 1024)."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = 1
+    for i, suffix in enumerate("KMGT", 1):
+        if t.endswith(suffix):
+            mult, t = 1024 ** i, t[:-1]
+            break
+    try:
+        value = int(t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"size must be >= 1 byte, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Checkpoint save/load bandwidth (decimal "
+                                "GBps) with torch.save and torch.distributed.checkpoint.")
+    p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
+                   help="existing writable directory for the checkpoint (default: the temp dir)")
+    p.add_argument("--size", type=parse_size, default=parse_size("1G"),
+                   help="checkpoint size, all ranks together, e.g. 512M, 8G (default 1G)")
+    p.add_argument("--tensor-size", type=parse_size, default=parse_size("64M"),
+                   help="bytes per tensor (default 64M)")
+    p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
+    p.add_argument("--iters", type=int, default=3, help="repetitions per method (default 3)")
+    p.add_argument("--methods", default="torch.save,dcp",
+                   help="comma-separated from torch.save,dcp (default both)")
+    p.add_argument("--async-save", action="store_true", help="also measure dcp.async_save")
+    p.add_argument("--warm-read", action="store_true",
+                   help="do not drop the files from the page cache before reading")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds before a collective gives up (default 300)")
+    p.add_argument("--keep", action="store_true", help="keep the checkpoint files")
+    p.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
+    return p
+
+
+def check_args(args) -> list[str]:
+    """Validate arguments that need no torch; returns the method list. Raises BenchError."""
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    bad = [m for m in methods if m not in ("torch.save", "dcp")]
+    if bad or not methods:
+        raise BenchError(f"--methods must name torch.save and/or dcp, got {args.methods!r}")
+    if args.iters < 1:
+        raise BenchError(f"--iters must be >= 1, got {args.iters}")
+    if not args.timeout > 0:
+        raise BenchError(f"--timeout must be > 0, got {args.timeout}")
+    if not args.dir.is_dir():
+        raise BenchError(f"--dir {args.dir} does not exist or is not a directory")
+    return methods
+
+
+def filesystem_of(path: Path) -> str:
+    """File-system type of the mount holding ``path`` (from /proc/mounts), or 'unknown'."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    best, fstype, target = "", "unknown", str(path.resolve())
+    for line in mounts:
+        f = line.split()
+        if len(f) >= 3 and (target == f[1] or target.startswith(f[1].rstrip("/") + "/")) \
+                and len(f[1]) > len(best):
+            best, fstype = f[1], f[2]
+    return fstype
+
+
+def make_state(torch, rank: int, nbytes: int, tensor_bytes: int, dtype, device) -> dict:
+    """This rank's shard: tensors 'shard{rank}.t{i}' of ``tensor_bytes`` (last one smaller)
+    totalling ``nbytes``, tensor i filled with (rank * 131 + i) % 97, exact in every dtype."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    state, i, left = {}, 0, nbytes
+    while left >= itemsize:
+        n = min(tensor_bytes, left) // itemsize
+        state[f"shard{rank}.t{i}"] = torch.full((n,), float((rank * 131 + i) % 97), dtype=dtype,
+                                                device=device)
+        left -= n * itemsize
+        i += 1
+    return state
+
+
+def drop_cache(directory: Path) -> None:
+    """Ask the kernel to drop the page-cache pages of every file under ``directory`` (fdatasync
+    first: only clean pages can be dropped). No-op where posix_fadvise is missing."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    for path in directory.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def verify(torch, state: dict, loaded: dict, where: str) -> None:
+    """Raise BenchError unless ``loaded`` holds exactly the tensors of ``state``."""
+    if set(state) != set(loaded):
+        raise BenchError(f"{where}: loaded keys differ from saved keys")
+    for key, tensor in state.items():
+        if not torch.equal(tensor.cpu(), loaded[key].cpu()):
+            raise BenchError(f"{where}: tensor {key} differs after reading it back")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    env = os.environ
+    # torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; plain srun sets the SLURM_* equivalents.
+    rank = int(env.get("RANK", env.get("SLURM_PROCID", "0")))
+    world = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", "1")))
+    local_rank = int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", "0")))
+
+    def fail(msg: str, code: int = 2) -> int:
+        if rank == 0 or code != 2:
+            print(f"{PROG}: error: {msg}", file=sys.stderr, flush=True)
+        return code
+
+    try:
+        methods = check_args(args)
+    except BenchError as err:
+        return fail(str(err))
+    if world > 1 and ("MASTER_ADDR" not in env or "MASTER_PORT" not in env):
+        return fail("MASTER_ADDR and MASTER_PORT must be set (launch with torchrun, or export "
+                    "them under srun)")
+    per_rank = args.size // world
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    dtype = getattr(torch, args.dtype)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if per_rank < itemsize or args.tensor_size < itemsize:
+        return fail(f"--size {args.size} B over {world} ranks leaves less than one {args.dtype} "
+                    "element per rank")
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            return fail("--device cuda but CUDA is not available")
+        torch.cuda.set_device(local_rank)
+        device, backend = torch.device("cuda", local_rank), "cpu:gloo,cuda:nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    if world == 1 and "MASTER_ADDR" not in env:  # plain `python`: a group of one
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    dist.init_process_group(backend, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=args.timeout))
+    if env.get("CHECKPOINT_IO_BENCH_EXIT_RANK") == str(rank):  # self-test: a rank dies
+        os._exit(3)
+    workdir = None
+    try:
+        # Every rank checks the directory; rank 0 creates the run directory for all.
+        name = [None]
+        ok = [True]
+        if rank == 0:
+            try:
+                name[0] = tempfile.mkdtemp(prefix="ckpt_bench.", dir=args.dir)
+                workdir = Path(name[0])  # removed in `finally` even if the broadcast fails
+            except OSError as err:
+                ok[0] = False
+                name[0] = f"--dir {args.dir} is not writable ({err.strerror})"
+        dist.broadcast_object_list(name, src=0)
+        dist.broadcast_object_list(ok, src=0)
+        if not ok[0]:
+            return fail(name[0])
+        workdir = Path(name[0])
+        state = make_state(torch, rank, per_rank, args.tensor_size, dtype, device)
+        nbytes_rank = sum(t.numel() * t.element_size() for t in state.values())
+        total = torch.tensor([nbytes_rank], dtype=torch.int64)
+        dist.all_reduce(total)
+        total_bytes = int(total.item())
+
+        def timed(fn) -> float:
+            """Seconds from a barrier to the slowest rank finishing ``fn`` (max over ranks)."""
+            dist.barrier()
+            t0 = time.perf_counter()
+            fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            return float(t.item())
+
+        results: list[dict] = []
+        # async_save finishes with collectives from a background thread: give it its own
+        # group, or they interleave with this thread's barriers on the default group and hang.
+        ckpt_group = dist.new_group(backend="gloo") if args.async_save else None
+
+        def record(method, op, times):
+            med = statistics.median(times)
+            results.append({"method": method, "op": op, "bytes": total_bytes,
+                            "time_s": _sig(med), "times_s": [_sig(t) for t in times],
+                            "GBps": _sig(total_bytes / med / 1e9)})
+
+        for method in methods + (["dcp_async"] if args.async_save else []):
+            saves, loads, blocking = [], [], []
+            for it in range(args.iters):
+                target = workdir / f"{method}.{it}"
+                if rank == 0:
+                    target.mkdir()
+                dist.barrier()
+                if method == "torch.save":
+                    path = target / f"rank{rank}.pt"
+
+                    def save():
+                        with open(path, "wb") as f:
+                            torch.save(state, f)
+                            f.flush()
+                            os.fsync(f.fileno())
+                    saves.append(timed(save))
+                    if not args.warm_read:
+                        drop_cache(target)
+                    out = {}
+                    loads.append(timed(lambda: out.update(
+                        torch.load(path, map_location=device, weights_only=True))))
+                    verify(torch, state, out, f"rank {rank} torch.load")
+                else:
+                    if method == "dcp":
+                        saves.append(timed(lambda: dcp.save(state, checkpoint_id=target)))
+                    else:
+                        future = [None]
+
+                        def start():
+                            future[0] = dcp.async_save(state, checkpoint_id=target,
+                                                       process_group=ckpt_group)
+                        dist.barrier()
+                        t0 = time.perf_counter()
+                        block = timed(start)
+                        future[0].result()
+                        t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+                        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                        blocking.append(block)
+                        saves.append(float(t.item()))
+                    if not args.warm_read:
+                        drop_cache(target)
+                    out = {k: torch.empty_like(v) for k, v in state.items()}
+                    loads.append(timed(lambda: dcp.load(out, checkpoint_id=target)))
+                    verify(torch, state, out, f"rank {rank} dcp.load")
+                dist.barrier()
+                if rank == 0 and not args.keep:
+                    shutil.rmtree(target, ignore_errors=True)
+            if blocking:
+                record(method, "save_blocking", blocking)
+            record(method, "save", saves)
+            record(method, "load", loads)
+
+        if rank == 0:
+            dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+            fs = filesystem_of(workdir)
+            print(f"# {PROG}: torch {torch.__version__}, {world} rank(s), backend {backend}, "
+                  f"device {dev_name}, dtype {args.dtype}")
+            print(f"# checkpoint {total_bytes / 1e9:.3f} GB in {args.dir} ({fs}), "
+                  f"{'warm' if args.warm_read else 'cold'} reads, median of {args.iters}; "
+                  "GBps = 1e9 bytes/s; time = max over ranks")
+            print(f"{'method':>10} {'op':>13} {'GB':>8} {'time(s)':>9} {'GBps':>8}")
+            for r in results:
+                print(f"{r['method']:>10} {r['op']:>13} {r['bytes'] / 1e9:>8.3f} "
+                      f"{r['time_s']:>9.3f} {r['GBps']:>8.3f}")
+            print("# verified: every tensor read back equals what was written")
+            if args.json:
+                summary = {
+                    "benchmark": "checkpoint_io", "schema_version": 1, "world_size": world,
+                    "backend": backend, "device": dev_name, "dtype": args.dtype,
+                    "size_bytes": total_bytes, "tensor_bytes": args.tensor_size,
+                    "iters": args.iters, "directory": str(args.dir), "filesystem": fs,
+                    "cold_read": not args.warm_read, "torch_version": torch.__version__,
+                    "hostname": platform.node(),
+                    "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "command": _command(world), "units": {"GBps": "1e9 bytes/s", "time": "s"},
+                    "results": results, "verified": True,
+                }
+                args.json.write_text(json.dumps(summary, indent=2) + "\n")
+        dist.barrier()
+        return 0
+    except BenchError as err:
+        return fail(str(err), 1)
+    except (RuntimeError, OSError) as err:  # a collective timed out, a peer died, disk full
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        return fail(f"rank {rank}: {first}", 1)
+    finally:
+        if rank == 0 and workdir is not None and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _sig(x: float) -> float:
+    """``x`` with 6 significant digits (JSON stays readable, precision stays relative)."""
+    return float(f"{x:.6g}")
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _command(world: int) -> str:
+    """The launch line, rebuilt from sys.argv and the launcher's environment."""
+    args = " ".join(shlex.quote(a) for a in sys.argv)
+    omp = os.environ.get("OMP_NUM_THREADS")
+    prefix = f"OMP_NUM_THREADS={omp} " if omp else ""
+    if "LOCAL_WORLD_SIZE" in os.environ:
+        return f"{prefix}torchrun --nproc-per-node {os.environ['LOCAL_WORLD_SIZE']} {args}"
+    return f"{prefix}python {args}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

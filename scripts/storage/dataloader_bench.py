@@ -1,0 +1,315 @@
+#!/usr/bin/env python
+"""dataloader_bench.py: DataLoader throughput against num_workers, pin_memory and non_blocking.
+
+What it measures
+----------------
+A synthetic map-style dataset returns samples of ``--sample-shape`` (uint8, like a decoded image)
+and spends ``--sample-ms`` milliseconds producing each one, as decoding and augmentation would:
+``--cost cpu`` busy-waits (holds a CPU core and, in the main process, the GIL), ``--cost sleep``
+sleeps (like waiting for a network file system or an object store). For every combination of
+``--workers`` (DataLoader ``num_workers``), pin_memory and non_blocking the script iterates over
+``--batches`` batches of ``--batch-size`` samples after ``--warmup`` untimed batches, copies each
+batch to the device (``tensor.to(device, non_blocking=...)``) and optionally simulates a training
+step of ``--step-ms`` milliseconds. It reports:
+
+* ``samples/s`` - timed samples divided by the timed wall-clock seconds (the steady state);
+* ``MBps``      - the same in decimal megabytes per second of batch data (1 MBps = 1e6 bytes/s);
+* ``first(s)``  - seconds from creating the iterator to the first batch (worker start-up);
+* ``wait(ms)``  - mean time per batch the loop waited for the loader (0 = data is never the
+  bottleneck).
+
+pin_memory and non_blocking only matter when batches are copied to a CUDA GPU: page-locked
+(pinned) host memory lets the copy run as an asynchronous DMA, and ``non_blocking=True`` lets the
+host queue the copy and go on
+(https://docs.pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers). Without CUDA the
+script measures ``num_workers`` only and says so.
+
+The ideal throughput of k workers with a per-sample cost of c seconds is k / c samples/s, until
+the workers run out of CPU cores (``cpu``) or the main process becomes the bottleneck. The
+recommendation is the cheapest setting (fewest workers; pinning only if it helps) within 5% of
+the best measured throughput.
+
+Output
+------
+A table (one row per setting) and a recommendation. ``--json PATH`` writes (values in <> are
+placeholders)::
+
+    {"benchmark": "dataloader", "schema_version": 1, "device": "cpu" | "<CUDA device name>",
+     "cpu_count": <int>, "sample_shape": [3, 224, 224], "sample_bytes": <int>,
+     "sample_ms": <float>, "cost": "cpu" | "sleep", "batch_size": <int>, "batches": <int>,
+     "warmup": <int>, "step_ms": <float>, "torch_version": "<version>", "hostname": "<host>",
+     "date_utc": "YYYY-MM-DDTHH:MM:SSZ", "command": "<command line>",
+     "results": [{"num_workers": <int>, "pin_memory": <bool>, "non_blocking": <bool>,
+                  "samples_per_s": <float>, "MBps": <float>, "first_batch_s": <float>,
+                  "wait_ms_per_batch": <float>, "ideal_samples_per_s": <float>}, ...],
+     "recommended": {"num_workers": <int>, "pin_memory": <bool>, "non_blocking": <bool>}}
+
+How to launch
+-------------
+One process (the DataLoader starts its own worker processes)::
+
+    python dataloader_bench.py --workers 0,1,2,4,8 --sample-ms 5 --batch-size 64 --json dl.json
+    srun --ntasks 1 --cpus-per-task 16 python dataloader_bench.py --workers 0,4,8,16 --device cuda
+
+Bad input (a non-positive batch size, negative workers or cost) exits with status 2 and a
+one-line error. A worker that stops producing fails the run after ``--timeout`` seconds
+(DataLoader ``timeout``) instead of hanging.
+
+Example output (2-core cloud VM, no GPU, heavily loaded by other jobs during the run: every row is
+far below the ideal, and extra workers kept winning CPU time from the other jobs; the committed
+file results/storage/dataloader_bench-cpu.json holds the whole run)::
+
+    $ OMP_NUM_THREADS=1 python scripts/storage/dataloader_bench.py --workers 0,1,2,3,4 \\
+          --sample-ms 2 --batch-size 32 --batches 30 --json results/storage/dataloader_bench-cpu.json
+    # dataloader_bench.py: torch 2.13.0+cpu, device cpu, 2 CPU cores
+    # sample 3x224x224 uint8 (0.151 MB), 2 ms/sample (cpu), batch 32, 30 timed batches, step 0 ms
+    # samples/s and MBps (1e6 bytes/s) over the timed batches; first = s to first batch; wait = ms per batch spent waiting for data
+    # no CUDA: pin_memory and non_blocking are not measured (they only affect copies to a GPU)
+    workers   pin nonblk  samples/s      MBps     ideal first(s) wait(ms)
+          0 False  False       80.1      12.1     500.0     0.29   399.45
+          1 False  False       66.5      10.0     500.0     0.82   481.34
+          2 False  False      136.3      20.5    1000.0     0.77   234.64
+          3 False  False      179.4      27.0    1000.0     0.75   178.28
+          4 False  False      226.8      34.1    1000.0     1.23   141.01
+    # recommended: num_workers=4, pin_memory=False, non_blocking=False (226.8 samples/s, within 5% of the best 226.8)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+
+PROG = "dataloader_bench.py"
+
+
+def _csv_ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"need a list of integers >= 0, got {text!r}")
+    return values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Measure DataLoader throughput "
+                                "(samples/s, decimal MBps) against num_workers, pin_memory and "
+                                "non_blocking on a synthetic dataset.")
+    p.add_argument("--workers", type=_csv_ints, default=None,
+                   help="num_workers values to try (default 0,1,2,4,... up to 2x the cores)")
+    p.add_argument("--sample-ms", type=float, default=2.0,
+                   help="milliseconds of work per sample (default 2)")
+    p.add_argument("--cost", choices=("cpu", "sleep"), default="cpu",
+                   help="cpu: busy-wait (decode/augment); sleep: wait (remote storage)")
+    p.add_argument("--sample-shape", default="3,224,224",
+                   help="shape of one uint8 sample (default 3,224,224)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batches", type=int, default=30, help="timed batches (default 30)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed batches first (default 3)")
+    p.add_argument("--step-ms", type=float, default=0.0,
+                   help="simulated training step per batch in ms (default 0)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds to wait for one batch before failing (default 120)")
+    p.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    return p
+
+
+def check_args(args) -> list[int]:
+    """Validate ``args``; returns the sample shape. Raises ValueError with a one-line message."""
+    try:
+        shape = [int(v) for v in args.sample_shape.split(",")]
+    except ValueError:
+        raise ValueError(f"--sample-shape must be comma-separated integers, got "
+                         f"{args.sample_shape!r}") from None
+    if not shape or min(shape) < 1:
+        raise ValueError(f"--sample-shape needs positive sizes, got {args.sample_shape!r}")
+    for name in ("batch_size", "batches"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    for name in ("warmup", "sample_ms", "step_ms"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout must be > 0, got {args.timeout}")
+    return shape
+
+
+class SyntheticDataset:
+    """Map-style dataset of ``length`` uint8 tensors of ``shape``, each costing ``cost_s`` seconds.
+
+    ``kind`` 'cpu' busy-waits for the cost, 'sleep' sleeps. Item i is filled with i % 251, so a
+    batch can be checked for order and content.
+    """
+
+    def __init__(self, length: int, shape: list[int], cost_s: float, kind: str):
+        self.length, self.shape, self.cost_s, self.kind = length, shape, cost_s, kind
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        import torch
+        start = time.perf_counter()
+        sample = torch.full(self.shape, index % 251, dtype=torch.uint8)
+        if self.kind == "sleep":
+            time.sleep(max(0.0, self.cost_s - (time.perf_counter() - start)))
+        else:
+            while time.perf_counter() - start < self.cost_s:
+                pass
+        return sample
+
+
+def measure(torch, dataset, device, workers: int, pin: bool, non_blocking: bool, args) -> dict:
+    """Time one DataLoader setting. Returns samples_per_s, MBps (decimal), first_batch_s and
+    wait_ms_per_batch. Raises RuntimeError if a batch is wrong (order or content)."""
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=args.batch_size, shuffle=False, num_workers=workers,
+        pin_memory=pin, timeout=args.timeout if workers > 0 else 0,
+        persistent_workers=False, prefetch_factor=2 if workers > 0 else None)
+    sample_bytes = 1
+    for size in dataset.shape:
+        sample_bytes *= size
+    t0 = time.perf_counter()
+    it = iter(loader)
+    waited = 0.0
+    timed_start = None
+    first_batch_s = None
+    for step in range(args.warmup + args.batches):
+        t_wait = time.perf_counter()
+        batch = next(it)
+        now = time.perf_counter()
+        if first_batch_s is None:
+            first_batch_s = now - t0
+        if step == args.warmup:
+            timed_start = t_wait
+        if step >= args.warmup:
+            waited += now - t_wait
+        batch = batch.to(device, non_blocking=non_blocking)
+        expect = (step * args.batch_size) % 251
+        if int(batch[0].flatten()[0]) != expect:
+            raise RuntimeError(f"batch {step} starts with {int(batch[0].flatten()[0])}, "
+                               f"expected {expect}")
+        if args.step_ms > 0:
+            if device.type == "cuda":
+                torch.cuda._sleep(int(args.step_ms * 1e-3 * 1.4e9))  # ~cycles at ~1.4 GHz
+            else:
+                time.sleep(args.step_ms / 1000)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - timed_start
+    del it
+    n = args.batches * args.batch_size
+    return {"samples_per_s": n / elapsed, "MBps": n * sample_bytes / elapsed / 1e6,
+            "first_batch_s": first_batch_s, "wait_ms_per_batch": 1000 * waited / args.batches}
+
+
+def recommend(rows: list[dict]) -> dict:
+    """Cheapest setting within 5% of the best samples/s: fewest workers, then no pinning,
+    then blocking copies. ``rows`` are the results list; returns one of its rows."""
+    best = max(r["samples_per_s"] for r in rows)
+    good = [r for r in rows if r["samples_per_s"] >= 0.95 * best]
+    return min(good, key=lambda r: (r["num_workers"], r["pin_memory"], r["non_blocking"]))
+
+
+def _env_prefix() -> list[str]:
+    """``OMP_NUM_THREADS=N`` if it was set: it changes the main process's speed."""
+    n = os.environ.get("OMP_NUM_THREADS")
+    return [f"OMP_NUM_THREADS={n}"] if n else []
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        shape = check_args(args)
+    except ValueError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    import warnings
+
+    import torch
+
+    # Trying more workers than cores is the point of the sweep: silence torch's warning about it.
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    cuda = torch.cuda.is_available()
+    if args.device == "cuda" and not cuda:
+        print(f"{PROG}: error: --device cuda but CUDA is not available", file=sys.stderr)
+        return 2
+    device = torch.device("cuda" if (args.device == "cuda" or (args.device == "auto" and cuda))
+                          else "cpu")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = args.workers
+    if workers is None:
+        workers = sorted({0, 1, 2} | {2 ** i for i in range(1, 8) if 2 ** i <= 2 * cpus})
+    flags = [(False, False), (True, False), (True, True)] if device.type == "cuda" \
+        else [(False, False)]
+    length = (args.warmup + args.batches) * args.batch_size
+    dataset = SyntheticDataset(length, shape, args.sample_ms / 1000, args.cost)
+    sample_bytes = 1
+    for s in shape:
+        sample_bytes *= s
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"# {PROG}: torch {torch.__version__}, device {name}, {cpus} CPU cores")
+    print(f"# sample {'x'.join(map(str, shape))} uint8 ({sample_bytes / 1e6:.3f} MB), "
+          f"{args.sample_ms:g} ms/sample ({args.cost}), batch {args.batch_size}, "
+          f"{args.batches} timed batches, step {args.step_ms:g} ms")
+    print("# samples/s and MBps (1e6 bytes/s) over the timed batches; first = s to first batch; "
+          "wait = ms per batch spent waiting for data")
+    if device.type == "cpu":
+        print("# no CUDA: pin_memory and non_blocking are not measured (they only affect copies "
+              "to a GPU)")
+    print(f"{'workers':>7} {'pin':>5} {'nonblk':>6} {'samples/s':>10} {'MBps':>9} "
+          f"{'ideal':>9} {'first(s)':>8} {'wait(ms)':>8}")
+    rows = []
+    try:
+        for w in workers:
+            for pin, nb in flags:
+                res = measure(torch, dataset, device, w, pin, nb, args)
+                cost = args.sample_ms / 1000
+                if cost > 0:
+                    par = max(1, w) if args.cost == "sleep" else min(max(1, w), cpus)
+                    ideal = par / cost
+                else:
+                    ideal = float("inf")
+                row = {"num_workers": w, "pin_memory": pin, "non_blocking": nb, **res,
+                       "ideal_samples_per_s": ideal}
+                rows.append(row)
+                print(f"{w:>7} {str(pin):>5} {str(nb):>6} {res['samples_per_s']:>10.1f} "
+                      f"{res['MBps']:>9.1f} {ideal:>9.1f} {res['first_batch_s']:>8.2f} "
+                      f"{res['wait_ms_per_batch']:>8.2f}", flush=True)
+    except (RuntimeError, OSError) as err:
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return 1
+    rec = recommend(rows)
+    print(f"# recommended: num_workers={rec['num_workers']}, pin_memory={rec['pin_memory']}, "
+          f"non_blocking={rec['non_blocking']} ({rec['samples_per_s']:.1f} samples/s, within 5% "
+          f"of the best {max(r['samples_per_s'] for r in rows):.1f})")
+    if args.json:
+        summary = {
+            "benchmark": "dataloader", "schema_version": 1, "device": name, "cpu_count": cpus,
+            "sample_shape": shape, "sample_bytes": sample_bytes, "sample_ms": args.sample_ms,
+            "cost": args.cost, "batch_size": args.batch_size, "batches": args.batches,
+            "warmup": args.warmup, "step_ms": args.step_ms, "torch_version": torch.__version__,
+            "hostname": platform.node(),
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": " ".join(shlex.quote(a) for a in [*_env_prefix(), "python", *sys.argv]),
+            "units": {"MBps": "1e6 bytes/s"},
+            "results": [{k: (float(f"{v:.6g}") if isinstance(v, float) and v != float("inf")
+                             else (None if v == float("inf") else v)) for k, v in r.items()}
+                        for r in rows],
+            "recommended": {k: rec[k] for k in ("num_workers", "pin_memory", "non_blocking")},
+        }
+        with open(args.json, "w") as f:
+            f.write(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

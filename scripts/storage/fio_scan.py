@@ -1,0 +1,452 @@
+#!/usr/bin/env python
+"""fio_scan.py: run a matrix of fio jobs against one directory and print one table.
+
+What it measures
+----------------
+For every combination of access pattern (``--rw``: read, write, randread, randwrite), block size
+(``--bs``), file size per job (``--size``) and number of parallel jobs (``--numjobs``) the script
+runs one fio job against files in a scratch directory it creates inside DIR, with fio's
+``--output-format=json``, and reports, per combination (all jobs of one combination summed):
+
+* ``MBps``  - bandwidth in decimal megabytes per second (1 MBps = 1e6 bytes/s);
+* ``IOPS``  - I/O operations per second (one operation = one block of ``bs`` bytes);
+* ``p50``/``p99`` - 50th and 99th percentile of the total latency of one I/O (submission to
+  completion, fio's ``lat``), in microseconds (us).
+
+Each fio job is time based: it runs for ``--budget`` seconds divided by the number of
+combinations (fio's ``runtime`` + ``time_based``), after laying out its files (not timed; files of
+one size are laid out once and re-used). So a scan takes about ``--budget`` seconds plus the time
+to write the files. By default the IO bypasses the page cache (``--direct 1``, O_DIRECT) with the
+``libaio`` engine at ``--iodepth 16``. With ``--direct 0`` reads of a file smaller than RAM can be
+served from the page cache and measure memory, not storage; the script warns when that may happen.
+fio's own option meanings: https://fio.readthedocs.io/en/latest/fio_doc.html
+
+Sizes accept binary suffixes (K = 1024, M = 1024**2, G = 1024**3): ``--bs 4K,1M``.
+
+Output
+------
+A table (one row per combination), then the best sequential-read bandwidth and random-read IOPS.
+``--json PATH`` writes (values in <> are placeholders)::
+
+    {"benchmark": "fio_scan", "schema_version": 1, "fio_version": "fio-3.33",
+     "directory": "<DIR>", "filesystem": "<type from /proc/mounts>", "ioengine": "libaio",
+     "direct": 1, "iodepth": 16, "runtime_s_per_job": <float>, "hostname": "<host>",
+     "date_utc": "YYYY-MM-DDTHH:MM:SSZ", "command": "<command line>", "units": {...},
+     "results": [{"rw": "randread", "bs_bytes": 4096, "size_bytes": <int>, "numjobs": <int>,
+                  "iodepth": 16, "bw_MBps": <float>, "iops": <float>, "lat_mean_us": <float>,
+                  "lat_p50_us": <float>, "lat_p99_us": <float>, "io_bytes": <int>,
+                  "runtime_s": <float>}, ...]}
+
+``--plot PATH`` saves a PNG of bandwidth against block size, one line per pattern (needs the
+optional dependency matplotlib, imported only then).
+
+Safety
+------
+Refuses, with a one-line error and exit status 2, a DIR that does not exist, is not a directory or
+cannot be written (checked by creating the scratch directory, which also works for root on a
+read-only file system), a budget that is not positive, a matrix whose files do not fit in the free
+space, and a missing fio. The scratch directory and everything fio wrote in it are removed when the
+scan ends, fails, or is interrupted with Ctrl-C (SIGINT) or SIGTERM (exit status 130 or 143).
+
+How to launch
+-------------
+One process; fio does the parallel IO (``--numjobs``). Needs fio 3.x on PATH (``apt-get install
+fio``). On a shared file system, run it from the compute node, inside your job::
+
+    python fio_scan.py /scratch/$USER --size 4G --bs 4K,1M --numjobs 1,8 --budget 300 --json fio.json
+    srun --nodes 1 --ntasks 1 python fio_scan.py /lustre/$USER --budget 120
+
+Example output (the 2-core cloud VM's local virtio disk, ext4; the committed file
+results/storage/fio_scan-local-ext4.json holds the whole run)::
+
+    $ python scripts/storage/fio_scan.py /var/tmp --size 1G --bs 4K,64K,1M --numjobs 1,4 \\
+          --budget 96 --json results/storage/fio_scan-local-ext4.json
+    # fio_scan.py: fio-3.33, /var/tmp (ext4), ioengine libaio, direct=1, 24 jobs x 4.00 s
+    # MBps = 1e6 bytes/s; IOPS = blocks/s; p50/p99 = total IO latency in microseconds
+            rw     bs   size jobs  qd       MBps        IOPS    p50(us)    p99(us)
+          read     4K     1G    1  16      314.0      76,664      148.5    2,342.9
+          read    64K     1G    1  16    1,236.1      18,861      684.0    5,603.3
+          read     1M     1G    1  16      960.8         916   17,170.4   23,461.9
+         write     4K     1G    1  16      230.6      56,305      144.4    3,784.7
+         write    64K     1G    1  16    1,803.9      27,526      391.2    2,244.6
+         write     1M     1G    1  16    1,847.8       1,762    7,831.6   16,711.7
+        ...
+     randwrite    64K     1G    4  16    1,302.1      19,869    3,031.0    8,290.3
+     randwrite     1M     1G    4  16    1,810.7       1,727   43,778.0   98,041.9
+    # best read: 1,613 MBps
+    # best randread: 89,230 IOPS
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from itertools import product
+from pathlib import Path
+
+PROG = "fio_scan.py"
+PATTERNS = ("read", "write", "randread", "randwrite")
+MIN_RUNTIME_S = 0.5  # fio's runtime has 1 ms resolution; below this, ramp-up dominates
+
+
+class ScanError(Exception):
+    """A problem that ends the scan with a one-line error message."""
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``text``: an integer with an optional binary suffix K, M, G or T (K = 1024).
+
+    Raises ValueError for anything else or a value < 1.
+    """
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = 1
+    for i, suffix in enumerate("KMGT", 1):
+        if text.endswith(suffix):
+            mult, text = 1024 ** i, text[:-1]
+            break
+    value = int(text) * mult
+    if value < 1:
+        raise ValueError(f"size must be >= 1 byte, got {value}")
+    return value
+
+
+def human_size(nbytes: int) -> str:
+    """Shortest binary-suffixed spelling of ``nbytes`` (4096 -> '4K'), as fio accepts it."""
+    for suffix, mult in (("T", 1024 ** 4), ("G", 1024 ** 3), ("M", 1024 ** 2), ("K", 1024)):
+        if nbytes % mult == 0:
+            return f"{nbytes // mult}{suffix}"
+    return str(nbytes)
+
+
+def _csv(kind):
+    def convert(text: str):
+        try:
+            values = [kind(v) for v in text.split(",") if v.strip()]
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from err
+        if not values:
+            raise argparse.ArgumentTypeError("empty list")
+        return values
+    return convert
+
+
+def _pattern(text: str) -> str:
+    if text not in PATTERNS:
+        raise ValueError(f"unknown pattern {text!r} (choose from {', '.join(PATTERNS)})")
+    return text
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"must be >= 1, got {value}")
+    return value
+
+
+def filesystem_of(path: Path) -> str:
+    """File-system type of the mount holding ``path``, from /proc/mounts ('unknown' elsewhere)."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    best, fstype = "", "unknown"
+    target = str(path.resolve())
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount = fields[1].replace("\\040", " ")
+        if (target == mount or target.startswith(mount.rstrip("/") + "/")) and len(mount) > len(best):
+            best, fstype = mount, fields[2]
+    return fstype
+
+
+def fio_command(fio: str, workdir: Path, rw: str, bs: int, size: int, numjobs: int,
+                iodepth: int, runtime_s: float, direct: int, ioengine: str) -> list[str]:
+    """The fio command line of one matrix point (one group-reported job, JSON output)."""
+    return [
+        fio, "--name=scan", f"--directory={workdir}", "--filename_format=data.$jobnum",
+        f"--rw={rw}", f"--bs={bs}", f"--size={size}", f"--numjobs={numjobs}",
+        f"--iodepth={iodepth}", f"--ioengine={ioengine}", f"--direct={direct}",
+        f"--runtime={max(1, round(runtime_s * 1000))}ms", "--time_based", "--group_reporting",
+        "--lat_percentiles=1", "--percentile_list=50:99", "--randrepeat=0",
+        "--output-format=json",
+    ]
+
+
+def parse_fio_json(text: str, rw: str) -> dict:
+    """Bandwidth, IOPS and latency of a group-reported fio run.
+
+    ``text`` is fio's ``--output-format=json`` output; ``rw`` picks the ``read`` or ``write``
+    section. Returns bw_MBps (decimal), iops, lat_mean_us, lat_p50_us, lat_p99_us, io_bytes,
+    runtime_s. Raises ScanError if the JSON is malformed or fio reported a job error.
+    """
+    try:
+        start = text.index("{")  # fio may print notices before the JSON document
+        data = json.loads(text[start:])
+        job = data["jobs"][0]
+    except (ValueError, KeyError, IndexError) as err:
+        raise ScanError(f"could not parse fio's JSON output ({err})") from err
+    if job.get("error"):
+        raise ScanError(f"fio job failed with error {job['error']}")
+    side = job["write" if "write" in rw else "read"]
+    lat = side.get("lat_ns", {})
+    pct = lat.get("percentile") or side.get("clat_ns", {}).get("percentile") or {}
+
+    def percentile(p: float) -> float:
+        for key, value in pct.items():
+            if abs(float(key) - p) < 1e-6:
+                return value / 1000.0
+        return float("nan")
+
+    return {
+        "bw_MBps": side["bw_bytes"] / 1e6,
+        "iops": float(side["iops"]),
+        "lat_mean_us": lat.get("mean", float("nan")) / 1000.0,
+        "lat_p50_us": percentile(50.0),
+        "lat_p99_us": percentile(99.0),
+        "io_bytes": int(side["io_bytes"]),
+        "runtime_s": side["runtime"] / 1000.0,
+    }
+
+
+def _fmt(value: float, digits: int = 1) -> str:
+    return "nan" if value != value else f"{value:,.{digits}f}"
+
+
+def print_header(file=sys.stdout) -> None:
+    """Column titles of the table that print_row fills."""
+    print(f"{'rw':>10} {'bs':>6} {'size':>6} {'jobs':>4} {'qd':>3} {'MBps':>10} {'IOPS':>11} "
+          f"{'p50(us)':>10} {'p99(us)':>10}", file=file)
+
+
+def print_row(r: dict, file=sys.stdout) -> None:
+    """One table line: pattern, bs, file size, jobs, queue depth, MBps, IOPS, p50, p99 (us)."""
+    print(f"{r['rw']:>10} {human_size(r['bs_bytes']):>6} {human_size(r['size_bytes']):>6} "
+          f"{r['numjobs']:>4} {r['iodepth']:>3} {_fmt(r['bw_MBps']):>10} "
+          f"{_fmt(r['iops'], 0):>11} {_fmt(r['lat_p50_us']):>10} {_fmt(r['lat_p99_us']):>10}",
+          file=file, flush=True)
+
+
+def save_plot(rows: list[dict], path: Path, title: str) -> None:
+    """PNG of bandwidth (MBps) against block size, one line per (pattern, jobs, size)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise ScanError(f"--plot needs matplotlib ({err}); pip install matplotlib") from err
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    keys = sorted({(r["rw"], r["numjobs"], r["size_bytes"]) for r in rows})
+    for rw, jobs, size in keys:
+        pts = sorted((r["bs_bytes"], r["bw_MBps"]) for r in rows
+                     if (r["rw"], r["numjobs"], r["size_bytes"]) == (rw, jobs, size))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                label=f"{rw}, {jobs} job(s), {human_size(size)}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("block size (bytes)")
+    ax.set_ylabel("bandwidth (MBps, 1 MBps = 1e6 B/s)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Run a matrix of fio jobs against DIR and print bandwidth "
+        "(decimal MBps), IOPS and p50/p99 latency in one table.")
+    parser.add_argument("directory", type=Path, help="existing, writable directory to test")
+    parser.add_argument("--rw", type=_csv(_pattern), default=list(PATTERNS),
+                        help="comma-separated patterns from read,write,randread,randwrite "
+                        "(default: all four)")
+    parser.add_argument("--bs", type=_csv(parse_size), default=[4096, 1024 ** 2],
+                        help="block sizes, e.g. 4K,64K,1M (default 4K,1M)")
+    parser.add_argument("--size", type=_csv(parse_size), default=[1024 ** 3],
+                        help="file size per job, e.g. 256M,4G (default 1G); make it larger than "
+                        "RAM for buffered reads")
+    parser.add_argument("--numjobs", type=_csv(_positive_int), default=[1],
+                        help="parallel jobs (processes), e.g. 1,8 (default 1)")
+    parser.add_argument("--iodepth", type=_positive_int, default=16,
+                        help="IOs in flight per job (queue depth; default 16)")
+    parser.add_argument("--ioengine", default="libaio" if sys.platform.startswith("linux")
+                        else "posixaio", help="fio ioengine (default libaio on Linux)")
+    parser.add_argument("--direct", type=int, choices=(0, 1), default=1,
+                        help="1 = O_DIRECT, bypass the page cache (default); 0 = buffered")
+    parser.add_argument("--budget", type=float, default=120.0,
+                        help="total seconds of measurement, split evenly over the matrix "
+                        "(default 120; file layout comes on top)")
+    parser.add_argument("--fio", default="fio", help="fio executable (default: fio on PATH)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--plot", type=Path, metavar="PATH",
+                        help="save a PNG of bandwidth vs block size (needs matplotlib)")
+    return parser
+
+
+def make_scratch(directory: Path) -> Path:
+    """Create and return a scratch directory inside ``directory``.
+
+    Raises ScanError (one line) if ``directory`` is missing, not a directory or not writable.
+    Creating a directory is the test of writability: ``os.access`` says yes to root even on a
+    read-only file system.
+    """
+    if not directory.exists():
+        raise ScanError(f"directory {directory} does not exist")
+    if not directory.is_dir():
+        raise ScanError(f"{directory} is not a directory")
+    try:
+        return Path(tempfile.mkdtemp(prefix="fio_scan.", dir=directory))
+    except OSError as err:
+        raise ScanError(f"directory {directory} is not writable ({err.strerror})") from err
+
+
+def fio_version(fio: str) -> str:
+    """fio's version string; raises ScanError if ``fio`` cannot be run."""
+    path = shutil.which(fio)
+    if not path:
+        raise ScanError(f"fio not found ({fio!r}); install it, e.g. apt-get install fio")
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ScanError(f"cannot run {path} --version ({err})") from err
+    return out.stdout.strip() or "unknown"
+
+
+def run_fio(cmd: list[str], timeout_s: float, state: dict) -> str:
+    """Run one fio command, return its stdout; ScanError with fio's last error line if it fails.
+
+    The child is recorded in ``state['child']`` so that a signal handler can stop it.
+    """
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state["child"] = proc
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise ScanError(f"fio did not finish within {timeout_s:.0f} s") from None
+    finally:
+        state["child"] = None
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in (err + "\n" + out).splitlines() if ln.strip()]
+        msgs = [ln for ln in lines if "fio:" in ln or "error" in ln.lower()] or lines or ["?"]
+        raise ScanError(f"fio failed (exit {proc.returncode}): {msgs[-1]}")
+    return out
+
+
+def scan(args, state: dict) -> dict:
+    """Run the matrix; returns the JSON-able summary. Raises ScanError on a problem."""
+    if not args.budget > 0:
+        raise ScanError(f"--budget must be > 0 seconds, got {args.budget:g}")
+    matrix = list(product(args.size, args.numjobs, args.rw, args.bs))
+    runtime_s = args.budget / len(matrix)
+    if runtime_s < MIN_RUNTIME_S:
+        raise ScanError(f"--budget {args.budget:g} s gives {runtime_s:.2f} s per job for "
+                        f"{len(matrix)} jobs; need at least {MIN_RUNTIME_S} s each")
+    version = fio_version(args.fio)
+    scratch = make_scratch(args.directory)
+    state["scratch"] = scratch
+    need = max(s * j for s, j in product(args.size, args.numjobs)) * len(args.size)
+    free = shutil.disk_usage(scratch).free
+    if need > 0.9 * free:
+        raise ScanError(f"the scan needs {need / 1e9:.2f} GB but {args.directory} has "
+                        f"{free / 1e9:.2f} GB free; use a smaller --size or --numjobs")
+    if args.direct == 0 and any(rw in ("read", "randread") for rw in args.rw):
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if min(args.size) * min(args.numjobs) < 2 * mem:
+            print(f"# warning: buffered reads of files smaller than 2x RAM ({mem / 1e9:.0f} GB) "
+                  "may be served from the page cache", file=sys.stderr)
+    fstype = filesystem_of(scratch)
+    print(f"# {PROG}: {version}, {args.directory} ({fstype}), ioengine {args.ioengine}, "
+          f"direct={args.direct}, {len(matrix)} jobs x {runtime_s:.2f} s")
+    print("# MBps = 1e6 bytes/s; IOPS = blocks/s; p50/p99 = total IO latency in microseconds")
+    rows: list[dict] = []
+    print_header()
+    for size, numjobs, rw, bs in matrix:
+        workdir = scratch / f"size-{human_size(size)}"
+        workdir.mkdir(exist_ok=True)
+        cmd = fio_command(args.fio, workdir, rw, bs, size, numjobs, args.iodepth, runtime_s,
+                          args.direct, args.ioengine)
+        # generous limit: laying out the files may take a while on slow storage
+        out = run_fio(cmd, timeout_s=runtime_s + 60 + size * numjobs / 20e6, state=state)
+        row = {"rw": rw, "bs_bytes": bs, "size_bytes": size, "numjobs": numjobs,
+               "iodepth": args.iodepth, **parse_fio_json(out, rw)}
+        rows.append(row)
+        print_row(row)
+    summary = {
+        "benchmark": "fio_scan", "schema_version": 1, "fio_version": version,
+        "directory": str(args.directory), "filesystem": fstype, "ioengine": args.ioengine,
+        "direct": args.direct, "iodepth": args.iodepth,
+        "runtime_s_per_job": round(runtime_s, 3), "hostname": platform.node(),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": " ".join(shlex.quote(a) for a in ["python", *sys.argv]),
+        "units": {"bw_MBps": "1e6 bytes/s", "lat": "microseconds", "sizes": "bytes"},
+        "results": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
+                    for r in rows],
+    }
+    best = lambda pat, key: max((r[key] for r in rows if r["rw"] == pat), default=None)  # noqa
+    for pat, key, unit in (("read", "bw_MBps", "MBps"), ("randread", "iops", "IOPS")):
+        value = best(pat, key)
+        if value is not None:
+            print(f"# best {pat}: {value:,.0f} {unit}")
+    return summary
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    state: dict = {"scratch": None, "child": None}
+
+    def on_signal(signum, frame):
+        child = state.get("child")
+        if child is not None and child.poll() is None:
+            child.terminate()
+        raise Interrupted(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        summary = scan(args, state)
+        if args.json:
+            args.json.write_text(json.dumps(summary, indent=2) + "\n")
+        if args.plot:
+            save_plot(summary["results"], args.plot,
+                      f"fio scan of {args.directory} ({summary['filesystem']})")
+        return 0
+    except ScanError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    except Interrupted as sig:
+        print(f"{PROG}: error: interrupted by {sig}; removed the scan's files", file=sys.stderr)
+        return 128 + sig.signum
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        child = state.get("child")
+        if child is not None:
+            child.kill()
+            child.wait()
+        if state.get("scratch") is not None:
+            shutil.rmtree(state["scratch"], ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

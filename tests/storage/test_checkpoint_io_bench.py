@@ -1,0 +1,113 @@
+"""Tests of scripts/storage/checkpoint_io_bench.py, run for real with torchrun (2 CPU processes,
+gloo) and tiny checkpoints, and on a GPU in the gpu-marked test. Bandwidths vary, so the tests
+check which methods ran, the byte counts, GBps = bytes / time, the read-back verification, the
+clean-up and the refusals."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+SCRIPT = "checkpoint_io_bench.py"
+SIZE = 2 * 1024 ** 2
+
+
+def check(report, world, ops):
+    assert report["benchmark"] == "checkpoint_io" and report["schema_version"] == 1
+    assert report["world_size"] == world
+    assert report["verified"] is True and report["cold_read"] is True
+    assert [(r["method"], r["op"]) for r in report["results"]] == ops
+    for r in report["results"]:
+        assert r["bytes"] == SIZE == report["size_bytes"]
+        assert len(r["times_s"]) == report["iters"]
+        assert r["time_s"] == pytest.approx(statistics.median(r["times_s"]), rel=1e-4)
+        assert r["GBps"] == pytest.approx(r["bytes"] / r["time_s"] / 1e9, rel=1e-3)
+    res = {(r["method"], r["op"]): r for r in report["results"]}
+    if ("dcp_async", "save_blocking") in res:
+        # training is blocked for part of the asynchronous save, never longer than all of it
+        for blocked, total in zip(res["dcp_async", "save_blocking"]["times_s"],
+                                  res["dcp_async", "save"]["times_s"]):
+            assert blocked <= total
+
+
+def test_two_ranks_torch_save_dcp_and_async(launch, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    out = tmp_path / "ck.json"
+    res = launch.torchrun(SCRIPT, ["--dir", str(ckpt), "--size", "2M", "--tensor-size", "256K",
+                                   "--iters", "2", "--async-save", "--timeout", "60",
+                                   "--json", str(out)], nproc=2, timeout=120)
+    assert res.returncode == 0, res.output
+    check(json.loads(out.read_text()), 2,
+          [("torch.save", "save"), ("torch.save", "load"), ("dcp", "save"), ("dcp", "load"),
+           ("dcp_async", "save_blocking"), ("dcp_async", "save"), ("dcp_async", "load")])
+    assert "verified: every tensor read back equals what was written" in res.stdout
+    assert list(ckpt.iterdir()) == [], "checkpoint files left behind"
+
+
+def test_single_process_keep(launch, tmp_path):
+    out = tmp_path / "ck.json"
+    res = launch.python(SCRIPT, ["--dir", str(tmp_path), "--size", "2M", "--iters", "1",
+                                 "--methods", "dcp", "--dtype", "float32", "--keep",
+                                 "--json", str(out)], timeout=60)
+    assert res.returncode == 0, res.output
+    report = json.loads(out.read_text())
+    check(report, 1, [("dcp", "save"), ("dcp", "load")])
+    kept = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".distcp"]
+    assert sum(p.stat().st_size for p in kept) >= SIZE
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dir", "/sys"], "is not writable"),
+    (["--dir", "{tmp}/missing"], "does not exist"),
+    (["--methods", "pickle"], "--methods must name"),
+    (["--iters", "0"], "--iters must be >= 1"),
+])
+def test_bad_input_gives_one_line_error(launch, tmp_path, request, args, message):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if "/sys" in args:
+        request.getfixturevalue("read_only_dir")  # skips if /sys is writable here
+    # one process: the two-rank paths are covered by the tests above
+    res = launch.python(SCRIPT, ["--size", "1M", "--timeout", "30", *args], timeout=60)
+    assert res.returncode != 0
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("checkpoint_io_bench.py: error:")]
+    assert len(errors) == 1 and message in errors[0], res.output
+
+
+@pytest.mark.gpu
+def test_cuda_state(launch, tmp_path):
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    out = tmp_path / "ck.json"
+    res = launch.python(SCRIPT, ["--dir", str(tmp_path), "--size", "2M", "--iters", "1",
+                                 "--device", "cuda", "--async-save", "--json", str(out)],
+                        timeout=120)
+    assert res.returncode == 0, res.output
+    check(json.loads(out.read_text()), 1,
+          [("torch.save", "save"), ("torch.save", "load"), ("dcp", "save"), ("dcp", "load"),
+           ("dcp_async", "save_blocking"), ("dcp_async", "save"), ("dcp_async", "load")])
+
+
+def test_dead_rank_fails_fast_instead_of_hanging(launch, tmp_path):
+    # plain processes with srun's variables: no torchrun to kill the survivor, so only the
+    # script's own collective timeout (or gloo noticing the closed connection) can end rank 0
+    results = launch.srun_like(SCRIPT, ["--dir", str(tmp_path), "--size", "1M", "--timeout", "4"],
+                               ntasks=2, env={"CHECKPOINT_IO_BENCH_EXIT_RANK": "1"}, timeout=60)
+    assert results[1].returncode == 3
+    assert results[0].returncode == 1, results[0].output
+    errors = [ln for ln in results[0].stderr.splitlines()
+              if ln.startswith("checkpoint_io_bench.py: error: rank 0:")]
+    assert len(errors) == 1, results[0].stderr
+    assert list(tmp_path.iterdir()) == [], "rank 0 left its run directory behind"
+
+
+def test_srun_without_master_addr_is_refused(launch, tmp_path):
+    res = launch.python(SCRIPT, ["--dir", str(tmp_path), "--size", "1M"],
+                        env={"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0"},
+                        timeout=30)
+    assert res.returncode == 2
+    errors = launch.error_lines(res.stderr)
+    assert len(errors) == 1 and "MASTER_ADDR and MASTER_PORT must be set" in errors[0]
