@@ -17,6 +17,7 @@ Two fixes, both for things the plugins do on their own:
 import re
 
 import markdown
+from bs4 import BeautifulSoup
 import mkdocs_jupyter.convert
 import mkdocs_jupyter.plugin
 from markdown.extensions.toc import TocExtension
@@ -72,4 +73,15 @@ def on_post_page(output, page, config):
     if config.extra.get("pdf_build"):
         # the PDF's contents page copies headings whole, permalink sign included
         output = _ANCHOR_LINK.sub("", output)
+        output = _without_code_inputs(output)
     return output
+
+
+def _without_code_inputs(html: str) -> str:
+    """The page without its code cells' inputs: the PDF prints a notebook's text and outputs (the
+    site and the .ipynb download keep the code). With every part merged, WeasyPrint 70 stopped laying
+    out the book at the end of a notebook whose code cells were printed; without them it lays out all."""
+    soup = BeautifulSoup(html, "html.parser")
+    for box in soup.select(".jp-CodeCell .jp-Cell-inputWrapper"):
+        box.decompose()
+    return str(soup)
