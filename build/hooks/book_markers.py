@@ -55,6 +55,10 @@ def _embed_script(rel: str, page, pdf_build: bool) -> str:
     link = "" if pdf_build else (
         f'<p class="script-download"><a href="{href}" download>{download} <code>{rel}</code></a></p>\n\n'
     )
+    if pdf_build:
+        # Printed as a plain code block: WeasyPrint 70 stopped laying out the rest of the book
+        # after a long source inside a collapsible block (<details>).
+        return f'**{full_source} `{rel}`**\n\n```{lexer}\n--8<-- "{rel}"\n```\n'
     return (
         link
         + f'??? example "{full_source} `{rel}`"\n'
