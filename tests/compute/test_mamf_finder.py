@@ -119,7 +119,7 @@ def test_ctrl_c_prints_results_so_far(launch, tmp_path):
     out = tmp_path / "partial.json"
     proc = subprocess.Popen(
         [sys.executable, str(launch.scripts / SCRIPT), "--device", "cpu", "--dtype", "fp32",
-         "--m", "64:6400:64", "--n", "128", "--k", "128", "--warmup", "0", "--iters", "2",
+         "--m", "64:640000:64", "--n", "512", "--k", "512", "--warmup", "0", "--iters", "2",
          "--json", str(out)],
         cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)

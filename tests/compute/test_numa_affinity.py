@@ -79,29 +79,35 @@ def test_cuda_visible_devices_reorders(launch, two_socket, tmp_path):
     assert [(r["gpu"], r["numa_node"]) for r in ranks] == [("0000:c1:00.0", 1), ("0000:01:00.0", 0)]
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0),
-                    reason="needs CPUs 0 and 1")
+# The first two CPUs this process may run on: a CI container's cpuset need not start at CPU 0.
+USABLE = sorted(os.sched_getaffinity(0))[:2]
+
+
+@pytest.mark.skipif(len(USABLE) < 2, reason="needs two usable CPUs")
 def test_binds_and_execs_under_torchrun(launch, tmp_path):
-    # Two GPUs on two nodes whose CPUs are this machine's CPU 0 and CPU 1: each torchrun rank
+    # Two GPUs on two nodes, each node one of this machine's usable CPUs: each torchrun rank
     # must end up running the command pinned to exactly its GPU's CPU.
-    sysfs = fake_sysfs(tmp_path / "sys", {0: "0", 1: "1"},
-                       [("0000:01:00.0", 0, "0"), ("0000:81:00.0", 1, "1")])
-    res = launch.torchrun(SCRIPT, ["--sysfs-root", str(sysfs), "--", *PRINT_AFFINITY], nproc=2)
+    a, b = USABLE
+    sysfs = fake_sysfs(tmp_path / "sys", {0: str(a), 1: str(b)},
+                       [("0000:01:00.0", 0, str(a)), ("0000:81:00.0", 1, str(b))])
+    res = launch.torchrun(SCRIPT, ["--sysfs-root", str(sysfs), "--", *PRINT_AFFINITY], nproc=2,
+                          env={"CUDA_VISIBLE_DEVICES": "0,1"})
     assert res.returncode == 0, res.output
     seen = sorted(line.split(" ", 1)[1] for line in res.stdout.splitlines()
                   if line.startswith("AFFINITY"))
-    assert seen == ["[0] 0 0", "[1] 1 1"], res.output
+    assert seen == [f"[{a}] 0 0", f"[{b}] 1 1"], res.output
 
 
-@pytest.mark.skipif(1 not in os.sched_getaffinity(0), reason="needs CPU 1")
+@pytest.mark.skipif(len(USABLE) < 2, reason="needs two usable CPUs")
 def test_srun_local_id_selects_the_gpu(launch, tmp_path):
-    sysfs = fake_sysfs(tmp_path / "sys", {0: "0", 1: "1"},
-                       [("0000:01:00.0", 0, "0"), ("0000:81:00.0", 1, "1")])
+    a, b = USABLE
+    sysfs = fake_sysfs(tmp_path / "sys", {0: str(a), 1: str(b)},
+                       [("0000:01:00.0", 0, str(a)), ("0000:81:00.0", 1, str(b))])
     res = launch.python(SCRIPT, ["--sysfs-root", str(sysfs), "--", *PRINT_AFFINITY],
-                        env={"SLURM_LOCALID": "1"})
+                        env={"SLURM_LOCALID": "1", "CUDA_VISIBLE_DEVICES": "0,1"})
     assert res.returncode == 0, res.output
-    assert "AFFINITY [1] None None" in res.stdout
-    assert "local rank 1 -> GPU 0000:81:00.0 NUMA node 1 cpus 1" in res.stderr
+    assert f"AFFINITY [{b}] None None" in res.stdout
+    assert f"local rank 1 -> GPU 0000:81:00.0 NUMA node 1 cpus {b}" in res.stderr
 
 
 def test_without_gpus_explains_and_runs_unbound(launch, tmp_path):
