@@ -34,7 +34,9 @@ _ARITHMATEX = re.compile(
 )
 _NOTEBOOK_MARKDOWN = re.compile(r'(<div class="[^"]*jp-RenderedMarkdown[^"]*"[^>]*>)(.*?)(</div>)', re.S)
 _CODE = re.compile(r"(<pre.*?</pre>|<code.*?</code>)", re.S)
-_DOLLARS = re.compile(r"\$\$(?P<display>.+?)\$\$|(?<![\\$])\$(?P<inline>[^$\n]+?)\$", re.S)
+# Inline math may wrap onto the next line of the cell's source, but not across a blank line,
+# so a lone dollar sign in prose cannot pair with one paragraphs away.
+_DOLLARS = re.compile(r"\$\$(?P<display>.+?)\$\$|(?<![\\$])\$(?P<inline>(?:[^$\n]|\n(?!\s*\n))+?)\$", re.S)
 
 
 @functools.lru_cache(maxsize=None)

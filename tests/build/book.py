@@ -1,5 +1,6 @@
 """What the tests need to know about the book's configuration: languages, nav pages, paths."""
 
+import re
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
@@ -10,6 +11,9 @@ from build.hooks.book_markers import MARKER
 ROOT = Path(__file__).resolve().parents[2]
 LANGS = ("en", "zh")
 PDF_NAME = "ml-engineering-open-book-{lang}.pdf"
+# Raw TeX in rendered text: the $$ fence, or one of the five commands most used in book/en's
+# formulas (grep -o '\\[a-zA-Z]*'). Typeset math is SVG, so none of these survive as text.
+RAW_TEX = re.compile(r"\$\$|\\(?:mathrm|times|frac|text|cdot)\b")
 
 
 @lru_cache(maxsize=None)
@@ -47,3 +51,4 @@ def markers(kind: str):
         for found_kind, rel in MARKER.findall(page.read_text(encoding="utf-8")):
             if found_kind == kind:
                 yield page.relative_to(ROOT / "book" / "en").as_posix(), rel
+

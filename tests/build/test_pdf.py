@@ -8,10 +8,7 @@ from bs4 import BeautifulSoup
 from pypdf import PdfReader
 from pypdf.generic import IndirectObject
 
-from tests.build.book import LANGS, PDF_NAME, built_page, nav_pages
-
-# The five commands most used in book/en's formulas (grep -o '\\[a-zA-Z]*'), and the $$ fence.
-RAW_TEX = re.compile(r"\$\$|\\(?:mathrm|times|frac|text|cdot)\b")
+from tests.build.book import LANGS, PDF_NAME, RAW_TEX, built_page, nav_pages
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import markdown
 import pytest
 from bs4 import BeautifulSoup
 
-from tests.build.book import LANGS, ROOT, built_page, config, markers, nav_pages
+from tests.build.book import LANGS, RAW_TEX, ROOT, built_page, config, markers, nav_pages
 from tools.tables import render
 
 
@@ -71,6 +71,8 @@ def test_math_is_svg_and_no_raw_tex_is_left(built_site, lang):
         visible = body.get_text(" ") if body else ""
         for raw in ("\\(", "\\[", "$$"):
             assert raw not in visible, f"{page}: raw TeX {raw!r} in the text"
+        raw = RAW_TEX.search(visible)
+        assert raw is None, f"{page}: raw TeX {raw.group(0)!r} in the text"
         svgs += text.count('class="math"')
     assert svgs > 0, "no math rendered at all"
 

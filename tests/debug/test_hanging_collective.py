@@ -139,3 +139,18 @@ def test_single_process_is_refused(launch):
     assert launch.error_lines(res.stderr) == [
         "hanging_collective.py: error: needs at least 2 ranks (world size is 1); launch with "
         "torchrun --nproc-per-node 2"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_debug_chapter_cites_the_scripts_current_lines(lang):
+    # The chapter's py-spy and tracer output names lines of hanging_collective.py; an edit to the
+    # script shifts them, and the printed stacks would then point at the wrong code.
+    page = (REPO / "book" / lang / "debug" / "index.md").read_text(encoding="utf-8")
+    source = (SCRIPTS / "hanging_collective.py").read_text(encoding="utf-8").splitlines()
+    cited = re.findall(r"hanging_collective\.py:(\d+)(?: in \w+: (.+))?\)?", page)
+    assert cited, "the chapter no longer cites lines of hanging_collective.py"
+    for number, code in cited:
+        line = source[int(number) - 1].strip()
+        assert line.startswith(("dist.", "sys.exit(main())")), f"line {number} is {line!r}"
+        if code:
+            assert line == code.strip(), f"line {number} is {line!r}, the chapter shows {code!r}"
