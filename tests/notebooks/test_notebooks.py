@@ -12,6 +12,7 @@ and check that each kind of problem is detected.
 """
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import shutil
@@ -74,6 +75,63 @@ def test_chinese_notebooks_have_english_source():
         if py.name.endswith(".zh.py"):
             english = py.with_name(py.name[: -len(".zh.py")] + ".py")
             assert english.exists(), f"{py} has no English source {english.name}"
+
+
+class _BlankStrings(ast.NodeTransformer):
+    """Replaces every string (labels, messages, docstrings) with "": translations change them.
+    Adding to or repeating a string gives a string; a plot's ``label=`` and ``NAME_zh[...]`` (a
+    lookup in a table of Chinese labels) are strings too."""
+
+    def visit_Constant(self, node):
+        return ast.copy_location(ast.Constant(""), node) if isinstance(node.value, str) else node
+
+    def visit_JoinedStr(self, node):
+        return ast.copy_location(ast.Constant(""), node)
+
+    def visit_BinOp(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.op, (ast.Add, ast.Mult)) and any(
+                isinstance(side, ast.Constant) and side.value == "" for side in (node.left, node.right)):
+            return ast.copy_location(ast.Constant(""), node)  # "text" + x, "=" * 17: a string
+        return node
+
+    def visit_keyword(self, node):
+        if node.arg == "label":  # a plot legend's text, however it is looked up
+            node.value = ast.Constant("")
+        return self.generic_visit(node)
+
+    def visit_Subscript(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id.endswith("_zh"):
+            return ast.copy_location(ast.Constant(""), node)
+        return self.generic_visit(node)
+
+
+def _code_shape(source: Path) -> list[str]:
+    """The notebook's statements with strings blanked, minus what only the Chinese notebooks
+    need: the CJK font set-up (statements naming font_manager, CJK_FONT or warnings, which
+    warns when the font is missing) and tables of Chinese labels (``NAME_zh = {...}``)."""
+    tree = _BlankStrings().visit(ast.parse(source.read_text(encoding="utf-8")))
+    shape = []
+    for stmt in tree.body:
+        text = ast.dump(stmt)
+        if any(name in text for name in ("font_manager", "CJK_FONT", "'warnings'")):
+            continue
+        if isinstance(stmt, ast.Assign) and all(
+                isinstance(t, ast.Name) and t.id.endswith("_zh") for t in stmt.targets):
+            continue
+        shape.append(text)
+    return shape
+
+
+ZH_PAIRS = [py for py, _ in PAIRS if py.name.endswith(".zh.py")]
+
+
+@pytest.mark.parametrize("zh", ZH_PAIRS, ids=[str(p.relative_to(ROOT)) for p in ZH_PAIRS])
+def test_chinese_notebook_runs_the_english_code(zh):
+    # Translating a notebook changes its prose, comments and strings, never what it computes, so
+    # a fix in one language that is not made in the other fails here.
+    english = zh.with_name(zh.name[: -len(".zh.py")] + ".py")
+    assert _code_shape(zh) == _code_shape(english), f"{zh.name} and {english.name} compute different things"
 
 
 def test_sanitize_config_parses():
