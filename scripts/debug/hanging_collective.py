@@ -70,9 +70,16 @@ import time
 PROG = "hanging_collective.py"
 
 
+def say(line: str, stream=sys.stdout) -> None:
+    """Write ``line`` and its newline in one write: every rank shares the launcher's stdout and
+    stderr, and print() writes the newline separately, so two ranks' lines could run together."""
+    stream.write(line + "\n")
+    stream.flush()
+
+
 def fail(msg: str, status: int = 2) -> None:
     """Print a one-line error naming the problem and exit with ``status``."""
-    print(f"{PROG}: error: {msg}", file=sys.stderr, flush=True)
+    say(f"{PROG}: error: {msg}", sys.stderr)
     sys.exit(status)
 
 
@@ -100,7 +107,7 @@ class Collectives:
         what = f"{name} #{self.count}"
         if tensor is not None:
             what += f" (shape {list(tensor.shape)}, {str(tensor.dtype).replace('torch.', '')})"
-        print(f"rank {self.rank} pid {os.getpid()}: entering {what}", flush=True)
+        say(f"rank {self.rank} pid {os.getpid()}: entering {what}")
         start = time.monotonic()
         try:
             yield
@@ -111,7 +118,7 @@ class Collectives:
                       if "timed out" in str(exc).lower() or "timeout" in str(exc).lower()
                       else f"failed after {waited:.1f} s: {str(exc).splitlines()[0][:200]}")
             fail(f"rank {self.rank} (pid {os.getpid()}): {what} {reason}", status=1)
-        print(f"rank {self.rank}: {name} #{self.count} done", flush=True)
+        say(f"rank {self.rank}: {name} #{self.count} done")
 
 
 def build_parser() -> argparse.ArgumentParser:

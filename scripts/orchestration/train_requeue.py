@@ -121,7 +121,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def die(message: str, status: int = 1) -> None:
     """Print ``train_requeue.py: error: message`` on stderr and exit with ``status``."""
-    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    # One write, newline included: ranks share stderr, and print() writes the newline apart.
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    sys.stderr.flush()
     sys.exit(status)
 
 

@@ -105,7 +105,9 @@ HIDDEN = 32
 
 def fail(message: str, status: int = 2) -> None:
     """Print ``PROG: error: message`` on stderr and exit with ``status`` (one line, no traceback)."""
-    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    # One write, newline included: ranks share stderr, and print() writes the newline apart.
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    sys.stderr.flush()
     sys.exit(status)
 
 

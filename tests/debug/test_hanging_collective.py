@@ -154,3 +154,9 @@ def test_debug_chapter_cites_the_scripts_current_lines(lang):
         assert line.startswith(("dist.", "sys.exit(main())")), f"line {number} is {line!r}"
         if code:
             assert line == code.strip(), f"line {number} is {line!r}, the chapter shows {code!r}"
+    # In a py-spy stack, main's line must hold the collective named by the innermost torch frame.
+    stacks = re.findall(r"^\s*(\w+) \(torch/distributed/distributed_c10d\.py:\d+\)\n"
+                        r"(?:.*\n)*?\s*main \(hanging_collective\.py:(\d+)\)", page, re.M)
+    assert len(stacks) == 2, "the chapter no longer shows the two ranks' py-spy stacks"
+    for collective, number in stacks:
+        assert f"dist.{collective}(" in source[int(number) - 1], f"line {number} is not {collective}"
