@@ -141,3 +141,24 @@ def test_internal_links_resolve(pdfs, lang):
             if isinstance(dest, str) or hasattr(dest, "original_bytes"):
                 assert str(dest) in named, f"page {number}: link to unknown destination {dest}"
     assert internal > 0, "no internal link at all (the contents page should link its entries)"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_no_text_starts_beyond_the_right_edge(pdfs, lang):
+    # A table wider than the text column is clipped, not wrapped: its last columns are still
+    # drawn, off the page, where no reader sees them.
+    off_page = {}
+    for number, page in enumerate(pdfs[lang].pages, 1):
+        width = float(page.mediabox.width)
+        hits = []
+
+        def visit(text, cm, tm, font, size):
+            x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]  # text origin in page space (PDF 32000 §9.4.4)
+            if text.strip() and x > width:
+                hits.append(text.strip()[:30])
+
+        page.extract_text(visitor_text=visit)
+        if hits:
+            off_page[number] = hits[:3]
+    assert not off_page, f"text beyond the right edge, by page: {off_page}"
+
