@@ -266,8 +266,10 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
             "host": launch.host, "device": device_text, "backend": backend,
             "torch": torch.__version__, "cuda": torch.version.cuda or "none",
             "nccl": nccl_version, "pid": os.getpid()}
-    # Every rank prints, before joining: the lines show which ranks started and where.
-    print(rank_info_line(info), flush=True)
+    # Every rank prints, before joining: the lines show which ranks started and where. One write,
+    # newline included: print() writes the newline apart, and two ranks' lines could run together.
+    sys.stdout.write(rank_info_line(info) + "\n")
+    sys.stdout.flush()
 
     if _selftest_rank("CONNECTIVITY_CHECK_EXIT_RANK") == rank:
         os._exit(3)
