@@ -1,11 +1,12 @@
-# The two commands a newcomer needs: `make book` and `make test`.
+# The two commands a newcomer needs: `make book` and `make test`. Both set up what they need:
+# the Debian packages in requirements/apt.txt and a .venv with the pinned Python packages.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: book site serve test test-gpu venv clean
+.PHONY: book site serve test test-gpu check system-packages venv clean
 
 venv: $(VENV)/.installed
 
@@ -16,17 +17,23 @@ $(VENV)/.installed: requirements.txt
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	touch $@
 
-book: venv  ## site/ (both languages) and site/pdf/*.pdf
+system-packages:  ## install the missing packages of requirements/apt.txt, or say how
+	@tools/system_packages.sh
+
+book: venv system-packages  ## site/ (both languages) and site/pdf/*.pdf; rebuilds only when an input changed
 	$(BIN)/python build/build_book.py
 
 site: venv  ## site/ only, no PDFs
 	$(BIN)/python build/build_book.py --no-pdf
 
 serve: venv  ## live preview on http://127.0.0.1:8000
-	$(BIN)/mkdocs serve
+	$(BIN)/python -m mkdocs serve
 
-test: venv  ## the whole suite (GPU tests skip without CUDA)
+test: book  ## the whole suite, on the book that `make book` built (GPU tests skip without CUDA)
 	$(BIN)/python -m pytest
+
+check: venv  ## the quick part: everything but the book build, the notebooks and the SLURM cluster
+	$(BIN)/python -m pytest --ignore=notebooks --ignore=tests/build --ignore=tests/orchestration
 
 test-gpu: venv  ## only the GPU tests, on a machine with CUDA
 	$(BIN)/python -m pytest -m gpu

@@ -14,36 +14,20 @@ Paths are relative to the repository root. A missing file or a bad table fails t
 with the page named. The files under scripts/ are copied into the site for the download links.
 """
 
-import re
 import shutil
-import sys
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from _book import MARKER, ROOT, page_language, site_root_prefix, tool
 
-from tools.tables import TableError, render  # noqa: E402
+tables = tool("tables")
 
-MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table): (\S+) -->[ \t]*$", re.M)
 _LEXERS = {".py": "python", ".sh": "bash", ".sbatch": "bash", ".slurm": "bash", ".yml": "yaml"}
 _LABELS = {
     "en": ("Download", "Full source of"),
     "zh": ("下载", "完整源码："),
 }
-
-
-def page_language(page) -> str:
-    """The page's language from its source path (book/<lang>/...)."""
-    return PurePosixPath(page.file.src_uri).parts[0]
-
-
-def site_root_prefix(page) -> str:
-    """Relative URL from the page to the site root (``use_directory_urls`` layout)."""
-    depth = len([p for p in page.url.split("/") if p])
-    return "../" * depth
 
 
 def _embed_script(rel: str, page, pdf_build: bool) -> str:
@@ -76,8 +60,8 @@ def on_page_markdown(markdown, page, config, files):
         if kind == "embed-script":
             return _embed_script(rel, page, bool(config.extra.get("pdf_build")))
         try:
-            return render(ROOT / rel, page_language(page))
-        except TableError as err:
+            return tables.render(ROOT / rel, page_language(page))
+        except tables.TableError as err:
             raise PluginError(f"{page.file.src_uri}: {err}") from err
 
     return MARKER.sub(expand, markdown)

@@ -5,15 +5,11 @@ Each page under book/zh/ records the sha256 of the English page it follows (fron
 since, the reader is told so and pointed at the current English page.
 """
 
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from _book import ROOT, site_root_prefix, tool
 
-from build.hooks.book_markers import site_root_prefix  # noqa: E402
-from tools.translations import status_for  # noqa: E402
+status_for = tool("translations").status_for
 
 _NOTICE = """!!! warning "译文可能已过时 (this translation may be out of date)"
     本页翻译之后，英文原文已有更新。请同时参阅<a href="{href}">最新的英文版本</a>。

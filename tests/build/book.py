@@ -1,14 +1,24 @@
 """What the tests need to know about the book's configuration: languages, nav pages, paths."""
 
+import importlib.util
 import re
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from mkdocs.config import load_config
 
-from build.hooks.book_markers import MARKER
-
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_hooks_module():
+    # By path, as mkdocs loads the hooks: the folder build/ is not a package (see build/hooks/_book.py).
+    spec = importlib.util.spec_from_file_location("_book_for_tests", ROOT / "build" / "hooks" / "_book.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MARKER = _load_hooks_module().MARKER
 LANGS = ("en", "zh")
 PDF_NAME = "ml-engineering-open-book-{lang}.pdf"
 # Raw TeX in rendered text: the $$ fence, or one of the five commands most used in book/en's
@@ -41,8 +51,6 @@ def built_page(site: Path, lang: str, src: str) -> Path:
     stem = path.parent if path.stem in ("index", "README") else path.with_suffix("")
     prefix = site if lang == "en" else site / lang
     return prefix / stem / "index.html"
-
-
 
 
 def markers(kind: str):

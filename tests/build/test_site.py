@@ -51,7 +51,9 @@ def test_notebooks_render_as_pages_with_outputs_and_download(built_site, lang):
         page = soup(page_path)
         assert page.select(".jp-Notebook"), f"{src} is not rendered as a notebook"
         images = [img for img in page.select(".jp-OutputArea-output img") if img["src"].startswith("data:image/png")]
-        assert images, f"{src}: no plot among the outputs"
+        cells = json.loads((ROOT / "book" / lang / src).read_text(encoding="utf-8"))["cells"]
+        plots = sum("image/png" in out.get("data", {}) for cell in cells for out in cell.get("outputs", []))
+        assert plots and len(images) == plots, f"{src}: {len(images)} of its {plots} plots rendered"
         downloads = [a for a in page.find_all("a", href=True) if a["href"].endswith(".ipynb")]
         assert downloads, f"{src}: no download link to the .ipynb"
         assert (page_path.parent / downloads[0]["href"]).resolve().is_file()

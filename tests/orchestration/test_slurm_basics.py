@@ -5,9 +5,7 @@ common mistakes the chapter lists."""
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
+from tests.conftest import require_tool
 
 
 def test_task_variables_follow_the_block_layout(slurm):
@@ -42,8 +40,7 @@ def test_salloc_then_srun_runs_on_the_allocation(slurm):
 
 
 def test_srun_pty_gives_an_interactive_shell(slurm):
-    if not shutil.which("script"):
-        pytest.skip("needs util-linux `script` to provide a terminal")
+    require_tool("script")  # util-linux's, from bsdutils
     # `script` supplies the terminal a person would have; srun --pty gives the task a pty.
     res = slurm.run(["script", "-qec", "srun -N1 --pty bash -c 'tty; echo on=$SLURMD_NODENAME'",
                      "/dev/null"])

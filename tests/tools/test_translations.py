@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_tool
 from tools import translations as tr
 
 REPO = Path(__file__).resolve().parents[2]
@@ -300,8 +301,8 @@ def test_cli_empty_tree_fails(tmp_path):
     assert cli(tmp_path, "status").returncode == 1
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 def test_cli_diff_shows_english_changes_since_record(tree):
+    require_tool("git")
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     git = lambda *a: subprocess.run(["git", "-C", str(tree), *a], check=True, capture_output=True, env=env)  # noqa: E731
