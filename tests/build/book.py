@@ -5,6 +5,7 @@ import re
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
+from bs4 import BeautifulSoup
 from mkdocs.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,3 +61,10 @@ def markers(kind: str):
             if found_kind == kind:
                 yield page.relative_to(ROOT / "book" / "en").as_posix(), rel
 
+
+
+@lru_cache(maxsize=None)
+def page_soup(path: Path) -> BeautifulSoup:
+    """The parsed HTML of a built page, parsed once per test session (several tests read every
+    page). Shared between tests: read it, never modify it."""
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")

@@ -8,12 +8,12 @@ import markdown
 import pytest
 from bs4 import BeautifulSoup
 
-from tests.build.book import LANGS, RAW_TEX, ROOT, built_page, config, markers, nav_pages
+from tests.build.book import LANGS, RAW_TEX, ROOT, built_page, config, markers, nav_pages, page_soup
 from tools.tables import render
 
 
 def soup(path: Path) -> BeautifulSoup:
-    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    return page_soup(path.resolve())
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -68,9 +68,8 @@ def test_math_is_svg_and_no_raw_tex_is_left(built_site, lang):
         assert 'class="arithmatex"' not in text, f"{page}: math left for client-side rendering"
         body = soup(page).select_one("article")
         # Code may hold a backslash-parenthesis of its own (a sed group); only prose can hold raw math.
-        for code in body.select("pre, code") if body else []:
-            code.decompose()
-        visible = body.get_text(" ") if body else ""
+        prose = body.find_all(string=True) if body else []
+        visible = " ".join(text for text in prose if text.find_parent(["pre", "code"]) is None)
         for raw in ("\\(", "\\[", "$$"):
             assert raw not in visible, f"{page}: raw TeX {raw!r} in the text"
         raw = RAW_TEX.search(visible)
