@@ -29,11 +29,14 @@ site: venv  ## site/ only, no PDFs
 serve: venv  ## live preview on http://127.0.0.1:8000
 	$(BIN)/python -m mkdocs serve
 
+# Two or more pytest-xdist workers: a file's tests stay on one worker (tests/conftest.py).
+PYTEST_WORKERS := -n auto --maxprocesses 4
+
 test: book  ## the whole suite, on the book that `make book` built (GPU tests skip without CUDA)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_WORKERS)
 
 check: venv  ## the quick part: everything but the book build, the notebooks and the SLURM cluster
-	$(BIN)/python -m pytest --ignore=notebooks --ignore=tests/build --ignore=tests/orchestration
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) --ignore=notebooks --ignore=tests/build --ignore=tests/orchestration
 
 test-gpu: venv  ## only the GPU tests, on a machine with CUDA
 	$(BIN)/python -m pytest -m gpu

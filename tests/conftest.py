@@ -37,3 +37,19 @@ def built_site() -> Path:
                             cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, f"book build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     return site
+
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With pytest-xdist (`make test` runs two workers): send each file's tests to one worker, in
+    order, so module-scoped fixtures (a training run, a benchmark sweep) run once and a notebook's
+    cells share one kernel; and send every SLURM test to the same worker, which starts the one
+    localhost cluster they share (tests/orchestration/conftest.py)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/orchestration" if path.startswith("tests/orchestration/") else path
+
+    return ByFile(config, log)
