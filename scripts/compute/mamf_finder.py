@@ -99,6 +99,7 @@ import os
 import platform
 import re
 import shlex
+import signal
 import socket
 import statistics
 import sys
@@ -325,7 +326,10 @@ def time_shape(device: Device, run, warmup: int, iters: int, flush) -> list[floa
             start.record()
             run()
             end.record()
-        torch.cuda.synchronize(device.dev)
+        # Poll instead of torch.cuda.synchronize(): Python handles Ctrl-C only between bytecodes,
+        # and a synchronize on a long queue of big matmuls would hold it until all are done.
+        while not pairs[-1][1].query():
+            time.sleep(0.001)
         times = [start.elapsed_time(end) / 1e3 for start, end in pairs]  # ms -> s
     else:
         for _ in range(iters):
@@ -373,6 +377,9 @@ def _print_summary(results: list[dict], total: int, interrupted: bool) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored: the
+    # sweep would run on after Ctrl-C or `kill -INT`. Stopping with the results so far is the point.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import torch  # only now: --help and argument errors never touch torch or a device
 
     device = Device(torch, args.device, args.parser)

@@ -115,42 +115,74 @@ def test_cuda_requested_without_cuda_is_an_error(launch):
     assert "no CUDA device is available" in launch.error_lines(res.stderr)[0]
 
 
-def test_ctrl_c_prints_results_so_far(launch, tmp_path):
-    out = tmp_path / "partial.json"
-    proc = subprocess.Popen(
-        [sys.executable, str(launch.scripts / SCRIPT), "--device", "cpu", "--dtype", "fp32",
-         "--m", "64:640000:64", "--n", "512", "--k", "512", "--warmup", "0", "--iters", "2",
-         "--json", str(out)],
-        cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
-    seen = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(seen) < 3 and time.monotonic() < deadline:  # wait for the sweep to be running
-            line = proc.stdout.readline()
-            if not line:
-                break
-            if ROW.match(line):
-                seen.append(line)
-        assert len(seen) == 3, "sweep did not start"
-        proc.send_signal(signal.SIGINT)
-        # Read through the same text stream (communicate() would skip lines already buffered
-        # in it); the timer turns a hang into a failure.
-        watchdog = threading.Timer(60, proc.kill)
+class Sweep:
+    """mamf_finder.py running in the background; lines read from its stdout with a deadline."""
+
+    def __init__(self, launch, args: list[str], ignore_sigint: bool = False):
+        # ignore_sigint: started the way a shell starts a background job (SIGINT ignored)
+        preexec = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
+        self.proc = subprocess.Popen([sys.executable, str(launch.scripts / SCRIPT), *args], cwd=REPO,
+                                     env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True, preexec_fn=preexec)
+        self.lines: list[str] = []
+
+    def wait_for(self, pattern: re.Pattern, count: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while sum(bool(pattern.match(x)) for x in self.lines) < count:
+            assert time.monotonic() < deadline, f"no {count} lines like {pattern.pattern}: {self.lines}"
+            line = self.proc.stdout.readline()
+            assert line, f"the script ended early: {self.lines}"
+            self.lines.append(line)
+
+    def interrupt(self, limit: float = 15) -> tuple[float, str, str]:
+        """SIGINT, then (seconds until it exited, rest of stdout, stderr); killed after ``limit``."""
+        start = time.monotonic()
+        self.proc.send_signal(signal.SIGINT)
+        # Read through the same text stream (communicate() would skip lines already buffered).
+        watchdog = threading.Timer(limit, self.proc.kill)
         watchdog.start()
-        rest, err = proc.stdout.read(), proc.stderr.read()
-        proc.wait()
-        watchdog.cancel()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+        try:
+            rest, err = self.proc.stdout.read(), self.proc.stderr.read()
+            self.proc.wait()
+        finally:
+            watchdog.cancel()
+            if self.proc.poll() is None:
+                self.proc.kill()
+        return time.monotonic() - start, rest, err
+
+
+# 10,000 shapes: no machine finishes them before the signal, and each one is small.
+LONG_SWEEP = ["--device", "cpu", "--dtype", "fp32", "--m", "64:640000:64", "--n", "256", "--k", "256",
+              "--warmup", "0", "--iters", "2"]
+
+
+@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["foreground", "background-job"])
+def test_ctrl_c_between_shapes_prints_results_so_far(launch, tmp_path, ignore_sigint):
+    out = tmp_path / "partial.json"
+    sweep = Sweep(launch, [*LONG_SWEEP, "--json", str(out)], ignore_sigint=ignore_sigint)
+    sweep.wait_for(ROW, 3)
+    seconds, rest, err = sweep.interrupt()
+    assert sweep.proc.returncode == 130, f"exit {sweep.proc.returncode} {seconds:.1f} s after SIGINT: {err}"
+    assert "Traceback" not in err
     assert "# interrupted:" in rest and "# overall best:" in rest
     report = json.loads(out.read_text())
     assert report["interrupted"] is True
-    n_done = len(seen) + len(rows(rest))
-    assert 3 <= len(report["results"]) == n_done < 100
+    n_done = len(rows("".join(sweep.lines))) + len(rows(rest))
+    assert 3 <= len(report["results"]) == n_done < 10_000
     assert report["best"]["fp32"] == max(report["results"], key=lambda r: r["max_tflops"])
+
+
+def test_ctrl_c_inside_one_long_shape_stops_it(launch, tmp_path):
+    # One shape of a million iterations: minutes on any CPU, so the signal lands inside it.
+    out = tmp_path / "partial.json"
+    sweep = Sweep(launch, ["--device", "cpu", "--dtype", "fp32", "--m", "128", "--n", "128", "--k", "128",
+                           "--warmup", "0", "--iters", "1000000", "--json", str(out)])
+    sweep.wait_for(re.compile(r"^#\s+i/N"), 1)  # the table's header: the shape is being timed
+    time.sleep(0.5)
+    seconds, rest, err = sweep.interrupt()
+    assert sweep.proc.returncode == 130, f"exit {sweep.proc.returncode} {seconds:.1f} s after SIGINT: {err}"
+    assert "# interrupted: 0 of 1 measurements done" in rest
+    assert json.loads(out.read_text())["results"] == []
 
 
 @pytest.mark.gpu
