@@ -8,7 +8,8 @@ Two fixes, both for things the plugins do on their own:
   we mark the notebook files as pages again.
 * mkdocs-jupyter slugs headings to ASCII, so Chinese headings get empty ids and the page's
   table of contents points nowhere. We make it use the same Unicode slugs as the Markdown
-  pages (pymdownx.slugs, lower case), for the heading ids and for the table of contents.
+  pages (pymdownx.slugs, lower case), for the heading ids and for the table of contents, and
+  build the table of contents from the markdown cells themselves (see ``_notebook_toc``).
 * mkdocs-jupyter's page template loads MathJax (our math is SVG made at build time, see
   math_svg.py) and would import Mermaid from a CDN if a cell had a diagram. The book promises
   that a page requests nothing from a third-party host, so those scripts are removed.
@@ -17,6 +18,7 @@ Two fixes, both for things the plugins do on their own:
 import re
 
 import markdown
+import nbformat
 from bs4 import BeautifulSoup
 import mkdocs_jupyter.convert
 import mkdocs_jupyter.plugin
@@ -37,8 +39,18 @@ def _markdown_toc(markdown_source, toc_depth):
     return md.toc_tokens
 
 
+def _notebook_toc(path, toc_depth):
+    """(TOC tokens, title) from the notebook's markdown cells as written. mkdocs-jupyter reads them
+    from its own Markdown export, which drops inline code (`max`), so a heading with code got a
+    TOC link to an id that no heading has."""
+    cells = nbformat.read(path, as_version=4).cells
+    tokens = _markdown_toc("\n\n".join(c.source for c in cells if c.cell_type == "markdown"), toc_depth)
+    title = next((t["name"] for t in tokens if t["level"] == 1), None)
+    return tokens, title
+
+
 mkdocs_jupyter.convert.slugify = _heading_id
-mkdocs_jupyter.plugin._get_markdown_toc = _markdown_toc
+mkdocs_jupyter.plugin._get_nb_toc_tokens = _notebook_toc
 
 _NOTEBOOK_SCRIPTS = [
     # <!-- Load mathjax --> ... <!-- End of mathjax configuration -->

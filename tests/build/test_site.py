@@ -3,6 +3,7 @@
 import json
 import re
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import markdown
 import pytest
@@ -169,3 +170,28 @@ def test_chinese_paragraphs_are_not_hard_wrapped():
                 lines = "".join(cell["source"]).split("\n")
                 wrapped += [f"{notebook.relative_to(ROOT)} cell {index} line {n}" for n in _wrapped_lines(lines)]
     assert not wrapped, "join these lines: " + ", ".join(wrapped)
+
+
+def _fragment_targets(page: BeautifulSoup) -> set[str]:
+    return {el["id"] for el in page.find_all(id=True)} | {el["name"] for el in page.find_all("a", attrs={"name": True})}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_in_page_link_resolves(built_site, lang):
+    # Every page of the language, not only the nav: a browser jumps nowhere when no element has
+    # the fragment's id, and says nothing. A browser tries the fragment percent-encoded, then
+    # decoded, so a Unicode href matches a percent-encoded id (notebook headings have those).
+    pages = [p for p in built_site.rglob("*.html") if (lang == "zh") == (p.relative_to(built_site).parts[0] == "zh")]
+    assert len(pages) >= len(nav_pages())
+    broken = []
+    for path in pages:
+        page = soup(path)
+        targets = _fragment_targets(page)
+        for a in page.find_all("a", href=True):
+            href = a["href"]
+            if not href.startswith("#") or href in ("#", "#__search"):
+                continue
+            fragment = href[1:]
+            if not {fragment, unquote(fragment), quote(unquote(fragment))} & targets:
+                broken.append(f"{path.relative_to(built_site)}: {href}")
+    assert not broken, f"{len(broken)} in-page links point at no element:\n" + "\n".join(broken[:30])
