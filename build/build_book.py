@@ -5,8 +5,9 @@ only when an input changed since the last build into the same folder.
 
 Steps:
 1. hash the inputs (every file under book/, build/, data/, notebooks/, results/, scripts/, tools/,
-   the mkdocs*.yml files and the requirements lock). If ``<site>/.build-inputs.json`` records the
-   same hash and the outputs asked for, print "up to date" and stop;
+   the mkdocs*.yml files, the requirements lock, and BOOK_SITE_URL, the site's address). If
+   ``<site>/.build-inputs.json`` records the same hash and the outputs asked for, print
+   "up to date" and stop;
 2. refuse to build when a page lacks its translation (``tools/translations.py status``);
 3. at the same time: ``mkdocs build --strict`` of the site (mkdocs.yml) into the site folder, and
    one strict build per language with mkdocs-to-pdf (mkdocs.pdf-en.yml, mkdocs.pdf-zh.yml) into
@@ -46,7 +47,7 @@ def inputs_digest(root: Path = ROOT) -> str:
         for folder, dirs, files in os.walk(root / top):
             dirs[:] = [d for d in dirs if d not in SKIPPED]
             paths += [Path(folder) / name for name in files if not name.endswith(".pyc")]
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(os.environ.get("BOOK_SITE_URL", "").encode())  # mkdocs.yml's site_url
     for path in sorted(set(paths)):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(os.readlink(path).encode() if path.is_symlink() else path.read_bytes())

@@ -11,13 +11,15 @@ A marker is an HTML comment alone on a line (invisible if the hook is absent):
         a table of measured results from a benchmark's --json output (tools/tables.py)
 
 Paths are relative to the repository root. A missing file or a bad table fails the build
-with the page named. The files under scripts/ are copied into the site for the download links.
+with the page named. The files under scripts/, data/ and results/ are copied into the site.
 """
 
+import re
 import shutil
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
 
 from _book import MARKER, ROOT, page_language, site_root_prefix, tool
 
@@ -67,9 +69,21 @@ def on_page_markdown(markdown, page, config, files):
     return MARKER.sub(expand, markdown)
 
 
+# A downloaded notebook reads the book's files from this address (book_file() in the notebooks).
+_NOTEBOOK_SITE = re.compile(r'(BOOK_SITE = os\.environ\.get\(\\"BOOK_SITE_URL\\", \\")[^"\\]*(\\")')
+
+
+@event_priority(-100)  # after mkdocs-jupyter has copied the notebooks next to their pages
 def on_post_build(config):
-    """Copy scripts/ into the site so the download links resolve."""
-    target = Path(config.site_dir) / "scripts"
-    shutil.copytree(
-        ROOT / "scripts", target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-    )
+    """Copy scripts/, data/ and results/ into the site: the download links of the embedded scripts
+    point there, and a notebook downloaded from the site reads its data from there. When the site
+    has an address (``site_url``, set from BOOK_SITE_URL by the publishing workflow), the
+    downloadable notebooks are pointed at it."""
+    site = Path(config.site_dir)
+    for folder in ("scripts", "data", "results"):
+        shutil.copytree(ROOT / folder, site / folder, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if config.site_url:
+        for notebook in site.rglob("*.ipynb"):
+            text = notebook.read_text(encoding="utf-8")
+            notebook.write_text(_NOTEBOOK_SITE.sub(rf"\g<1>{config.site_url}\g<2>", text), encoding="utf-8")

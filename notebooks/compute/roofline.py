@@ -51,17 +51,30 @@ plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
                      "grid.alpha": 0.3, "font.size": 10})
 
 
-def repo_root(start=None):
-    """The closest directory at or above `start` holding mkdocs.yml or .git."""
-    here = Path(start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "mkdocs.yml").exists() or (d / ".git").exists():
-            return d
-    raise FileNotFoundError("repository root not found above " + str(here))
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
 
-ROOT = repo_root()
-specs = yaml.safe_load((ROOT / "data/compute/accelerators.yml").read_text(encoding="utf-8"))
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
+
+
+specs = yaml.safe_load(book_file("data/compute/accelerators.yml"))
 DEVICES = ["NVIDIA A100 SXM 80GB", "NVIDIA H100 SXM", "NVIDIA H200 SXM", "NVIDIA B200 (HGX)",
            "AMD MI300X", "AMD MI355X", "Intel Gaudi 3", "Google TPU v6e (Trillium)", "AWS Trainium2"]
 rows = {r["name"]: r for r in specs["rows"]}
@@ -251,8 +264,9 @@ plt.show()
 # machine.
 
 # %%
-results = sorted((ROOT / "results/compute").glob("mamf_finder-*.json"))
-runs = [json.loads(p.read_text()) for p in results]
+# The mamf_finder.py results in results/compute/ (a downloaded notebook cannot list a folder).
+MAMF_RESULTS = ["results/compute/mamf_finder-cpu.json"]
+runs = [json.loads(book_file(rel)) for rel in MAMF_RESULTS]
 gpu_runs = [r for r in runs if r["device_type"] == "cuda"]
 print(f"mamf_finder results files: {len(runs)}, of them GPU runs: {len(gpu_runs)}")
 for run in runs:

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 1776912c49e37c08c454b09a1fd2853a754012eef54fa9b7f9eae74c3aba2340
+#       source_sha256: 8df369b1bb7b6d3409c6bfbe005e3021b686c673fdd7e6e2ae18952de6d36e48
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -56,17 +56,30 @@ else:
     warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
 
 
-def repo_root(start=None):
-    """`start` 所在目录或其上层中最近的一个含有 mkdocs.yml 或 .git 的目录。"""
-    here = Path(start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "mkdocs.yml").exists() or (d / ".git").exists():
-            return d
-    raise FileNotFoundError("在 " + str(here) + " 之上找不到仓库根目录")
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
 
-ROOT = repo_root()
-specs = yaml.safe_load((ROOT / "data/compute/accelerators.yml").read_text(encoding="utf-8"))
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
+
+
+specs = yaml.safe_load(book_file("data/compute/accelerators.yml"))
 DEVICES = ["NVIDIA A100 SXM 80GB", "NVIDIA H100 SXM", "NVIDIA H200 SXM", "NVIDIA B200 (HGX)",
            "AMD MI300X", "AMD MI355X", "Intel Gaudi 3", "Google TPU v6e (Trillium)", "AWS Trainium2"]
 rows = {r["name"]: r for r in specs["rows"]}
@@ -220,8 +233,9 @@ plt.show()
 # 本书的 results 目录保存了 `mamf_finder.py` 的 `--json` 输出。有 GPU 的运行结果时，这里会把它与数据手册的峰值比较；CPU 的运行结果总是存在，它显示了在共享机器上平均值与最好一次迭代之间的差距。
 
 # %%
-results = sorted((ROOT / "results/compute").glob("mamf_finder-*.json"))
-runs = [json.loads(p.read_text()) for p in results]
+# The mamf_finder.py results in results/compute/ (a downloaded notebook cannot list a folder).
+MAMF_RESULTS = ["results/compute/mamf_finder-cpu.json"]
+runs = [json.loads(book_file(rel)) for rel in MAMF_RESULTS]
 gpu_runs = [r for r in runs if r["device_type"] == "cuda"]
 print(f"mamf_finder 结果文件：{len(runs)} 个，其中 GPU 运行：{len(gpu_runs)} 个")
 for run in runs:

@@ -50,16 +50,30 @@ plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
                      "grid.alpha": 0.3, "font.size": 10})
 
 
-def repo_root(start=None):
-    """The repository root: the first folder above ``start`` holding mkdocs.yml."""
-    here = Path(start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "mkdocs.yml").is_file():
-            return d
-    raise FileNotFoundError("repository root not found above " + str(here))
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
 
-report = json.loads((repo_root() / "results/instabilities/loss_spike_experiment.json").read_text())
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
+
+
+report = json.loads(book_file("results/instabilities/loss_spike_experiment.json"))
 runs = report["runs"]
 settings = report["settings"]
 print("runs:", ", ".join(runs))

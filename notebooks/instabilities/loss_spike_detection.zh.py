@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 92462c264d0d923a44c79ae93a8a67aaa41889b47269664439d7ca1e5cf113d4
+#       source_sha256: 29f9e028161c4bec09528660ecbd954f002a4c1a3e57c5e0cf92d12b4c0b961c
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -54,16 +54,30 @@ else:
     warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
 
 
-def repo_root(start=None):
-    """The repository root: the first folder above ``start`` holding mkdocs.yml."""
-    here = Path(start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "mkdocs.yml").is_file():
-            return d
-    raise FileNotFoundError("repository root not found above " + str(here))
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
 
-report = json.loads((repo_root() / "results/instabilities/loss_spike_experiment.json").read_text())
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
+
+
+report = json.loads(book_file("results/instabilities/loss_spike_experiment.json"))
 runs = report["runs"]
 settings = report["settings"]
 print("运行：", ", ".join(runs))

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 7ab835a4c4790972fb286acab627f9e0abb627243459bbd1fdd3c9ddd026ea96
+#       source_sha256: 7773bdccd9e7a5371a16b2506ea5cbf223ecb9e7be38f81f3eed842641a516b9
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -273,16 +273,30 @@ for n in (8, 1024, 8192):
 # 下面输出的数字取决于运行基准测试的机器（测试 notebook 输出时会把它们屏蔽掉，见 `notebooks/README.md`）。
 
 # %%
-RESULTS = Path("results/network/all_reduce_bench-cpu-gloo-2proc.json")
+RESULTS = "results/network/all_reduce_bench-cpu-gloo-2proc.json"
 
 
-def repo_root(start=None):
-    """The closest directory at or above `start` holding mkdocs.yml or .git."""
-    here = Path(start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "mkdocs.yml").exists() or (d / ".git").exists():
-            return d
-    raise FileNotFoundError("repository root not found above " + str(here))
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
+
+
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
 
 
 def fit_alpha_beta(n, size, t):
@@ -302,7 +316,7 @@ def sig2(x):
     return f"{float(f'{x:.2g}'):g}"
 
 
-bench = json.loads((repo_root() / RESULTS).read_text())
+bench = json.loads(book_file(RESULTS))
 n_meas = bench["world_size"]
 rows = sorted(bench["results"], key=lambda r: r["size_bytes"])
 s_meas = np.array([r["size_bytes"] for r in rows], dtype=float)

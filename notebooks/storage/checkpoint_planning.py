@@ -135,16 +135,30 @@ plt.show()
 # to turn a measured bandwidth into a save-time estimate.
 
 # %%
-def repo_root(start=None) -> Path:
-    """The repository root: the first parent holding results/ (nbval runs in the notebook's folder)."""
-    here = Path(start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "results" / "storage").is_dir():
-            return folder
-    raise FileNotFoundError("results/storage not found above " + str(here))
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
 
-bench = json.loads((repo_root() / "results/storage/checkpoint_io_bench-cpu-2proc.json").read_text())
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
+
+
+bench = json.loads(book_file("results/storage/checkpoint_io_bench-cpu-2proc.json"))
 by_op = {(r["method"], r["op"]): r for r in bench["results"]}
 dcp_save = by_op[("dcp", "save")]["GBps"]
 print("measured dcp save bandwidth ≈", round(dcp_save, 2), "GBps")

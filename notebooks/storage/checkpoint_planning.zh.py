@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: ad84628b8db1f5c9f80f4ff646f3cdcc09645e768b3705a248f0e70479921c9e
+#       source_sha256: cb1309410f18de591e89fcc763d2c5ddbcca74618999d43b6096e86b4acc66c2
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -129,16 +129,30 @@ plt.show()
 # `scripts/storage/checkpoint_io_bench.py` 分别用 `torch.save` 和 `torch.distributed.checkpoint` 写一个检查点并报告 GBps。提交到仓库的那次运行（在构建本书的 2 核机器上用 2 个 CPU 进程，写本地虚拟磁盘）与集群的文件系统相去甚远；这个单元格演示如何把一个实测带宽换算成保存时间的估计。
 
 # %%
-def repo_root(start=None) -> Path:
-    """仓库根目录：向上找到的第一个含有 results/ 的目录（nbval 在 notebook 所在目录运行）。"""
-    here = Path(start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "results" / "storage").is_dir():
-            return folder
-    raise FileNotFoundError("在 " + str(here) + " 之上找不到 results/storage")
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
 
-bench = json.loads((repo_root() / "results/storage/checkpoint_io_bench-cpu-2proc.json").read_text())
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
+
+
+bench = json.loads(book_file("results/storage/checkpoint_io_bench-cpu-2proc.json"))
 by_op = {(r["method"], r["op"]): r for r in bench["results"]}
 dcp_save = by_op[("dcp", "save")]["GBps"]
 print("实测 dcp 保存带宽 ≈", round(dcp_save, 2), "GBps")

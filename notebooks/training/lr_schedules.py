@@ -184,15 +184,31 @@ print(f"steps to reach the full batch: {ramp_steps}; a fixed 3.2M batch would ne
 # $N = \sqrt{C/120}$, $D = 20N$ that follows from $C = 6ND$ and 20 tokens per parameter.
 
 # %%
-def repo_root(start=Path.cwd()):
-    for folder in (start, *start.parents):
-        if (folder / "data/training/chinchilla_optimal.yml").is_file():
-            return folder
-    raise FileNotFoundError("run this notebook inside the book's repository")
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
+
+
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
 
 
 SUFFIX = {"M": 1e6, "B": 1e9, "T": 1e12}
-rows = yaml.safe_load((repo_root() / "data/training/chinchilla_optimal.yml").read_text())["rows"]
+rows = yaml.safe_load(book_file("data/training/chinchilla_optimal.yml"))["rows"]
 N = np.array([float(r["params"][:-1]) * SUFFIX[r["params"][-1]] for r in rows])
 D = np.array([float(r["tokens"][:-1]) * SUFFIX[r["tokens"][-1]] for r in rows])
 C = np.array([float(r["flops"]) for r in rows])

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 508007a7396c2d818a64b12718bb8e31c207fed98ccc55de4c7a452bee4bc395
+#       source_sha256: 814bd853b8cf14be3698b58c6745eaea97263a16cacb84a8411b1e0a86577eb3
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -182,15 +182,31 @@ print(f"达到完整批大小所需的步数：{ramp_steps}；固定 3.2M 的批
 # 从本书的数据文件读出 Hoffmann 等人（2022）的表 3，与由 $C = 6ND$ 和每参数 20 个 token 推出的规则 $N = \sqrt{C/120}$、$D = 20N$ 对照。
 
 # %%
-def repo_root(start=Path.cwd()):
-    for folder in (start, *start.parents):
-        if (folder / "data/training/chinchilla_optimal.yml").is_file():
-            return folder
-    raise FileNotFoundError("请在本书的仓库内运行此 notebook")
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
+
+
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
 
 
 SUFFIX = {"M": 1e6, "B": 1e9, "T": 1e12}
-rows = yaml.safe_load((repo_root() / "data/training/chinchilla_optimal.yml").read_text())["rows"]
+rows = yaml.safe_load(book_file("data/training/chinchilla_optimal.yml"))["rows"]
 N = np.array([float(r["params"][:-1]) * SUFFIX[r["params"][-1]] for r in rows])
 D = np.array([float(r["tokens"][:-1]) * SUFFIX[r["tokens"][-1]] for r in rows])
 C = np.array([float(r["flops"]) for r in rows])

@@ -31,7 +31,6 @@
 #    selective recomputation or flash attention removes them.
 
 # %%
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -44,20 +43,40 @@ plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
                      "grid.alpha": 0.3, "font.size": 10})
 
 
-def repo_root(start=Path.cwd()):
-    """The repository root: the first parent holding scripts/training (nbval runs the notebook
-    from its own folder, a reader maybe from elsewhere in the repository)."""
-    for folder in (start, *start.parents):
-        if (folder / "scripts/training/memory_estimator.py").is_file():
-            return folder
-    raise FileNotFoundError("run this notebook inside the book's repository")
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
 
-path = repo_root() / "scripts/training/memory_estimator.py"
-spec = importlib.util.spec_from_file_location("memory_estimator", path)
-est = importlib.util.module_from_spec(spec)
-sys.modules["memory_estimator"] = est      # dataclasses look their module up by name
-spec.loader.exec_module(est)
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
+
+
+def book_module(rel, name):
+    """The book's Python file `rel` (found as by book_file) imported as the module `name`."""
+    import types
+    module = types.ModuleType(name)
+    module.__file__ = rel
+    sys.modules[name] = module  # dataclasses look their module up by name
+    exec(compile(book_file(rel), rel, "exec"), module.__dict__)
+    return module
+
+
+est = book_module("scripts/training/memory_estimator.py", "memory_estimator")
 GB, GIB = 1e9, 2**30
 
 # %% [markdown]

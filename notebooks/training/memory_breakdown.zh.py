@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 152de1d4ea42a7a41610ab7c20c04af405823c309ae4075c53ae2aa5a8354111
+#       source_sha256: 45ab00791e12b9068b2bf41846af194d17c628b4546e5118d1fb8d4857a0cb80
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -29,7 +29,6 @@
 # 3. **激活值（activations）**取决于序列而不是参数量：注意力分数随序列长度的平方增长，在长序列下占主导，除非用选择性重计算或 flash attention 去掉它们。
 
 # %%
-import importlib.util
 import sys
 import warnings
 from pathlib import Path
@@ -52,20 +51,40 @@ else:
     warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
 
 
-def repo_root(start=Path.cwd()):
-    """仓库根目录：第一个包含 scripts/training 的上级目录（nbval 在 notebook 所在目录运行它，
-    读者也可能在仓库的其他位置运行）。"""
-    for folder in (start, *start.parents):
-        if (folder / "scripts/training/memory_estimator.py").is_file():
-            return folder
-    raise FileNotFoundError("请在本书的仓库内运行此 notebook")
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
 
-path = repo_root() / "scripts/training/memory_estimator.py"
-spec = importlib.util.spec_from_file_location("memory_estimator", path)
-est = importlib.util.module_from_spec(spec)
-sys.modules["memory_estimator"] = est      # dataclasses 按名字查找其模块
-spec.loader.exec_module(est)
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
+
+
+def book_module(rel, name):
+    """The book's Python file `rel` (found as by book_file) imported as the module `name`."""
+    import types
+    module = types.ModuleType(name)
+    module.__file__ = rel
+    sys.modules[name] = module  # dataclasses look their module up by name
+    exec(compile(book_file(rel), rel, "exec"), module.__dict__)
+    return module
+
+
+est = book_module("scripts/training/memory_estimator.py", "memory_estimator")
 GB, GIB = 1e9, 2**30
 
 # %% [markdown]

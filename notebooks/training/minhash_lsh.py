@@ -41,9 +41,7 @@
 # Runs in a few seconds on a CPU.
 
 # %%
-import importlib.util
 import json
-import math
 import random
 import sys
 from itertools import combinations
@@ -60,21 +58,40 @@ plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
                      "grid.alpha": 0.3, "font.size": 10})
 
 
-def repo_root() -> Path:
-    """The repository root: the first parent folder holding mkdocs.yml."""
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "mkdocs.yml").exists():
-            return folder
-    raise FileNotFoundError("run this notebook inside the book's repository")
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
 
-ROOT = repo_root()
-spec = importlib.util.spec_from_file_location(
-    "minhash_dedup", ROOT / "scripts" / "training" / "minhash_dedup.py")
-mh = importlib.util.module_from_spec(spec)
-sys.modules["minhash_dedup"] = mh
-spec.loader.exec_module(mh)
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
+
+
+def book_module(rel, name):
+    """The book's Python file `rel` (found as by book_file) imported as the module `name`."""
+    import types
+    module = types.ModuleType(name)
+    module.__file__ = rel
+    sys.modules[name] = module  # dataclasses look their module up by name
+    exec(compile(book_file(rel), rel, "exec"), module.__dict__)
+    return module
+
+
+mh = book_module("scripts/training/minhash_dedup.py", "minhash_dedup")
 
 # %% [markdown]
 # ## Jaccard similarity and the MinHash estimate
@@ -245,7 +262,7 @@ plt.show()
 
 # %%
 docs = [json.loads(line) for line in
-        (ROOT / "data" / "training" / "corpus.jsonl").read_text().splitlines()]
+        book_file("data/training/corpus.jsonl").decode().splitlines()]
 sets = [mh.shingles(d["text"]) for d in docs]
 planted, other = [], []
 for i, j in combinations(range(len(docs)), 2):

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: dfbb961295fc55dd19de268952fa0d086706b6c85a5bbe3752d7e67fe5f7c6eb
+#       source_sha256: 32e102e7a3b96511e26db06fb0c852b8572bbbb3400c5f09456fc3e8d378eba6
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -31,9 +31,7 @@
 # 在 CPU 上几秒钟就能跑完。
 
 # %%
-import importlib.util
 import json
-import math
 import random
 import sys
 import warnings
@@ -61,21 +59,40 @@ else:
     warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
 
 
-def repo_root() -> Path:
-    """仓库根目录：第一个含有 mkdocs.yml 的上级目录。"""
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "mkdocs.yml").exists():
-            return folder
-    raise FileNotFoundError("请在本书的仓库内运行这个 notebook")
+import os
+import urllib.request
+
+BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
 
-ROOT = repo_root()
-spec = importlib.util.spec_from_file_location(
-    "minhash_dedup", ROOT / "scripts" / "training" / "minhash_dedup.py")
-mh = importlib.util.module_from_spec(spec)
-sys.modules["minhash_dedup"] = mh
-spec.loader.exec_module(mh)
+def book_file(rel):
+    """The bytes of the book's file `rel` (a path such as "data/compute/accelerators.yml"): taken
+    from next to this notebook, else from the book's repository when the notebook runs inside a
+    clone, else downloaded from the book's website (BOOK_SITE; set BOOK_SITE_URL to change it)."""
+    here = Path.cwd()
+    for path in (here / Path(rel).name, *(folder / rel for folder in (here, *here.parents))):
+        if path.is_file():
+            return path.read_bytes()
+    url = BOOK_SITE.rstrip("/") + "/" + rel
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except OSError as err:
+        raise FileNotFoundError(f"{rel} is not next to this notebook nor in a clone of the book, "
+                                f"and {url} failed: {err}") from None
+
+
+def book_module(rel, name):
+    """The book's Python file `rel` (found as by book_file) imported as the module `name`."""
+    import types
+    module = types.ModuleType(name)
+    module.__file__ = rel
+    sys.modules[name] = module  # dataclasses look their module up by name
+    exec(compile(book_file(rel), rel, "exec"), module.__dict__)
+    return module
+
+
+mh = book_module("scripts/training/minhash_dedup.py", "minhash_dedup")
 
 # %% [markdown]
 # ## Jaccard 相似度与 MinHash 估计
@@ -213,7 +230,7 @@ plt.show()
 
 # %%
 docs = [json.loads(line) for line in
-        (ROOT / "data" / "training" / "corpus.jsonl").read_text().splitlines()]
+        book_file("data/training/corpus.jsonl").decode().splitlines()]
 sets = [mh.shingles(d["text"]) for d in docs]
 planted, other = [], []
 for i, j in combinations(range(len(docs)), 2):

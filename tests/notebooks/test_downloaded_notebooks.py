@@ -1,0 +1,147 @@
+"""A notebook downloaded from the site runs on its own: copied alone into an empty folder, it reads
+the book's data, results and scripts from the site (served here on loopback), through the one
+loader that every notebook carries (``book_file``), identical in all of them."""
+
+import ast
+import functools
+import http.server
+import importlib.util
+import re
+import shutil
+import threading
+from pathlib import Path, PurePosixPath
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.build.book import LANGS, ROOT, built_page, nav_pages
+
+NOTEBOOK_PAGES = [src for src in nav_pages() if src.endswith(".ipynb")]
+# What a notebook asks for: book_file("…"), book_module("…", …) and the MAMF_RESULTS list.
+BOOK_PATHS = re.compile(r'book_(?:file|module)\("([^"]+)"|"((?:data|results|scripts)/[^"]+)"')
+
+
+class Site:
+    """The built site on an HTTP server on 127.0.0.1, remembering the paths it was asked for."""
+
+    def __init__(self, root: Path):
+        self.requested: list[str] = []
+        site = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args):
+                site.requested.append(self.path)
+
+        self.server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+
+
+@pytest.fixture(scope="module")
+def site(built_site):
+    served = Site(built_site)
+    yield served
+    served.server.shutdown()
+
+
+def downloaded(built_site: Path, lang: str, src: str) -> Path:
+    """The .ipynb that the page's download link offers (mkdocs-jupyter copies it next to the page)."""
+    path = built_page(built_site, lang, src).parent / PurePosixPath(src).name
+    assert path.is_file(), f"{lang} {src}: no downloadable notebook at {path}"
+    return path
+
+
+def run_alone(notebook: Path, folder: Path, site_url: str, monkeypatch) -> None:
+    """Execute the notebook with ``folder`` as its working directory and BOOK_SITE_URL set."""
+    monkeypatch.setenv("BOOK_SITE_URL", site_url)
+    nb = nbformat.read(notebook, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(folder)}}).execute()
+
+
+def asked_for(notebook: Path) -> set[str]:
+    source = "\n".join(cell.source for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code")
+    source = re.sub(r'""".*?"""', "", source, flags=re.S)  # docstrings: book_file's names an example path
+    return {a or b for a, b in BOOK_PATHS.findall(source)}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("src", NOTEBOOK_PAGES)
+def test_downloaded_notebook_runs_alone_reading_the_site(built_site, site, tmp_path, monkeypatch, lang, src):
+    notebook = shutil.copy(downloaded(built_site, lang, src), tmp_path)
+    site.requested.clear()
+    run_alone(Path(notebook), tmp_path, site.url, monkeypatch)
+    assert {"/" + rel for rel in asked_for(Path(notebook))} <= set(site.requested), site.requested
+
+
+def test_a_file_next_to_the_notebook_is_used_first(built_site, site, tmp_path, monkeypatch):
+    src = "instabilities/loss_spike_detection.ipynb"
+    notebook = Path(shutil.copy(downloaded(built_site, "en", src), tmp_path))
+    (rel,) = asked_for(notebook)
+    shutil.copy(ROOT / rel, tmp_path)
+    site.requested.clear()
+    run_alone(notebook, tmp_path, site.url, monkeypatch)
+    assert site.requested == [], "read from the site although the file was next to the notebook"
+
+
+def test_a_missing_file_is_one_clear_error(tmp_path, monkeypatch):
+    namespace: dict = {}
+    exec(compile(_loader_source(ROOT / "notebooks" / "compute" / "roofline.py"), "loader", "exec"), namespace)
+    monkeypatch.chdir(tmp_path)
+    namespace["BOOK_SITE"] = "http://127.0.0.1:9/"  # the discard port: nothing answers
+    with pytest.raises(FileNotFoundError, match=r"data/none\.yml is not next to this notebook .* http://127\.0\.0\.1:9/data/none\.yml failed"):
+        namespace["book_file"]("data/none.yml")
+
+
+def _loader(py: Path) -> dict[str, str]:
+    """The loader's definitions in a notebook source, by name: BOOK_SITE, book_file and, where the
+    notebook imports a script, book_module."""
+    text = py.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    found = {}
+    for node in ast.parse(text).body:
+        name = getattr(node, "name", None) or next((t.id for t in getattr(node, "targets", []) if hasattr(t, "id")), None)
+        if name in ("BOOK_SITE", "book_file", "book_module"):
+            found[name] = "\n".join(lines[node.lineno - 1:node.end_lineno])
+    return found
+
+
+def _loader_source(py: Path) -> str:
+    imports = "import os\nimport sys\nimport urllib.request\nfrom pathlib import Path"
+    return "\n\n".join([imports, *_loader(py).values()])
+
+
+LOADERS = sorted(py for py in (ROOT / "notebooks").rglob("*.py") if "def book_file" in py.read_text(encoding="utf-8"))
+
+
+def test_every_notebook_carries_the_same_loader():
+    # Each notebook must run alone after a download, so each carries its own copy; the copies must
+    # not drift apart (the build rewrites the BOOK_SITE line of the downloadable copies).
+    assert len(LOADERS) == 14
+    reference: dict[str, str] = {}
+    for py in LOADERS:
+        own = _loader(py)
+        assert {"BOOK_SITE", "book_file"} <= set(own), py
+        for name, source in own.items():
+            assert source == reference.setdefault(name, source), f"{py}: {name} differs from the other notebooks'"
+    stale = [py for py in (ROOT / "notebooks").rglob("*.py") if "def repo_root" in py.read_text(encoding="utf-8")]
+    assert not stale, f"notebooks that only run inside a clone: {stale}"
+
+
+def test_the_site_serves_the_files_and_points_notebooks_at_its_address(tmp_path, monkeypatch):
+    # build/hooks/book_markers.py's on_post_build, as mkdocs runs it (hooks import _book by name).
+    monkeypatch.syspath_prepend(str(ROOT / "build" / "hooks"))
+    spec = importlib.util.spec_from_file_location("book_markers_under_test", ROOT / "build" / "hooks" / "book_markers.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    site = tmp_path / "site"
+    (site / "compute").mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / "compute" / "roofline.ipynb", site / "compute")
+    hooks.on_post_build(SimpleNamespace(site_dir=str(site), site_url="https://example.org/book/"))
+    for rel in asked_for(site / "compute" / "roofline.ipynb"):
+        assert (site / rel).is_file(), f"{rel} is not in the site"
+    source = "\n".join(c.source for c in nbformat.read(site / "compute" / "roofline.ipynb", as_version=4).cells)
+    assert 'BOOK_SITE = os.environ.get("BOOK_SITE_URL", "https://example.org/book/")' in source
