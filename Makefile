@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: book site serve test test-gpu check system-packages venv clean
+.PHONY: book site serve test test-gpu check lock system-packages venv clean
 
 venv: $(VENV)/.installed
 
@@ -16,6 +16,15 @@ $(VENV)/.installed: requirements.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	touch $@
+
+# requirements/*.in: the direct dependencies by purpose; requirements.txt (everything, for make) and
+# requirements/scripts.txt (for readers who only run the scripts) are their locks. The CPU wheel's
+# local label is dropped so that the one pin installs the CUDA build on a machine with a GPU.
+LOCK := $(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links
+lock: venv  ## regenerate the locks after editing requirements/*.in
+	$(LOCK) --output-file requirements.txt requirements/book.in requirements/scripts.in requirements/tests.in
+	$(LOCK) --constraint requirements.txt --output-file requirements/scripts.txt requirements/scripts.in
+	sed -i 's/^torch==\(.*\)+cpu$$/torch==\1/' requirements.txt requirements/scripts.txt
 
 system-packages:  ## install the missing packages of requirements/apt.txt, or say how
 	@tools/system_packages.sh

@@ -9,7 +9,7 @@ import markdown
 import pytest
 from bs4 import BeautifulSoup
 
-from tests.build.book import LANGS, RAW_TEX, ROOT, built_page, config, markers, nav_pages, page_soup
+from tests.build.book import LANGS, RAW_TEX, ROOT, built_page, markers, nav_pages, page_soup
 from tools.tables import render
 
 

@@ -41,7 +41,10 @@ def test_row_matches_real_tensors(row):
     dtype = getattr(torch, row["torch"])
     fi = torch.finfo(dtype)
     sub = fi.smallest_normal * fi.eps
-    as_float = lambda x: torch.tensor([x], dtype=torch.float64).to(dtype).to(torch.float64).item()
+
+    def as_float(x):
+        return torch.tensor([x], dtype=torch.float64).to(dtype).to(torch.float64).item()
+
     assert as_float(fi.max) == fi.max
     assert as_float(sub) == sub                          # the smallest subnormal exists...
     assert as_float(sub * 0.4) == 0.0                    # ...and below half of it is zero

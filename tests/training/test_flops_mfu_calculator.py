@@ -67,18 +67,18 @@ def test_palm_attention_term_is_12LHQT(calc):
     assert f["model"] == f["dense"] + f["attention"]
 
 
-@pytest.mark.parametrize("shape,l,h,v", [(GPT3, 96, 12288, 51200), (ONE_T, 128, 25600, 51200)])
-def test_full_recompute_matches_megatron_formula(launch, tmp_path, shape, l, h, v):
-    # Narayanan et al. 2021: 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs per iteration of B sequences
+@pytest.mark.parametrize("shape,layers,h,v", [(GPT3, 96, 12288, 51200), (ONE_T, 128, 25600, 51200)])
+def test_full_recompute_matches_megatron_formula(launch, tmp_path, shape, layers, h, v):
+    # Narayanan et al. 2021: 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs (l layers) per iteration of B sequences
     # of s tokens with full activation recomputation; per token divide by B s.
     s = 2048
-    megatron = 96 * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h))
+    megatron = 96 * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
     _, r = run_json(launch, tmp_path, [*shape, "--recompute", "full", "--achieved-tflops", "100",
                                        "--device", "a100"])
     assert r["flops_per_token"]["hardware"] == pytest.approx(megatron, rel=1e-12)
     # Model FLOPs leave the recomputed forward out: 72 instead of 96, 12 instead of 16.
     assert r["flops_per_token"]["model"] == pytest.approx(
-        72 * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h)), rel=1e-12)
+        72 * layers * h**2 * (1 + s / (6 * h) + v / (12 * layers * h)), rel=1e-12)
 
 
 @pytest.mark.parametrize("shape,gpus,tflops,tokens,days", [
