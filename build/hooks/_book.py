@@ -36,6 +36,18 @@ def tool(name: str):
     return module
 
 
+def nav_sources(items) -> list[str]:
+    """Source paths (relative to book/<lang>/) of every page in a mkdocs ``nav``, in order."""
+    found = []
+    for item in items:
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            for value in item.values():
+                found += nav_sources(value) if isinstance(value, list) else [value]
+    return found
+
+
 def page_language(page) -> str:
     """The page's language from its source path (book/<lang>/...)."""
     return PurePosixPath(page.file.src_uri).parts[0]

@@ -3,8 +3,12 @@
 A marker is an HTML comment alone on a line (invisible if the hook is absent):
 
     <!-- embed-script: scripts/network/all_reduce_bench.py -->
-        a download link plus a collapsible block with the file itself (pymdownx.snippets),
-        so the page always shows the code the tests run
+        on the site, a download link plus a collapsible block with the file itself
+        (pymdownx.snippets), so the page always shows the code the tests run; in the PDF, the
+        script's docstring (purpose, usage, example output) and a link to its full listing in
+        the appendix
+    <!-- scripts-appendix -->
+        the appendix (book/<lang>/appendix/scripts.md): every embedded script in nav order
     <!-- data-table: data/network/pcie.yml -->
         a spec table from a YAML data file, in the page's language (tools/tables.py)
     <!-- results-table: results/network/all_reduce_bench-cpu-gloo-2proc.json -->
@@ -14,6 +18,8 @@ Paths are relative to the repository root. A missing file or a bad table fails t
 with the page named. The files under scripts/, data/ and results/ are copied into the site.
 """
 
+import ast
+import posixpath
 import re
 import shutil
 from pathlib import Path
@@ -21,37 +27,102 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
-from _book import MARKER, ROOT, page_language, site_root_prefix, tool
+from _book import MARKER, ROOT, nav_sources, page_language, site_root_prefix, strings, tool
 
 tables = tool("tables")
 
 _LEXERS = {".py": "python", ".sh": "bash", ".sbatch": "bash", ".slurm": "bash", ".yml": "yaml"}
-_LABELS = {
-    "en": ("Download", "Full source of"),
-    "zh": ("下载", "完整源码："),
-}
+APPENDIX = "appendix/scripts.md"  # the page that lists every embedded script (in full in the PDF)
+_APPENDIX_MARKER = re.compile(r"^<!-- scripts-appendix -->[ \t]*$", re.M)
 
 
-def _embed_script(rel: str, page, pdf_build: bool) -> str:
-    path = ROOT / rel
-    download, full_source = _LABELS[page_language(page)]
-    lexer = _LEXERS.get(path.suffix, "text")
+def script_summary(path: Path) -> str:
+    """What a script says about itself: a Python file's module docstring (purpose, units, how to
+    launch it, an example output), or a shell script's leading comment block."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".py":
+        return ast.get_docstring(ast.parse(text)) or ""
+    lines = text.splitlines()[1:] if text.startswith("#!") else text.splitlines()
+    block = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        block.append(line[1:].removeprefix(" "))
+    return "\n".join(block).strip()
+
+
+def script_anchor(rel: str) -> str:
+    return "script-" + re.sub(r"[^a-z0-9]+", "-", rel.lower()).strip("-")
+
+
+def embedded_scripts(config) -> list[tuple[str, str]]:
+    """(chapter source path, script path) for every embed-script marker of the English pages, in
+    the order of the nav: the appendix lists the scripts in the order a reader meets them."""
+    found = []
+    for src in nav_sources(config["nav"]):
+        if src.endswith(".md"):
+            text = (ROOT / "book" / "en" / src).read_text(encoding="utf-8")
+            found += [(src, rel) for kind, rel in MARKER.findall(text) if kind == "embed-script"]
+    return found
+
+
+def _appendix_link(page) -> str:
+    lang = page_language(page)
+    return posixpath.relpath(f"{lang}/{APPENDIX}", posixpath.dirname(page.file.src_uri))
+
+
+def _embed_script(rel: str, page, config) -> str:
+    text = strings(config)
+    lexer = _LEXERS.get(Path(rel).suffix, "text")
+    if config.extra.get("pdf_build"):
+        # The PDF keeps the chapter's flow: what the script does and how to run it, here; the
+        # listing, in the appendix. (A listing inside <details> also made WeasyPrint 70 stop
+        # laying out the rest of the book.)
+        summary = script_summary(ROOT / rel)
+        link = f"{_appendix_link(page)}#{script_anchor(rel)}"
+        return (f"**`{rel}`**\n\n```text\n{summary}\n```\n\n"
+                f"{text['script_full_listing']} [`{rel}`]({link})\n")
     href = site_root_prefix(page) + rel
-    # The PDF prints the whole file below; a relative download link would dangle there.
-    link = "" if pdf_build else (
-        f'<p class="script-download"><a href="{href}" download>{download} <code>{rel}</code></a></p>\n\n'
-    )
-    if pdf_build:
-        # Printed as a plain code block: WeasyPrint 70 stopped laying out the rest of the book
-        # after a long source inside a collapsible block (<details>).
-        return f'**{full_source} `{rel}`**\n\n```{lexer}\n--8<-- "{rel}"\n```\n'
     return (
-        link
-        + f'??? example "{full_source} `{rel}`"\n'
+        f'<p class="script-download"><a href="{href}" download>{text["script_download"]} <code>{rel}</code></a></p>\n\n'
+        f'??? example "{text["script_full_source"]} `{rel}`"\n'
         f"    ```{lexer}\n"
         f'    --8<-- "{rel}"\n'
         f"    ```\n"
     )
+
+
+def _appendix(page, config) -> str:
+    """Every embedded script, one section each: in the PDF its full listing; on the site (whose
+    chapters show the listings) its purpose, the chapters that use it and a download link."""
+    text = strings(config)
+    pdf = config.extra.get("pdf_build")
+    lang = page_language(page)
+    chapters: dict[str, list[str]] = {}
+    for src, rel in embedded_scripts(config):
+        chapters.setdefault(rel, []).append(src)
+    sections = []
+    for rel, used_in in chapters.items():
+        section = f"## `{rel}` {{#{script_anchor(rel)}}}\n\n"
+        if pdf:
+            section += f'```{_LEXERS.get(Path(rel).suffix, "text")}\n--8<-- "{rel}"\n```\n'
+        else:
+            purpose = script_summary(ROOT / rel).split("\n\n")[0].replace("\n", " ")
+            links = ", ".join(
+                f"[{_title(lang, src)}]({posixpath.relpath(src, posixpath.dirname(APPENDIX))})" for src in used_in)
+            href = site_root_prefix(page) + rel
+            section += (f"{purpose}\n\n{text['appendix_used_in']} {links} · "
+                        f'<a href="{href}" download>{text["script_download"]}</a>\n')
+        sections.append(section)
+    return "\n".join(sections)
+
+
+def _title(lang: str, src: str) -> str:
+    """A page's first-level heading, as its readers see it."""
+    for line in (ROOT / "book" / lang / src).read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return src
 
 
 def on_page_markdown(markdown, page, config, files):
@@ -60,12 +131,13 @@ def on_page_markdown(markdown, page, config, files):
         if not (ROOT / rel.split("#", 1)[0]).is_file():  # data-table FILE#VIEW
             raise PluginError(f"{page.file.src_uri}: {kind} marker names a missing file: {rel}")
         if kind == "embed-script":
-            return _embed_script(rel, page, bool(config.extra.get("pdf_build")))
+            return _embed_script(rel, page, config)
         try:
             return tables.render(ROOT / rel, page_language(page))
         except tables.TableError as err:
             raise PluginError(f"{page.file.src_uri}: {err}") from err
 
+    markdown = _APPENDIX_MARKER.sub(lambda _: _appendix(page, config), markdown)
     return MARKER.sub(expand, markdown)
 
 

@@ -19,7 +19,8 @@ def _load_hooks_module():
     return module
 
 
-MARKER = _load_hooks_module().MARKER
+_HOOKS = _load_hooks_module()
+MARKER = _HOOKS.MARKER
 LANGS = ("en", "zh")
 PDF_NAME = "ml-engineering-open-book-{lang}.pdf"
 # Raw TeX in rendered text: the $$ fence, or one of the five commands most used in book/en's
@@ -32,18 +33,9 @@ def config():
     return load_config(str(ROOT / "mkdocs.yml"))
 
 
-def _walk(items):
-    for item in items:
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, dict):
-            for value in item.values():
-                yield from (_walk(value) if isinstance(value, list) else [value])
-
-
 def nav_pages() -> list[str]:
     """Source paths (relative to book/<lang>/) of every page in the nav, in order."""
-    return list(_walk(config()["nav"]))
+    return _HOOKS.nav_sources(config()["nav"])
 
 
 def built_page(site: Path, lang: str, src: str) -> Path:

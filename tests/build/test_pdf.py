@@ -10,7 +10,7 @@ import pytest
 from pypdf import PdfReader
 from pypdf.generic import IndirectObject
 
-from tests.build.book import LANGS, PDF_NAME, RAW_TEX, ROOT, built_page, nav_pages, page_soup
+from tests.build.book import LANGS, PDF_NAME, RAW_TEX, ROOT, built_page, markers, nav_pages, page_soup
 from tests.conftest import require_tool
 
 
@@ -185,3 +185,26 @@ def test_no_text_starts_beyond_the_right_edge(page_texts, lang):
     # drawn, off the page, where no reader sees them.
     off_page = {number: page.off_page[:3] for number, page in enumerate(page_texts[lang], 1) if page.off_page}
     assert not off_page, f"text beyond the right edge, by page: {off_page}"
+
+
+def _embedded_scripts() -> list[str]:
+    return sorted({rel for _, rel in markers("embed-script")})
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_appendix_lists_every_embedded_script(pdfs, lang):
+    outline = {_unnumbered(t) for t in outline_titles(pdfs[lang])}
+    missing = [rel for rel in _embedded_scripts() if rel not in outline]
+    assert not missing, f"no appendix section for {missing}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_scripts_are_listed_once_in_the_appendix_not_in_the_chapters(page_texts, lang):
+    # Each Python script ends with its `if __name__ == "__main__":` guard, which its docstring
+    # (what a chapter prints) never contains: the guard appears once per script, in the appendix.
+    python = [rel for rel in _embedded_scripts() if rel.endswith(".py")]
+    guards = sum((ROOT / rel).read_text(encoding="utf-8").count('if __name__ == "__main__":') for rel in python)
+    printed = sum(page.text.count('if __name__ == "__main__":') for page in page_texts[lang])
+    assert printed == guards, f"{printed} main guards printed, {guards} in the {len(python)} scripts"
+    chapters = [page for page in page_texts[lang] if "Full listing in the appendix" in page.text or "完整代码见附录" in page.text]
+    assert chapters, "no chapter refers to the appendix"

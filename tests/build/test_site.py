@@ -195,3 +195,18 @@ def test_every_in_page_link_resolves(built_site, lang):
             if not {fragment, unquote(fragment), quote(unquote(fragment))} & targets:
                 broken.append(f"{path.relative_to(built_site)}: {href}")
     assert not broken, f"{len(broken)} in-page links point at no element:\n" + "\n".join(broken[:30])
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_appendix_page_lists_every_embedded_script_with_a_download(built_site, lang):
+    page_path = built_page(built_site, lang, "appendix/scripts.md")
+    page = soup(page_path)
+    sections = [h.get_text(" ", strip=True).rstrip("¶").strip() for h in page.select("article h2")]
+    assert sections == list(dict.fromkeys(rel for _, rel in _nav_ordered_markers()))
+    for href in [a["href"] for a in page.select("article a[download]")]:
+        assert (page_path.parent / href).resolve().is_file(), f"{lang}: dangling {href}"
+
+
+def _nav_ordered_markers():
+    order = {src: i for i, src in enumerate(nav_pages())}
+    return sorted(markers("embed-script"), key=lambda m: order[m[0]])
