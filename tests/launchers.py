@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,8 +64,15 @@ def _communicate(proc: subprocess.Popen, timeout: float) -> Result:
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        # torchrun starts its workers in sessions of their own: killing its process group would
+        # leave them running, holding the output pipes open, and the test waiting for ever.
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
         os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            out, err = "(output lost: a grandchild kept the pipes open)", ""
         pytest.fail(f"process did not finish within {timeout} s (hang?)\nstdout:\n{out}\n"
                     f"stderr:\n{err}")
     return Result(proc.returncode, out, err)

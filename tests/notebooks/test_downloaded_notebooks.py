@@ -20,7 +20,7 @@ from tests.build.book import LANGS, ROOT, built_page, nav_pages
 
 NOTEBOOK_PAGES = [src for src in nav_pages() if src.endswith(".ipynb")]
 # What a notebook asks for: book_file("…"), book_module("…", …) and the MAMF_RESULTS list.
-BOOK_PATHS = re.compile(r'book_(?:file|module)\("([^"]+)"|"((?:data|results|scripts)/[^"]+)"')
+BOOK_PATHS = re.compile(r'book_(?:file|module)\("([^"]+)"|"((?:data|results|scripts)/[\w./-]+\.\w+)"')
 
 
 class Site:
