@@ -41,7 +41,7 @@ def built_site() -> Path:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """With pytest-xdist (`make test` runs two workers): send each file's tests to one worker, in
+    """With pytest-xdist (`make test PYTEST_WORKERS="-n 2"`): send each file's tests to one worker, in
     order, so module-scoped fixtures (a training run, a benchmark sweep) run once and a notebook's
     cells share one kernel; and send every SLURM test to the same worker, which starts the one
     localhost cluster they share (tests/orchestration/conftest.py)."""
