@@ -304,14 +304,28 @@ def _results_rows(data: dict, lang: str) -> list[list[str]]:
     return [RESULTS_COLUMNS[data["benchmark"]][1](r) for r in data["results"]]
 
 
-def render_results_table(path: Path, lang: str = "en") -> str:
-    """Markdown for a benchmark's ``--json`` output, with a caption saying how it was measured.
+# Views of results files: a long sweep shown in full would bury the answer.
+RESULTS_VIEWS = {"mamf": {"best": 5}}  # view -> rows kept per dtype, fastest first
 
-    Raises TableError (naming the file) for an unknown benchmark or a malformed file.
+
+def render_results_table(path: Path, lang: str = "en", view: str | None = None) -> str:
+    """Markdown for a benchmark's ``--json`` output, with a caption saying how it was measured.
+    ``view`` "best" (mamf only) keeps the five fastest shapes (max TFLOPS) of each dtype.
+
+    Raises TableError (naming the file) for an unknown benchmark, an unknown view or a malformed
+    file.
     """
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        if view is not None:
+            keep = RESULTS_VIEWS.get(data["benchmark"], {}).get(view)
+            if keep is None:
+                raise TableError(f"{path}: no view '#{view}' for {data['benchmark']} results")
+            measured = len(data["results"])
+            data["results"] = [r for dtype in data["dtypes"] for r in sorted(
+                (r for r in data["results"] if r["dtype"] == dtype),
+                key=lambda r: -r["max_tflops"])[:keep]]
         titles, _, *caption_of = RESULTS_COLUMNS[data["benchmark"]]
         rows = _results_rows(data, lang)
         if caption_of:
@@ -335,6 +349,9 @@ def render_results_table(path: Path, lang: str = "en") -> str:
                 time=_TIME_TEXT[lang].get(data.get("time", ""), data.get("time", "")))
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise TableError(f"{path}: cannot render results ({type(err).__name__}: {err})") from err
+    if view is not None:
+        caption += {"en": f" Shown: the {keep} fastest shapes of each dtype, of {measured} measured.",
+                    "zh": f"表中只列出每种数据类型最快的 {keep} 个形状（共测 {measured} 个）。"}[lang]
     align = ["--:"] * len(titles[lang])
     return _markdown(titles[lang], rows, align) + "\n\n" + caption
 
@@ -353,10 +370,8 @@ def render(path: Path, lang: str = "en") -> str:
     path, view = split_view(path)
     if path.suffix in (".yml", ".yaml"):
         return render_data_table(path, lang, view)
-    if view is not None:
-        raise TableError(f"{path}: '#{view}' views exist only for .yml data files")
     if path.suffix == ".json":
-        return render_results_table(path, lang)
+        return render_results_table(path, lang, view)
     raise TableError(f"{path}: expected a .yml data file or a .json results file")
 
 

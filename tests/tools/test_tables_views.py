@@ -47,9 +47,28 @@ def test_unknown_view_and_view_of_results_fail(data_file, tmp_path):
     with pytest.raises(TableError, match="no view 'wide'"):
         render(f"{data_file}#wide")
     results = tmp_path / "r.json"
-    results.write_text("{}")
-    with pytest.raises(TableError, match="views exist only"):
-        render(f"{results}#x")
+    results.write_text(json.dumps({"benchmark": "mem_bandwidth", "results": []}))
+    with pytest.raises(TableError, match="no view '#best' for mem_bandwidth"):
+        render(f"{results}#best")
+
+
+def test_mamf_best_view_keeps_the_fastest_shapes_of_each_dtype(tmp_path):
+    rows = [{"m": m, "n": 8, "k": 8, "dtype": dtype, "mean_ms": 1.0, "mean_tflops": m / 2,
+             "median_tflops": m / 2, "max_tflops": float(m)}
+            for dtype in ("bf16", "fp8") for m in range(1, 9)]
+    path = tmp_path / "mamf.json"
+    path.write_text(json.dumps({
+        "benchmark": "mamf", "schema_version": 1, "device": "gpu", "torch_version": "2.x",
+        "warmup": 1, "iters": 3, "date_utc": "2026-01-02T03:04:05Z", "command": "python x.py",
+        "dtypes": ["bf16", "fp8"], "results": rows,
+        "best": {d: rows[7 if d == "bf16" else 15] for d in ("bf16", "fp8")}}))
+    text = render(f"{path}#best", "en")
+    shown = [line.split("|")[1:5] for line in text.splitlines() if line.startswith("| ") and
+             line.split("|")[4].strip() in ("bf16", "fp8")]
+    assert [(int(m), d.strip()) for m, _, _, d in shown] == \
+        [(m, d) for d in ("bf16", "fp8") for m in (8, 7, 6, 5, 4)]
+    assert "the 5 fastest shapes of each dtype, of 16 measured" in text
+    assert "共测 16 个" in render(f"{path}#best", "zh")
 
 
 def test_compute_results_render_with_captions(tmp_path):
