@@ -50,7 +50,10 @@ To measure every GPU of a node at once (each process sees one device), e.g. unde
 
 Long sweeps print one line per shape as they go (with ``[i/N]``); Ctrl-C stops the sweep and
 still prints the summary (and writes ``--json``) for the shapes measured so far, then exits with
-status 130.
+status 130 (143 for SIGTERM, e.g. ``scancel`` or a job's time limit). Arguments and the
+``--json`` path are checked before any measurement; a sweep may hold at most 10,000 shapes.
+Errors are one line (``mamf_finder.py: error: ...``; exit status 2 for usage errors, 1 for
+failures); ``--debug`` adds the traceback.
 
 ``--json PATH`` writes::
 
@@ -93,8 +96,10 @@ orders of magnitude faster)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -103,13 +108,190 @@ import signal
 import socket
 import statistics
 import sys
+import tempfile
+import threading
 import time
+import traceback
 
 PROG = "mamf_finder.py"
 DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp8")
 DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
                  "float": "fp32", "float8": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8"}
 _RANGE = re.compile(r"(\d+):(\d+):(\d+)")
+
+
+# --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
+# --- script of the book; tests/test_script_contract.py keeps the copies in step.            ---
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ScriptError(Exception):
+    """A failure the user can act on. ``run_main`` prints it as the one line
+    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE):
+        super().__init__(message)
+        self.status = status
+
+
+def number(kind=float, lo=None, hi=None, lo_open=False):
+    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
+    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
+    option."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type`` for names and paths: the empty string is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
+    """The integer environment variable ``name`` (``default`` when unset or empty, an error when
+    there is no default); a non-integer or a value below ``lo`` raises ScriptError naming it."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        if default is None:
+            raise ScriptError(f"environment variable {name} is not set", EXIT_USAGE)
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ScriptError(f"environment variable {name}={text!r} is not an integer", EXIT_USAGE) from None
+    if value < lo:
+        raise ScriptError(f"environment variable {name}={value} must be >= {lo}", EXIT_USAGE)
+    return value
+
+
+def check_output(path: str, option: str, inputs=()) -> str:
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
+    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
+    the path; raises ScriptError naming the option otherwise."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    for item in inputs:
+        if os.path.realpath(item) == os.path.realpath(path):
+            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def check_output_dir(path: str, option: str) -> str:
+    """Check, before any work, that the folder ``path`` (given as ``option``) can receive results:
+    creates it if missing and makes sure a file can be created in it. Returns the path; raises
+    ScriptError naming the option and the offending path otherwise."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ScriptError(f"{option} {path}: {existing} is a file, not a folder", EXIT_USAGE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write there ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
+    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class deadline:
+    """``with deadline(seconds, "what"):`` bounds a wait that has no timeout of its own (or one
+    that retries): after ``seconds`` it prints ``PROG: error: WHAT did not finish within S s``
+    and ends the process at once (os._exit, since the stuck call cannot be unwound)."""
+
+    def __init__(self, seconds: float, what: str):
+        self.timer = threading.Timer(seconds, self._expire, (seconds, what))
+        self.timer.daemon = True
+
+    @staticmethod
+    def _expire(seconds: float, what: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {what} did not finish within {seconds:g} s\n")
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+
+
+def run_main(main, argv=None) -> None:
+    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    try:
+        status = main(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, ScriptError):
+            status, message = exc.status, str(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            status, message = EXIT_INTERRUPTED, "interrupted"
+        else:
+            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
+    sys.exit(status or EXIT_OK)
+# --- end of script contract ---
+
+
+# At --iters 50 even small shapes take ~10 ms each on a GPU, and large ones far longer: more
+# shapes than this would run for days, which is a typo, not a plan.
+MAX_SHAPES = 10_000
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -125,6 +307,10 @@ def parse_sizes(text: str) -> list[int]:
         if start <= 0 or step <= 0 or stop < start:
             raise argparse.ArgumentTypeError(
                 f"invalid range {text!r}: need 0 < START <= STOP and STEP > 0")
+        if (stop - start) // step + 1 > MAX_SHAPES:
+            raise argparse.ArgumentTypeError(
+                f"range {text!r} has {(stop - start) // step + 1} values; at most {MAX_SHAPES} "
+                "(a longer sweep runs for days: use a coarser STEP)")
         return list(range(start, stop + 1, step))
     try:
         value = int(text)
@@ -166,6 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(2*M*N*K/time/1e12) and the best shape.",
         epilog="Sizes: a value or START:STOP:STEP (STOP included); several may be given, e.g. "
                "--m 512 1024:8192:1024. Ctrl-C prints the results so far.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
     p.add_argument("--m", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
                    help="rows of A and of the output (default 4096)")
     p.add_argument("--n", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
@@ -176,11 +363,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"one or more of {', '.join(DTYPES)} (default bf16)")
     p.add_argument("--device", default="auto",
                    help="auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps, xpu")
-    p.add_argument("--warmup", type=int, default=10, help="untimed matmuls per shape (default 10)")
-    p.add_argument("--iters", type=int, default=50, help="timed matmuls per shape (default 50)")
+    p.add_argument("--warmup", type=number(int, 0), default=10, help="untimed matmuls per shape (default 10)")
+    p.add_argument("--iters", type=number(int, 1), default=50, help="timed matmuls per shape (default 50)")
     p.add_argument("--no-flush-l2", dest="flush_l2", action="store_false",
                    help="do not overwrite the L2 cache before each timed matmul (GPU only)")
-    p.add_argument("--json", metavar="PATH", help="write machine-readable results to PATH")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write machine-readable results to PATH")
     return p
 
 
@@ -189,12 +377,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     (status 2, one line). Adds ``args.shapes``: list of (m, n, k)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.warmup < 0:
-        parser.error(f"--warmup must be >= 0 (got {args.warmup})")
-    if args.iters < 1:
-        parser.error(f"--iters must be >= 1 (got {args.iters})")
     flat = {axis: sorted({v for group in getattr(args, axis) for v in group}) for axis in "mnk"}
+    count = len(flat["m"]) * len(flat["n"]) * len(flat["k"])
+    if count > MAX_SHAPES:
+        parser.error(f"--m/--n/--k make {count} shapes; at most {MAX_SHAPES} (a longer sweep "
+                     "runs for days: use coarser ranges)")
     args.shapes = [(m, n, k) for m in flat["m"] for n in flat["n"] for k in flat["k"]]
+    if args.json:
+        check_output(args.json, "--json")
     args.dtype = list(dict.fromkeys(args.dtype))  # keep order, drop repeats
     args.parser = parser
     return args
@@ -380,6 +570,12 @@ def main(argv: list[str] | None = None) -> int:
     # A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored: the
     # sweep would run on after Ctrl-C or `kill -INT`. Stopping with the results so far is the point.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    stopped_by = [signal.SIGINT]
+
+    def on_sigterm(signum, frame):  # scancel and job time limits send SIGTERM: keep the results
+        stopped_by[0] = signal.SIGTERM
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_sigterm)
     import torch  # only now: --help and argument errors never touch torch or a device
 
     device = Device(torch, args.device, args.parser)
@@ -432,12 +628,11 @@ def main(argv: list[str] | None = None) -> int:
             "units": {"time": "milliseconds per matmul", "throughput": "TFLOPS = 2*M*N*K/time/1e12",
                       "max_tflops": "from the fastest iteration"},
         }
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(json.dumps(report, indent=2) + "\n")
+        write_atomic(args.json, json.dumps(report, indent=2) + "\n")
         print(f"# wrote {args.json}")
     sys.stdout.flush()
-    return 130 if interrupted else 0
+    return 128 + stopped_by[0] if interrupted else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -52,8 +52,11 @@ it under ``numa_affinity.py`` (same folder) to measure the NUMA-local case.
                   "traffic_GBps": <float>}, ...],
      "peak_GBps": {"<test>": <highest GBps over sizes>, ...}, "convention": "..."}
 
-Bad input (a size that is not positive, a test that the device does not have, e.g. ``d2d`` on
-a CPU) exits with status 2 and a one-line ``mem_bandwidth.py: error: ...`` message.
+Bad input (a size that is not a positive multiple of 4 bytes, a sweep of more than 1,000 sizes,
+a test that the device does not have, e.g. ``d2d`` on a CPU, a ``--json`` path that cannot be
+written) exits with status 2 and a one-line ``mem_bandwidth.py: error: ...`` message before
+anything is measured; ``--debug`` adds the traceback. Ctrl-C or SIGTERM stops the sweep and still
+writes the sizes measured so far (``"interrupted": true``; exit status 130 or 143).
 
 Example output (the committed results/compute/mem_bandwidth-cpu.json: one thread on a 2-vCPU
 cloud VM shared with other jobs, load average about 7)::
@@ -79,15 +82,21 @@ gives one thread. A GPU run prints one block per test: d2d, h2d/d2h pinned and p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
+import math
 import os
 import re
 import shlex
+import signal
 import socket
 import statistics
 import sys
+import tempfile
+import threading
 import time
+import traceback
 
 PROG = "mem_bandwidth.py"
 GPU_TESTS = ("d2d", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")
@@ -96,6 +105,175 @@ CPU_TESTS = ("host_copy",)
 IN_MEMORY = {"d2d", "host_copy"}
 _SIZE_RE = re.compile(r"(\d+)([KMG]?)(I?B)?")
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+# --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
+# --- script of the book; tests/test_script_contract.py keeps the copies in step.            ---
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ScriptError(Exception):
+    """A failure the user can act on. ``run_main`` prints it as the one line
+    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE):
+        super().__init__(message)
+        self.status = status
+
+
+def number(kind=float, lo=None, hi=None, lo_open=False):
+    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
+    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
+    option."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type`` for names and paths: the empty string is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
+    """The integer environment variable ``name`` (``default`` when unset or empty, an error when
+    there is no default); a non-integer or a value below ``lo`` raises ScriptError naming it."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        if default is None:
+            raise ScriptError(f"environment variable {name} is not set", EXIT_USAGE)
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ScriptError(f"environment variable {name}={text!r} is not an integer", EXIT_USAGE) from None
+    if value < lo:
+        raise ScriptError(f"environment variable {name}={value} must be >= {lo}", EXIT_USAGE)
+    return value
+
+
+def check_output(path: str, option: str, inputs=()) -> str:
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
+    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
+    the path; raises ScriptError naming the option otherwise."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    for item in inputs:
+        if os.path.realpath(item) == os.path.realpath(path):
+            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def check_output_dir(path: str, option: str) -> str:
+    """Check, before any work, that the folder ``path`` (given as ``option``) can receive results:
+    creates it if missing and makes sure a file can be created in it. Returns the path; raises
+    ScriptError naming the option and the offending path otherwise."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ScriptError(f"{option} {path}: {existing} is a file, not a folder", EXIT_USAGE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write there ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
+    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class deadline:
+    """``with deadline(seconds, "what"):`` bounds a wait that has no timeout of its own (or one
+    that retries): after ``seconds`` it prints ``PROG: error: WHAT did not finish within S s``
+    and ends the process at once (os._exit, since the stuck call cannot be unwound)."""
+
+    def __init__(self, seconds: float, what: str):
+        self.timer = threading.Timer(seconds, self._expire, (seconds, what))
+        self.timer.daemon = True
+
+    @staticmethod
+    def _expire(seconds: float, what: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {what} did not finish within {seconds:g} s\n")
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+
+
+def run_main(main, argv=None) -> None:
+    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    try:
+        status = main(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, ScriptError):
+            status, message = exc.status, str(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            status, message = EXIT_INTERRUPTED, "interrupted"
+        else:
+            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
+    sys.exit(status or EXIT_OK)
+# --- end of script contract ---
 
 
 def parse_size(text: str) -> int:
@@ -109,8 +287,10 @@ def parse_size(text: str) -> int:
             f"invalid size {text!r}: use a positive number of bytes with an optional K, M or G "
             "suffix (K = 1024)")
     value = int(m.group(1)) * _SUFFIX[m.group(2)]
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be positive")
+    if value <= 0 or value % 4:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: must be a positive multiple of 4 bytes (the copies move "
+            "float32 elements)")
     return value
 
 
@@ -130,6 +310,9 @@ def bandwidths(test: str, size_bytes: int, seconds: float) -> tuple[float, float
     """
     copied = size_bytes / seconds / 1e9
     return copied, copied * (2 if test in IN_MEMORY else 1)
+
+
+MAX_SIZES = 1000
 
 
 def geometric_sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
@@ -152,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "traffic (read + write) in decimal GBps.",
         epilog=f"Tests: {', '.join(GPU_TESTS)} (CUDA); {', '.join(CPU_TESTS)} (CPU). "
                "Sizes accept K/M/G binary suffixes.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: cuda if available, else cpu (default auto)")
     p.add_argument("--tests", nargs="+", default=None, choices=GPU_TESTS + CPU_TESTS,
@@ -162,10 +346,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="smallest size of the sweep (default 1M)")
     p.add_argument("--max-bytes", type=parse_size, default=None, metavar="SIZE",
                    help="largest size of the sweep (default 1G on CUDA, 256M on CPU)")
-    p.add_argument("--factor", type=float, default=4.0, help="ratio between sizes, > 1 (default 4)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed copies per size (default 5)")
-    p.add_argument("--iters", type=int, default=20, help="timed copies per size (default 20)")
-    p.add_argument("--json", metavar="PATH", help="write machine-readable results to PATH")
+    p.add_argument("--factor", type=number(float, 1, lo_open=True), default=4.0, help="ratio between sizes, > 1 (default 4)")
+    p.add_argument("--warmup", type=number(int, 0), default=5, help="untimed copies per size (default 5)")
+    p.add_argument("--iters", type=number(int, 1), default=20, help="timed copies per size (default 20)")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write machine-readable results to PATH")
     return p
 
 
@@ -173,16 +358,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse and validate what can be checked without a device (exit status 2 on errors)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.warmup < 0:
-        parser.error(f"--warmup must be >= 0 (got {args.warmup})")
-    if args.iters < 1:
-        parser.error(f"--iters must be >= 1 (got {args.iters})")
-    if not args.factor > 1:
-        parser.error(f"--factor must be > 1 (got {args.factor})")
     if args.sizes and (args.min_bytes or args.max_bytes):
         parser.error("--sizes cannot be combined with --min-bytes/--max-bytes")
     if args.min_bytes and args.max_bytes and args.max_bytes < args.min_bytes:
         parser.error(f"--max-bytes ({args.max_bytes}) must be >= --min-bytes ({args.min_bytes})")
+    # Each size is measured --warmup + --iters times per test; beyond this a sweep is a typo.
+    span = (args.max_bytes or 1024**3) / (args.min_bytes or 1024**2)
+    if not args.sizes and span > 1 and math.log(span) / math.log(args.factor) > MAX_SIZES:
+        parser.error(f"--factor {args.factor:g} makes more than {MAX_SIZES} sizes between "
+                     "--min-bytes and --max-bytes; use a larger factor")
+    if args.json:
+        check_output(args.json, "--json")
     args.parser = parser
     return args
 
@@ -265,17 +451,29 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {'test':<14} {'size':>8} {'time(us)':>12} {'GBps':>10} {'traffic GBps':>13}",
           flush=True)
     results = []
-    for test in tests:
-        for size in sizes:
-            seconds = run_test(torch, test, size, dev, args.warmup, args.iters)
-            gbps, traffic = bandwidths(test, size, seconds)
-            results.append({"test": test, "size_bytes": size,
-                            "time_us": float(f"{seconds * 1e6:.6g}"),
-                            "GBps": float(f"{gbps:.6g}"), "traffic_GBps": float(f"{traffic:.6g}")})
-            print(f"{test:<16} {format_size(size):>8} {seconds * 1e6:>12.1f} {gbps:>10.2f} "
-                  f"{traffic:>13.2f}", flush=True)
+    stopped_by = []
+
+    def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit: keep what was measured
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        for test in tests:
+            for size in sizes:
+                seconds = run_test(torch, test, size, dev, args.warmup, args.iters)
+                gbps, traffic = bandwidths(test, size, seconds)
+                results.append({"test": test, "size_bytes": size,
+                                "time_us": float(f"{seconds * 1e6:.6g}"),
+                                "GBps": float(f"{gbps:.6g}"),
+                                "traffic_GBps": float(f"{traffic:.6g}")})
+                print(f"{test:<16} {format_size(size):>8} {seconds * 1e6:>12.1f} {gbps:>10.2f} "
+                      f"{traffic:>13.2f}", flush=True)
+    except KeyboardInterrupt:
+        stopped_by.append(signal.SIGINT)
+        print(f"# interrupted: {len(results)} of {len(tests) * len(sizes)} measurements done")
     peak = {}
-    for test in tests:
+    for test in dict.fromkeys(r["test"] for r in results):
         best = max((r for r in results if r["test"] == test), key=lambda r: r["GBps"])
         peak[test] = best["GBps"]
         print(f"# peak {test}: {best['GBps']:.2f} GBps (traffic {best['traffic_GBps']:.2f} GBps) "
@@ -288,17 +486,16 @@ def main(argv: list[str] | None = None) -> int:
             "torch_version": torch.__version__, "hostname": socket.gethostname(),
             "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-            "results": results, "peak_GBps": peak,
+            "results": results, "peak_GBps": peak, "interrupted": bool(stopped_by),
             "time": "mean of back-to-back copies (CUDA events)" if kind == "cuda"
                     else "median of individually timed copies (perf_counter)",
             "convention": "GBps = copied bytes / time; traffic_GBps counts bytes read plus "
                           "bytes written (2x GBps for d2d and host_copy); 1 GBps = 1e9 bytes/s",
         }
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(json.dumps(report, indent=2) + "\n")
+        write_atomic(args.json, json.dumps(report, indent=2) + "\n")
         print(f"# wrote {args.json}")
-    return 0
+    return 128 + stopped_by[0] if stopped_by else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -86,12 +86,17 @@ Example output (the corpus this book ships, 208 documents, on a 2-core VM in abo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
+import os
 import random
 import re
 import sys
+import tempfile
+import threading
+import traceback
 import unicodedata
 from collections import defaultdict
 from itertools import combinations
@@ -100,6 +105,175 @@ from pathlib import Path
 PROG = "minhash_dedup.py"
 MERSENNE_P = (1 << 61) - 1  # prime modulus of the universal hash family
 MAX_HASH = MERSENNE_P - 1   # signature value of an empty shingle set
+
+
+# --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
+# --- script of the book; tests/test_script_contract.py keeps the copies in step.            ---
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ScriptError(Exception):
+    """A failure the user can act on. ``run_main`` prints it as the one line
+    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE):
+        super().__init__(message)
+        self.status = status
+
+
+def number(kind=float, lo=None, hi=None, lo_open=False):
+    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
+    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
+    option."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type`` for names and paths: the empty string is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
+    """The integer environment variable ``name`` (``default`` when unset or empty, an error when
+    there is no default); a non-integer or a value below ``lo`` raises ScriptError naming it."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        if default is None:
+            raise ScriptError(f"environment variable {name} is not set", EXIT_USAGE)
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ScriptError(f"environment variable {name}={text!r} is not an integer", EXIT_USAGE) from None
+    if value < lo:
+        raise ScriptError(f"environment variable {name}={value} must be >= {lo}", EXIT_USAGE)
+    return value
+
+
+def check_output(path: str, option: str, inputs=()) -> str:
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
+    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
+    the path; raises ScriptError naming the option otherwise."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    for item in inputs:
+        if os.path.realpath(item) == os.path.realpath(path):
+            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def check_output_dir(path: str, option: str) -> str:
+    """Check, before any work, that the folder ``path`` (given as ``option``) can receive results:
+    creates it if missing and makes sure a file can be created in it. Returns the path; raises
+    ScriptError naming the option and the offending path otherwise."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ScriptError(f"{option} {path}: {existing} is a file, not a folder", EXIT_USAGE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write there ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
+    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class deadline:
+    """``with deadline(seconds, "what"):`` bounds a wait that has no timeout of its own (or one
+    that retries): after ``seconds`` it prints ``PROG: error: WHAT did not finish within S s``
+    and ends the process at once (os._exit, since the stuck call cannot be unwound)."""
+
+    def __init__(self, seconds: float, what: str):
+        self.timer = threading.Timer(seconds, self._expire, (seconds, what))
+        self.timer.daemon = True
+
+    @staticmethod
+    def _expire(seconds: float, what: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {what} did not finish within {seconds:g} s\n")
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+
+
+def run_main(main, argv=None) -> None:
+    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    try:
+        status = main(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, ScriptError):
+            status, message = exc.status, str(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            status, message = EXIT_INTERRUPTED, "interrupted"
+        else:
+            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
+    sys.exit(status or EXIT_OK)
+# --- end of script contract ---
 
 
 class InputError(Exception):
@@ -270,25 +444,26 @@ def score_against_truth(records: list[dict], pairs: list[tuple[int, int]],
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Near-duplicate detection with MinHash and LSH banding.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
     p.add_argument("corpus", type=Path,
                    help="JSONL file (one document per line) or folder of .txt files")
     p.add_argument("--text-key", default="text", help="JSONL field holding the text")
     p.add_argument("--id-key", default="id", help="JSONL field holding the document id")
     p.add_argument("--shingle", choices=("word", "char"), default="word",
                    help="shingle unit (default word)")
-    p.add_argument("--ngram", type=int, default=5, help="shingle length in units (default 5)")
-    p.add_argument("--num-perm", type=int, default=128,
+    p.add_argument("--ngram", type=number(int), default=5, help="shingle length in units (default 5)")
+    p.add_argument("--num-perm", type=number(int), default=128,
                    help="signature length k (default 128)")
-    p.add_argument("--bands", type=int, default=16, help="LSH bands b (default 16)")
-    p.add_argument("--rows", type=int, default=8, help="rows per band r; b*r = k (default 8)")
-    p.add_argument("--threshold", type=float, default=0.7,
+    p.add_argument("--bands", type=number(int), default=16, help="LSH bands b (default 16)")
+    p.add_argument("--rows", type=number(int), default=8, help="rows per band r; b*r = k (default 8)")
+    p.add_argument("--threshold", type=number(float), default=0.7,
                    help="keep a candidate pair when its Jaccard is at least this (default 0.7)")
     p.add_argument("--verify", choices=("estimate", "exact"), default="estimate",
                    help="decide with the signature estimate or the exact Jaccard")
-    p.add_argument("--seed", type=int, default=1, help="seed of the hash functions")
+    p.add_argument("--seed", type=number(int), default=1, help="seed of the hash functions")
     p.add_argument("--truth-key", metavar="FIELD",
                    help="score against duplicate groups stored in this JSONL field")
-    p.add_argument("--show", type=int, default=50, help="print at most this many pairs")
+    p.add_argument("--show", type=number(int), default=50, help="print at most this many pairs")
     p.add_argument("--json", type=Path, metavar="PATH", help="write the report as JSON")
     return p
 
@@ -384,4 +559,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

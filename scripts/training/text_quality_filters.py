@@ -117,11 +117,17 @@ Example output (the corpus this book ships, on a 2-core VM in 0.3 s)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import math
+import os
 import re
 import string
 import sys
+import tempfile
+import threading
+import traceback
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +143,175 @@ C4_MIN_WORDS_PER_LINE = 5            # c4_utils.py _MIN_WORDS_PER_LINE
 GOPHER = "Gopher (Rae et al. 2021, app. A.1.1)"
 GOPHER_REP = "Gopher (Rae et al. 2021, Table A1)"
 C4 = "C4 (Raffel et al. 2020, sec. 2.2)"
+
+
+# --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
+# --- script of the book; tests/test_script_contract.py keeps the copies in step.            ---
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ScriptError(Exception):
+    """A failure the user can act on. ``run_main`` prints it as the one line
+    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE):
+        super().__init__(message)
+        self.status = status
+
+
+def number(kind=float, lo=None, hi=None, lo_open=False):
+    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
+    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
+    option."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type`` for names and paths: the empty string is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
+    """The integer environment variable ``name`` (``default`` when unset or empty, an error when
+    there is no default); a non-integer or a value below ``lo`` raises ScriptError naming it."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        if default is None:
+            raise ScriptError(f"environment variable {name} is not set", EXIT_USAGE)
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ScriptError(f"environment variable {name}={text!r} is not an integer", EXIT_USAGE) from None
+    if value < lo:
+        raise ScriptError(f"environment variable {name}={value} must be >= {lo}", EXIT_USAGE)
+    return value
+
+
+def check_output(path: str, option: str, inputs=()) -> str:
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
+    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
+    the path; raises ScriptError naming the option otherwise."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    for item in inputs:
+        if os.path.realpath(item) == os.path.realpath(path):
+            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def check_output_dir(path: str, option: str) -> str:
+    """Check, before any work, that the folder ``path`` (given as ``option``) can receive results:
+    creates it if missing and makes sure a file can be created in it. Returns the path; raises
+    ScriptError naming the option and the offending path otherwise."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ScriptError(f"{option} {path}: {existing} is a file, not a folder", EXIT_USAGE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write there ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
+    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class deadline:
+    """``with deadline(seconds, "what"):`` bounds a wait that has no timeout of its own (or one
+    that retries): after ``seconds`` it prints ``PROG: error: WHAT did not finish within S s``
+    and ends the process at once (os._exit, since the stuck call cannot be unwound)."""
+
+    def __init__(self, seconds: float, what: str):
+        self.timer = threading.Timer(seconds, self._expire, (seconds, what))
+        self.timer.daemon = True
+
+    @staticmethod
+    def _expire(seconds: float, what: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {what} did not finish within {seconds:g} s\n")
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+
+
+def run_main(main, argv=None) -> None:
+    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    try:
+        status = main(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, ScriptError):
+            status, message = exc.status, str(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            status, message = EXIT_INTERRUPTED, "interrupted"
+        else:
+            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
+    sys.exit(status or EXIT_OK)
+# --- end of script contract ---
 
 
 class InputError(Exception):
@@ -316,8 +491,13 @@ def read_corpus(path: Path, text_key: str, id_key: str) -> list[tuple[str, str, 
             docs.append((str(p.relative_to(path)), text, {"id": str(p.relative_to(path)),
                                                          text_key: text}))
         return docs
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}:{n}: not UTF-8 text (byte {exc.start + 1} of the "
+                                 "line); convert the file to UTF-8") from None
             if not line.strip():
                 continue
             try:
@@ -370,7 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Heuristic quality filters (Gopher, C4) for pre-training text; "
         "reports what was removed and why.")
-    p.add_argument("corpus", type=Path, nargs="?",
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("corpus", type=nonempty, nargs="?",
                    help="JSONL file (one document per line) or folder of .txt files")
     p.add_argument("--text-key", default="text", help="JSONL field holding the text")
     p.add_argument("--id-key", default="id", help="JSONL field holding the document id")
@@ -378,14 +559,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="switch a filter off (repeatable)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=LO:HI", dest="ranges",
                    help="change a filter's allowed range; LO or HI may be empty (repeatable)")
-    p.add_argument("--keep-prob", type=float, default=0.0,
+    p.add_argument("--keep-prob", type=number(float, 0, 1), default=0.0,
                    help="keep each failing document with this probability (default 0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of --keep-prob's decisions")
-    p.add_argument("--show", type=int, default=100,
+    p.add_argument("--seed", type=number(int), default=0, help="seed of --keep-prob's decisions")
+    p.add_argument("--show", type=number(int, 0), default=100,
                    help="print at most this many removed documents (default 100)")
     p.add_argument("--list", action="store_true", help="print the filters and exit")
-    p.add_argument("--json", type=Path, metavar="PATH", help="write the report as JSON")
-    p.add_argument("--kept", type=Path, metavar="PATH",
+    p.add_argument("--json", type=nonempty, metavar="PATH", help="write the report as JSON")
+    p.add_argument("--kept", type=nonempty, metavar="PATH",
                    help="write the documents that survive as JSONL")
     return p
 
@@ -405,16 +586,17 @@ def configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list
         if name not in filters:
             parser.error(f"--set: unknown or disabled filter {name!r} (see --list)")
         try:
-            filters[name].min = float(lo) if lo.strip() else None
-            filters[name].max = float(hi) if hi.strip() else None
+            bounds = [float(x) if x.strip() else None for x in (lo, hi)]
         except ValueError:
             parser.error(f"--set: {spec!r}: LO and HI must be numbers or empty")
-        if filters[name].min is None and filters[name].max is None:
+        if any(b is not None and not math.isfinite(b) for b in bounds):
+            parser.error(f"--set: {spec!r}: LO and HI must be finite (leave a side empty "
+                         "for no bound)")
+        if bounds == [None, None]:
             parser.error(f"--set: {spec!r} sets no bound (use --disable to switch it off)")
-    if not 0.0 <= args.keep_prob <= 1.0:
-        parser.error(f"--keep-prob must be between 0 and 1 (got {args.keep_prob})")
-    if args.show < 0:
-        parser.error(f"--show must be >= 0 (got {args.show})")
+        if None not in bounds and bounds[0] > bounds[1]:
+            parser.error(f"--set: {spec!r}: LO is above HI, so every document would fail")
+        filters[name].min, filters[name].max = bounds
     return list(filters.values())
 
 
@@ -428,11 +610,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.corpus is None:
         parser.error("the corpus argument is required (a JSONL file or a folder of .txt)")
+    args.corpus = Path(args.corpus)
+    if args.json and args.kept and os.path.realpath(args.json) == os.path.realpath(args.kept):
+        raise ScriptError(f"--json and --kept both name {args.json}", EXIT_USAGE)
+    for option, path in (("--json", args.json), ("--kept", args.kept)):
+        if path:
+            check_output(path, option, inputs=[args.corpus])
+            if args.corpus.is_dir() and os.path.realpath(path).startswith(
+                    os.path.realpath(args.corpus) + os.sep):
+                raise ScriptError(f"{option} {path}: is inside the corpus folder {args.corpus}",
+                                  EXIT_USAGE)
     try:
         docs = read_corpus(args.corpus, args.text_key, args.id_key)
-    except (InputError, OSError, UnicodeDecodeError) as exc:
-        sys.stderr.write(f"{PROG}: error: {str(exc).splitlines()[0]}\n")
-        return 2
+    except (InputError, OSError) as exc:
+        raise ScriptError(str(exc), EXIT_USAGE) from None
     decisions = run_filters(docs, filters, args.keep_prob, args.seed)
     failed_by = Counter(x["filter"] for d in decisions for x in d["failed"])
     removed = [d for d in decisions if d["removed"]]
@@ -464,14 +655,13 @@ def main(argv: list[str] | None = None) -> int:
                                "description": f.description, "failed": failed_by[f.name]}
                               for f in filters],
                   "decisions": decisions}
-        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        write_atomic(args.json, json.dumps(report, indent=1) + "\n")
     if args.kept:
-        with open(args.kept, "w", encoding="utf-8") as out:
-            for (_, _, rec), d in zip(docs, decisions):
-                if not d["removed"]:
-                    out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        write_atomic(args.kept, "".join(json.dumps(rec, ensure_ascii=False) + "\n"
+                                        for (_, _, rec), d in zip(docs, decisions)
+                                        if not d["removed"]))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -19,6 +19,7 @@ import time
 import pytest
 import torch
 
+from tests.bad_input import Case, check_refused
 from tests.launchers import REPO, clean_env
 
 SCRIPT = "mamf_finder.py"
@@ -91,21 +92,33 @@ def test_cpu_sweep_rows_json_and_summary_agree(launch, tmp_path):
     assert report["interrupted"] is False
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--m", "-4"], "argument --m: invalid size '-4'"),
-    (["--k", "0"], "argument --k: invalid size '0'"),
-    (["--n", "10:5:1"], "invalid range '10:5:1'"),
-    (["--dtype", "fp12"], "unknown dtype 'fp12'"),
-    (["--device", "cpu", "--dtype", "fp8"], "dtype fp8 needs a CUDA GPU"),
-    (["--device", "cpu", "--dtype", "tf32"], "dtype tf32 is a CUDA tensor-core mode"),
-    (["--iters", "0"], "--iters must be >= 1"),
-])
-def test_bad_arguments_fail_with_one_line(launch, args, message):
-    res = launch.python(SCRIPT, args, timeout=60)
-    assert res.returncode == 2, res.output
-    errors = launch.error_lines(res.stderr)
-    assert len(errors) == 1 and message in errors[0], res.stderr
-    assert not rows(res.stdout)
+BAD_INPUT = [
+    Case("m-negative", ["--m", "-4"], "argument --m: invalid size '-4'"),
+    Case("k-zero", ["--k", "0"], "argument --k: invalid size '0'"),
+    Case("n-not-number", ["--n", "abc"], "argument --n: invalid size 'abc'"),
+    Case("n-float", ["--n", "1.5"], "argument --n: invalid size '1.5'"),
+    Case("range-reversed", ["--n", "10:5:1"], "invalid range '10:5:1'"),
+    Case("range-huge", ["--m", "1:2000000000:1"], "has 2000000000 values; at most 10000"),
+    Case("sweep-huge", ["--m", "1:2000:1", "--n", "1:2000:1", "--k", "1:2000:1"],
+         "make 8000000000 shapes; at most 10000"),
+    Case("dtype-unknown", ["--dtype", "fp12"], "unknown dtype 'fp12'"),
+    Case("fp8-on-cpu", ["--device", "cpu", "--dtype", "fp8"], "dtype fp8 needs a CUDA GPU"),
+    Case("tf32-on-cpu", ["--device", "cpu", "--dtype", "tf32"], "dtype tf32 is a CUDA tensor-core"),
+    Case("device-unknown", ["--device", "tpu9"], "--device: unknown device 'tpu9'"),
+    Case("iters-zero", ["--iters", "0"], "--iters: 0 must be >= 1"),
+    Case("iters-nan", ["--iters", "nan"], "--iters: 'nan' is not an integer"),
+    Case("warmup-negative", ["--warmup", "-1"], "--warmup: -1 must be >= 0"),
+    Case("json-empty", ["--json", ""], "--json: must not be empty"),
+    Case("json-is-folder", ["--json", "{tmp}"], "is a folder"),
+    Case("json-folder-missing", ["--json", "no/such/r.json"], "no/such does not exist"),
+    Case("json-parent-is-file", ["--json", "f/r.json"], "f is not a folder", files={"f": "x"}),
+    Case("json-unwritable", ["--json", "/proc/r.json"], "cannot write in /proc"),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("compute/mamf_finder.py", case, tmp_path)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
@@ -134,10 +147,10 @@ class Sweep:
             assert line, f"the script ended early: {self.lines}"
             self.lines.append(line)
 
-    def interrupt(self, limit: float = 15) -> tuple[float, str, str]:
-        """SIGINT, then (seconds until it exited, rest of stdout, stderr); killed after ``limit``."""
+    def interrupt(self, limit: float = 15, sig=signal.SIGINT) -> tuple[float, str, str]:
+        """``sig``, then (seconds until it exited, rest of stdout, stderr); killed after ``limit``."""
         start = time.monotonic()
-        self.proc.send_signal(signal.SIGINT)
+        self.proc.send_signal(sig)
         # Read through the same text stream (communicate() would skip lines already buffered).
         watchdog = threading.Timer(limit, self.proc.kill)
         watchdog.start()
@@ -170,6 +183,19 @@ def test_ctrl_c_between_shapes_prints_results_so_far(launch, tmp_path, ignore_si
     n_done = len(rows("".join(sweep.lines))) + len(rows(rest))
     assert 3 <= len(report["results"]) == n_done < 10_000
     assert report["best"]["fp32"] == max(report["results"], key=lambda r: r["max_tflops"])
+
+
+def test_sigterm_writes_the_results_so_far(launch, tmp_path):
+    """scancel and a job's time limit send SIGTERM: the measured shapes must not be lost."""
+    out = tmp_path / "partial.json"
+    sweep = Sweep(launch, [*LONG_SWEEP, "--json", str(out)])
+    sweep.wait_for(ROW, 2)
+    seconds, rest, err = sweep.interrupt(sig=signal.SIGTERM)
+    assert sweep.proc.returncode == 143, f"exit {sweep.proc.returncode}: {err}"
+    assert "Traceback" not in err and "# interrupted:" in rest
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and len(report["results"]) >= 2
+    assert [p.name for p in tmp_path.iterdir()] == ["partial.json"]  # no temporary file left
 
 
 def test_ctrl_c_inside_one_long_shape_stops_it(launch, tmp_path):

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import sys
 
 import pytest
 import torch
+
+from tests.bad_input import Case, check_refused
+from tests.launchers import REPO, clean_env
 
 SCRIPT = "mem_bandwidth.py"
 ROW = re.compile(r"^(\w+)\s+(\d+[KMG]?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
@@ -54,18 +60,49 @@ def test_cpu_host_copy_sweep(launch, tmp_path):
     assert "read + written" in res.stdout  # the counting convention is stated in the output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--sizes", "0"], "invalid size '0'"),
-    (["--sizes=-1M"], "invalid size '-1M'"),
-    (["--min-bytes", "4M", "--max-bytes", "1M", "--device", "cpu"], "must be >= --min-bytes"),
-    (["--factor", "1"], "--factor must be > 1"),
-    (["--device", "cpu", "--tests", "h2d_pinned"], "need a CUDA device"),
-])
-def test_bad_arguments_fail_with_one_line(launch, args, message):
-    res = launch.python(SCRIPT, args, timeout=60)
-    assert res.returncode == 2, res.output
-    errors = launch.error_lines(res.stderr)
-    assert len(errors) == 1 and message in errors[0], res.stderr
+BAD_INPUT = [
+    Case("size-zero", ["--sizes", "0"], "invalid size '0'"),
+    Case("size-negative", ["--sizes=-1M"], "invalid size '-1M'"),
+    Case("size-below-one-element", ["--sizes", "3"], "invalid size '3': must be a positive multiple of 4"),
+    Case("size-not-aligned", ["--sizes", "1026"], "multiple of 4 bytes"),
+    Case("size-not-number", ["--sizes", "lots"], "invalid size 'lots'"),
+    Case("max-below-min", ["--min-bytes", "4M", "--max-bytes", "1M", "--device", "cpu"],
+         "must be >= --min-bytes"),
+    Case("factor-one", ["--factor", "1"], "--factor: 1 must be > 1"),
+    Case("factor-nan", ["--factor", "nan"], "--factor: 'nan' is not a finite number"),
+    Case("factor-inf", ["--factor", "inf"], "--factor: 'inf' is not a finite number"),
+    Case("factor-tiny", ["--factor", "1.0000001"], "more than 1000 sizes"),
+    Case("iters-zero", ["--iters", "0"], "--iters: 0 must be >= 1"),
+    Case("warmup-float", ["--warmup", "2.5"], "--warmup: '2.5' is not an integer"),
+    Case("test-needs-cuda", ["--device", "cpu", "--tests", "h2d_pinned"], "need a CUDA device"),
+    Case("json-is-folder", ["--json", "{tmp}"], "is a folder"),
+    Case("json-folder-missing", ["--json", "nope/bw.json"], "nope does not exist"),
+    Case("json-unwritable", ["--json", "/proc/bw.json"], "cannot write in /proc"),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("compute/mem_bandwidth.py", case, tmp_path)
+
+
+def test_interrupted_sweep_writes_what_it_measured(tmp_path):
+    """SIGTERM in the middle of a sweep: the finished sizes are written, marked interrupted."""
+    out = tmp_path / "bw.json"
+    proc = subprocess.Popen([sys.executable, str(REPO / "scripts/compute/mem_bandwidth.py"),
+                             "--device", "cpu", "--min-bytes", "4K", "--max-bytes", "64M",
+                             "--factor", "1.01", "--warmup", "0", "--iters", "3",
+                             "--json", str(out)],
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    seen = [proc.stdout.readline() for _ in range(12)]  # header lines, then rows
+    assert any(line.startswith("host_copy") for line in seen), seen
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "Traceback" not in err, err
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and 1 <= len(report["results"]) < 1000
+    assert report["peak_GBps"]["host_copy"] == max(r["GBps"] for r in report["results"])
 
 
 @pytest.mark.gpu

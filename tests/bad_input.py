@@ -1,0 +1,83 @@
+"""Bad-input cases for the book's scripts: run a script the way a careless user would and check
+that it keeps the script contract (CONTRIBUTING.md, "Script contract").
+
+Each part's ``tests/<part>/test_<script>.py`` lists its cases as :class:`Case` objects and runs them
+with :func:`check_refused` through ``pytest.mark.parametrize``. A case's ``args`` and ``env``
+values may contain ``{tmp}`` (the test's empty folder) and ``{script}`` (the script's path); the
+``files`` it names are created there first, and must hold the same bytes afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.launchers import REPO, clean_env
+
+
+@dataclass
+class Case:
+    """One careless invocation and what the script must answer.
+
+    ``message`` is a regular expression searched in the single error line; ``status`` the exit
+    status (2 usage error, 1 runtime failure); ``limit_s`` the wall-clock time allowed.
+    """
+    id: str
+    args: list[str]
+    message: str
+    status: int = 2
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    limit_s: float = 30.0
+
+    def param(self):
+        import pytest
+        return pytest.param(self, id=self.id)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executable) -> str:
+    """Run ``scripts/<script>`` with ``case`` in ``tmp``; assert the contract and return the
+    error line. Fails when the status differs, the output has a traceback or more than one
+    ``error:`` line, the line does not match, the run takes longer than ``case.limit_s``, an
+    input file changed, or a stray temporary file was left next to an output."""
+    path = REPO / "scripts" / script
+    fill = {"tmp": str(tmp), "script": str(path)}
+    for name, content in case.files.items():
+        target = tmp / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            target.write_text(content, encoding="utf-8")
+        else:
+            target.write_bytes(content)
+    before = {name: _digest(tmp / name) for name in case.files if (tmp / name).is_file()}
+    listing = sorted(os.listdir(tmp))
+    env = clean_env({k: v.format(**fill) for k, v in case.env.items()})
+    start = time.monotonic()
+    proc = subprocess.run([python, str(path), *[a.format(**fill) for a in case.args]],
+                          cwd=tmp, env=env, capture_output=True, text=True,
+                          timeout=case.limit_s + 30, start_new_session=True)
+    elapsed = time.monotonic() - start
+    shown = f"\n$ {path.name} {' '.join(case.args)}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "Traceback" not in proc.stdout + proc.stderr, "traceback printed" + shown
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1, f"expected one error line, got {len(errors)}" + shown
+    line = errors[0]
+    assert line.startswith(f"{path.name}: error: "), "error line does not name the script" + shown
+    assert re.search(case.message, line), f"error line does not match {case.message!r}" + shown
+    assert proc.returncode == case.status, f"exit status {proc.returncode}, not {case.status}" + shown
+    assert elapsed <= case.limit_s, f"took {elapsed:.1f} s, limit {case.limit_s} s" + shown
+    for name, digest in before.items():
+        assert _digest(tmp / name) == digest, f"input {name} was modified" + shown
+    stray = [n for n in sorted(os.listdir(tmp)) if n not in listing and n.endswith(".tmp")]
+    assert not stray, f"temporary files left behind: {stray}" + shown
+    return line
