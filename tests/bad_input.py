@@ -81,3 +81,29 @@ def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executab
     stray = [n for n in sorted(os.listdir(tmp)) if n not in listing and n.endswith(".tmp")]
     assert not stray, f"temporary files left behind: {stray}" + shown
     return line
+
+
+def launcher_cases(args: list[str], timeout_args: list[str], port: int,
+                   unreachable_limit_s: float = 25.0) -> list[Case]:
+    """The careless launches every distributed script must refuse: launcher variables that are
+    not integers or out of range, and a rank whose MASTER_ADDR:MASTER_PORT (``port`` on
+    127.0.0.1, where nothing listens) cannot be reached, which must end within the script's own
+    timeout (``timeout_args``, e.g. ``["--timeout-s", "3"]``) plus start-up time."""
+    two = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    return [
+        Case("env-rank-not-integer", args, r"environment variable RANK='abc' is not an integer",
+             env={**two, "RANK": "abc"}),
+        Case("env-world-size-not-integer", args,
+             r"environment variable WORLD_SIZE='abc' is not an integer",
+             env={**two, "RANK": "0", "WORLD_SIZE": "abc"}),
+        Case("env-local-rank-not-integer", args,
+             r"environment variable LOCAL_RANK='abc' is not an integer",
+             env={**two, "RANK": "0", "LOCAL_RANK": "abc"}),
+        Case("env-master-port-not-integer", args,
+             r"environment variable MASTER_PORT='abc' is not an integer",
+             env={**two, "RANK": "0", "MASTER_PORT": "abc"}),
+        Case("env-rank-outside-world", args, r"rank 5 is outside world size 2",
+             env={**two, "RANK": "5"}),
+        Case("unreachable-master", [*args, *timeout_args], rf"127\.0\.0\.1:{port}",
+             status=1, env={**two, "RANK": "1"}, limit_s=unreachable_limit_s),
+    ]

@@ -127,6 +127,7 @@ import argparse
 import contextlib
 import datetime
 import importlib.util
+import io
 import json
 import math
 import os
@@ -438,20 +439,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", type=parse_dtype, default="float32",
                    help=f"element type: {', '.join(DTYPES)} (aliases fp32, fp16, bf16, ...); "
                         "default float32")
-    p.add_argument("--warmup", type=number(int), default=5,
+    p.add_argument("--warmup", type=number(int, 0), default=5,
                    help="untimed all-reduces per size before timing, >= 0 (default 5)")
-    p.add_argument("--iters", type=number(int), default=20,
+    p.add_argument("--iters", type=number(int, 1), default=20,
                    help="timed all-reduces per size, >= 1 (default 20)")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="auto: nccl if CUDA is available, else gloo (CPU tensors). Default auto")
-    p.add_argument("--timeout-s", type=number(float), default=60.0,
+    p.add_argument("--timeout-s", type=number(float, 0, lo_open=True), default=60.0,
                    help="seconds to wait for peers (rendezvous and each collective) before "
                         "failing, > 0 (default 60)")
-    p.add_argument("--json", metavar="PATH", default=None,
+    p.add_argument("--json", metavar="PATH", default=None, type=nonempty,
                    help="write machine-readable results to PATH (rank 0)")
-    p.add_argument("--plot", metavar="PATH", default=None,
+    p.add_argument("--plot", metavar="PATH", default=None, type=nonempty,
                    help="write a PNG of busbw vs message size to PATH (rank 0; needs matplotlib)")
     return p
+
+
+# Every size costs --warmup + --iters collectives on every rank; more sizes than this is a typo.
+MAX_SIZES = 1000
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -462,12 +467,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     elem_size = DTYPES[args.dtype][0]
-    if args.warmup < 0:
-        parser.error(f"--warmup must be >= 0 (got {args.warmup})")
-    if args.iters < 1:
-        parser.error(f"--iters must be >= 1 (got {args.iters})")
-    if not args.timeout_s > 0:
-        parser.error(f"--timeout-s must be > 0 (got {args.timeout_s})")
     if args.sizes is not None:
         if args.min_bytes is not None or args.max_bytes is not None or args.factor is not None:
             parser.error("--sizes cannot be combined with --min-bytes/--max-bytes/--factor")
@@ -495,9 +494,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          f"({elem_size} bytes) (got {min_bytes})")
         if max_bytes < min_bytes:
             parser.error(f"--max-bytes ({max_bytes}) must be >= --min-bytes ({min_bytes})")
-        if not factor > 1:
-            parser.error(f"--factor must be > 1 (got {factor})")
+        if not (factor > 1 and math.isfinite(factor)):
+            parser.error(f"--factor must be a finite number > 1 (got {factor})")
+        if math.log(max_bytes / min_bytes) / math.log(factor) > MAX_SIZES:
+            parser.error(f"--factor {factor:g} makes more than {MAX_SIZES} sizes between "
+                         "--min-bytes and --max-bytes; use a larger factor")
         args.size_list = message_sizes(min_bytes, max_bytes, factor, elem_size)
+    if len(args.size_list) > MAX_SIZES:
+        parser.error(f"--sizes: {len(args.size_list)} sizes; at most {MAX_SIZES}")
     if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
         parser.error("--plot needs matplotlib, which is not installed (pip install matplotlib)")
     args.elem_size = elem_size
@@ -512,26 +516,33 @@ class Launch:
         self.host = socket.gethostname()
         if "RANK" in env or "WORLD_SIZE" in env:  # torchrun, or a hand-made env:// launch
             self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
-            self.rank = _env_int("RANK")
-            self.world_size = _env_int("WORLD_SIZE")
-            self.local_rank = _env_int("LOCAL_RANK", 0)
+            self.rank = env_int("RANK")
+            self.world_size = env_int("WORLD_SIZE")
+            self.local_rank = env_int("LOCAL_RANK", 0)
             self.need_master = True
-        elif "SLURM_PROCID" in env and _env_int("SLURM_NTASKS", 1) > 1:  # plain `srun python`
+        elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1) > 1:  # plain `srun python`
             self.launcher = "srun"
-            self.rank = _env_int("SLURM_PROCID")
-            self.world_size = _env_int("SLURM_NTASKS")
-            self.local_rank = _env_int("SLURM_LOCALID", 0)
+            self.rank = env_int("SLURM_PROCID")
+            self.world_size = env_int("SLURM_NTASKS")
+            self.local_rank = env_int("SLURM_LOCALID", 0)
             self.need_master = True
         else:  # plain `python`: one process, an in-memory store, no network port
             self.launcher = "python"
             self.rank, self.world_size, self.local_rank = 0, 1, 0
             self.need_master = False
         if self.need_master and not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
-            die(f"launched by {self.launcher} (rank {self.rank} of {self.world_size}) but "
+            raise ScriptError(
+                f"launched by {self.launcher} (rank {self.rank} of {self.world_size}) but "
                 "MASTER_ADDR and MASTER_PORT are not set; export them (the address and a free "
-                "port of the first node) or use torchrun")
-        if not 0 <= self.rank < self.world_size:
-            die(f"rank {self.rank} is outside world size {self.world_size}")
+                "port of the first node) or use torchrun", EXIT_USAGE)
+        if self.need_master:
+            self.master = f"{env['MASTER_ADDR']}:{env_int('MASTER_PORT', lo=1)}"
+            if env_int("MASTER_PORT") > 65535:
+                raise ScriptError(f"environment variable MASTER_PORT={env['MASTER_PORT']} is not "
+                                  "a TCP port (1-65535)", EXIT_USAGE)
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ScriptError(f"rank {self.rank} is outside world size {self.world_size} "
+                              "(check RANK and WORLD_SIZE)", EXIT_USAGE)
 
     def command(self) -> str:
         """A re-runnable command line (launcher flags reconstructed from the environment)."""
@@ -543,19 +554,6 @@ class Launch:
         if self.launcher == "srun":
             return f"srun --ntasks {self.world_size} python {args}"
         return f"python {args}"
-
-
-def _env_int(name: str, default: int | None = None) -> int:
-    value = os.environ.get(name)
-    if value is None:
-        if default is None:
-            die(f"environment variable {name} is not set (needed with RANK/WORLD_SIZE launches)")
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        die(f"environment variable {name}={value!r} is not an integer")
-    raise AssertionError("unreachable")
 
 
 def die(message: str) -> None:
@@ -581,8 +579,8 @@ def _num(value: float | int) -> str:
 
 
 def _selftest_rank(name: str) -> int | None:
-    value = os.environ.get(name)
-    return int(value) if value not in (None, "") else None
+    value = env_int(name, -1)
+    return value if value >= 0 else None
 
 
 def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
@@ -614,8 +612,13 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
         device_name = "cpu"
         init_kwargs = {}
     if launch.need_master:
-        dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout,
-                                **init_kwargs)
+        # The store client retries a refused connection until well past `timeout`; the
+        # deadline (a little later than the store's own timeout, whose message is more
+        # precise when it comes) bounds the whole wait.
+        with deadline(args.timeout_s * 1.1 + 1, f"rank {rank} on {launch.host}: rendezvous with "
+                                      f"MASTER_ADDR:MASTER_PORT {launch.master}"):
+            dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout,
+                                    **init_kwargs)
     else:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
                                 timeout=timeout, **init_kwargs)
@@ -766,20 +769,13 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
             "verified": True,
         }
         if args.json:
-            _write_file(args.json, json.dumps(report, indent=2) + "\n")
+            write_atomic(args.json, json.dumps(report, indent=2) + "\n")
             print(f"# wrote {args.json}")
         if args.plot:
             write_plot(args.plot, report)
             print(f"# wrote {args.plot}")
     stage[0] = "destroy_process_group"
     dist.destroy_process_group()
-
-
-def _write_file(path: str, text: str) -> None:
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
 
 
 def write_plot(path: str, report: dict) -> None:
@@ -805,8 +801,9 @@ def write_plot(path: str, report: dict) -> None:
                  fontsize=9)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    write_atomic(path, buffer.getvalue())
     plt.close(fig)
 
 
@@ -815,6 +812,12 @@ def main(argv: list[str] | None = None) -> None:
     any failure into a one-line error naming this rank and host, with exit status 1."""
     args = parse_args(argv)
     launch = Launch()
+    if launch.rank == 0:
+        for option, path in (("--json", args.json), ("--plot", args.plot)):
+            if path:
+                check_output(path, option)
+    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     stage = ["starting"]
     try:
         run(args, launch, stage)

@@ -18,7 +18,10 @@ What it does
    arrived. The values are small integers, exact in float32, so the comparison is exact.
 5. A barrier; then rank 0 prints ``OK: N ranks on M hosts`` and the exit status is 0.
 
-Any failure ends the job with exit status 1 and a one-line message naming the rank and host, e.g.
+A wrong all-reduce result (the finding this check exists for) ends the job with exit status 3;
+any other failure with exit status 1 (2 for bad arguments or launcher variables, before anything
+starts), always with a one-line message naming the rank and host (``--debug`` adds the
+traceback), e.g.
 ``rank 1 on node07: wrong all-reduce result: row of rank 0 (on node03) expected 1 got 2 ...`` or
 ``rank 0 on node03: waiting for peers in init_process_group failed: ... timed out ...``. A rank
 that is missing or stuck makes the others fail after ``--timeout-s`` seconds (default 60) instead
@@ -293,13 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="auto: nccl if CUDA is available, else gloo (CPU tensors). Default auto")
-    p.add_argument("--timeout-s", type=number(float), default=60.0,
+    p.add_argument("--timeout-s", type=number(float, 0, lo_open=True), default=60.0,
                    help="seconds to wait for peers (joining and each collective) before failing, "
                         "> 0 (default 60)")
     p.add_argument("--size", type=parse_size, default=1024**2, metavar="SIZE",
                    help="bytes of the all-reduced float32 matrix (default 1M; suffixes K=1024, "
                         "M, G); at least 4 bytes per rank are used")
-    p.add_argument("--json", metavar="PATH", default=None,
+    p.add_argument("--json", metavar="PATH", default=None, type=nonempty,
                    help="write a summary (ok, hosts, per-rank info, errors) to PATH (rank 0)")
     return p
 
@@ -308,8 +311,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse and validate arguments; a problem exits via parser.error (status 2, one line)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.timeout_s > 0:
-        parser.error(f"--timeout-s must be > 0 (got {args.timeout_s})")
     if args.size < 4:
         parser.error(f"--size must be at least 4 bytes (one float32) (got {args.size})")
     return args
@@ -323,43 +324,37 @@ class Launch:
         self.host = socket.gethostname()
         if "RANK" in env or "WORLD_SIZE" in env:  # torchrun, or a hand-made env:// launch
             self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
-            self.rank = _env_int("RANK")
-            self.world_size = _env_int("WORLD_SIZE")
-            self.local_rank = _env_int("LOCAL_RANK", 0)
+            self.rank = env_int("RANK")
+            self.world_size = env_int("WORLD_SIZE")
+            self.local_rank = env_int("LOCAL_RANK", 0)
             self.need_master = True
-        elif "SLURM_PROCID" in env and _env_int("SLURM_NTASKS", 1) > 1:  # plain `srun python`
+        elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1) > 1:  # plain `srun python`
             self.launcher = "srun"
-            self.rank = _env_int("SLURM_PROCID")
-            self.world_size = _env_int("SLURM_NTASKS")
-            self.local_rank = _env_int("SLURM_LOCALID", 0)
+            self.rank = env_int("SLURM_PROCID")
+            self.world_size = env_int("SLURM_NTASKS")
+            self.local_rank = env_int("SLURM_LOCALID", 0)
             self.need_master = True
         else:  # plain `python`: one process, an in-memory store, no network port
             self.launcher = "python"
             self.rank, self.world_size, self.local_rank = 0, 1, 0
             self.need_master = False
         if self.need_master and not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
-            die(f"launched by {self.launcher} (rank {self.rank} of {self.world_size}) but "
+            raise ScriptError(
+                f"launched by {self.launcher} (rank {self.rank} of {self.world_size}) but "
                 "MASTER_ADDR and MASTER_PORT are not set; export them (the address and a free "
-                "port of the first node) or use torchrun")
-        if not 0 <= self.rank < self.world_size:
-            die(f"rank {self.rank} is outside world size {self.world_size}")
+                "port of the first node) or use torchrun", EXIT_USAGE)
+        if self.need_master:
+            self.master = f"{env['MASTER_ADDR']}:{env_int('MASTER_PORT', lo=1)}"
+            if env_int("MASTER_PORT") > 65535:
+                raise ScriptError(f"environment variable MASTER_PORT={env['MASTER_PORT']} is not "
+                                  "a TCP port (1-65535)", EXIT_USAGE)
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ScriptError(f"rank {self.rank} is outside world size {self.world_size} "
+                              "(check RANK and WORLD_SIZE)", EXIT_USAGE)
 
 
-def _env_int(name: str, default: int | None = None) -> int:
-    value = os.environ.get(name)
-    if value is None:
-        if default is None:
-            die(f"environment variable {name} is not set (needed with RANK/WORLD_SIZE launches)")
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        die(f"environment variable {name}={value!r} is not an integer")
-    raise AssertionError("unreachable")
-
-
-def die(message: str) -> None:
-    """Print ``PROG: error: message`` (one line) to stderr and exit with status 1, at once.
+def die(message: str, status: int = EXIT_FAILURE) -> None:
+    """Print ``PROG: error: message`` (one line) to stderr and exit with ``status``, at once.
 
     os._exit, not sys.exit: after a failed collective, process-group destructors can block on
     peers that are gone, and a check that hangs on its way out is the failure we avoid.
@@ -368,12 +363,12 @@ def die(message: str) -> None:
     sys.stdout.flush()
     sys.stderr.write(f"{PROG}: error: {first_line}\n")
     sys.stderr.flush()
-    os._exit(1)
+    os._exit(status)
 
 
 def _selftest_rank(name: str) -> int | None:
-    value = os.environ.get(name)
-    return int(value) if value not in (None, "") else None
+    value = env_int(name, -1)
+    return value if value >= 0 else None
 
 
 def rank_info_line(info: dict) -> str:
@@ -455,8 +450,13 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
     stage[0] = f"waiting for peers in init_process_group (timeout {args.timeout_s:g} s)"
     timeout = datetime.timedelta(seconds=args.timeout_s)
     if launch.need_master:
-        dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout,
-                                **init_kwargs)
+        # The store client retries a refused connection until well past `timeout`; the
+        # deadline (a little later than the store's own timeout, whose message is more
+        # precise when it comes) bounds the whole wait.
+        with deadline(args.timeout_s * 1.1 + 1, f"rank {rank} on {launch.host}: rendezvous with "
+                                      f"MASTER_ADDR:MASTER_PORT {launch.master}"):
+            dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout,
+                                    **init_kwargs)
     else:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
                                 timeout=timeout, **init_kwargs)
@@ -505,10 +505,7 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
                 "ranks": infos,
                 "errors": errors,
             }
-            parent = os.path.dirname(os.path.abspath(args.json))
-            os.makedirs(parent, exist_ok=True)
-            with open(args.json, "w", encoding="utf-8") as f:
-                f.write(json.dumps(summary, indent=2) + "\n")
+            write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
             print(f"# wrote {args.json}")
         if not errors:
             print(f"OK: {world} ranks on {len(by_host)} hosts", flush=True)
@@ -517,7 +514,8 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
     if errors:
         if rank == 0:
             bad = ", ".join(f"rank {e['rank']} on {e['host']}" for e in errors)
-            die(f"FAILED: {len(errors)} of {world} ranks saw a wrong all-reduce result: {bad}")
+            die(f"FAILED: {len(errors)} of {world} ranks saw a wrong all-reduce result: {bad}",
+                EXIT_FINDING)
         return 1
     stage[0] = "destroy_process_group"
     dist.destroy_process_group()
@@ -542,6 +540,10 @@ def main(argv: list[str] | None = None) -> None:
     check, and turn any failure into a one-line message naming this rank and host (exit 1)."""
     args = parse_args(argv)
     launch = Launch()
+    if launch.rank == 0 and args.json:
+        check_output(args.json, "--json")
+    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     stage = ["starting"]
     try:
         status = run(args, launch, stage)
