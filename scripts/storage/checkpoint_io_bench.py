@@ -54,8 +54,10 @@ Any number of processes; CPU tensors use gloo, ``--device cuda`` puts the state 
 Plain ``srun`` (one task per GPU, no torchrun) works too: rank and world size come from
 SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID, and MASTER_ADDR/MASTER_PORT must be exported.
 
-Bad input (missing or read-only ``--dir``, a size below one tensor) exits with status 2 and a
-one-line error from rank 0 (every rank checks). Collectives have a ``--timeout`` (default 300 s),
+Bad input (missing or read-only ``--dir``, a ``--json`` that cannot be written, a size below one
+tensor, launcher variables that are not integers) exits with status 2 and a one-line error from
+rank 0 (every rank checks) before any work; ``--debug`` adds the traceback. Rendezvous is bounded
+by ``--timeout`` too, whatever the store's retries. Collectives have a ``--timeout`` (default 300 s),
 so a dead rank ends the job instead of hanging it. Self-test (for the test suite only):
 ``CHECKPOINT_IO_BENCH_EXIT_RANK=R`` makes rank R exit right after joining the process group. The checkpoint files are removed at the end
 unless ``--keep``.
@@ -297,24 +299,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Checkpoint save/load bandwidth (decimal "
                                 "GBps) with torch.save and torch.distributed.checkpoint.")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
+    p.add_argument("--dir", type=lambda t: Path(nonempty(t)), default=Path(tempfile.gettempdir()),
                    help="existing writable directory for the checkpoint (default: the temp dir)")
     p.add_argument("--size", type=parse_size, default=parse_size("1G"),
                    help="checkpoint size, all ranks together, e.g. 512M, 8G (default 1G)")
     p.add_argument("--tensor-size", type=parse_size, default=parse_size("64M"),
                    help="bytes per tensor (default 64M)")
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
-    p.add_argument("--iters", type=number(int), default=3, help="repetitions per method (default 3)")
+    p.add_argument("--iters", type=number(int, 1, 1000), default=3, help="repetitions per method (default 3)")
     p.add_argument("--methods", default="torch.save,dcp",
                    help="comma-separated from torch.save,dcp (default both)")
     p.add_argument("--async-save", action="store_true", help="also measure dcp.async_save")
     p.add_argument("--warm-read", action="store_true",
                    help="do not drop the files from the page cache before reading")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--timeout", type=number(float), default=300.0,
+    p.add_argument("--timeout", type=number(float, 0, lo_open=True), default=300.0,
                    help="seconds before a collective gives up (default 300)")
     p.add_argument("--keep", action="store_true", help="keep the checkpoint files")
-    p.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
+    p.add_argument("--json", type=nonempty, metavar="PATH", help="write the results as JSON")
     return p
 
 
@@ -324,12 +326,11 @@ def check_args(args) -> list[str]:
     bad = [m for m in methods if m not in ("torch.save", "dcp")]
     if bad or not methods:
         raise BenchError(f"--methods must name torch.save and/or dcp, got {args.methods!r}")
-    if args.iters < 1:
-        raise BenchError(f"--iters must be >= 1, got {args.iters}")
-    if not args.timeout > 0:
-        raise BenchError(f"--timeout must be > 0, got {args.timeout}")
     if not args.dir.is_dir():
         raise BenchError(f"--dir {args.dir} does not exist or is not a directory")
+    check_output_dir(str(args.dir), "--dir")  # exists: only checks that files can be made there
+    if args.json:
+        check_output(args.json, "--json")
     return methods
 
 
@@ -390,9 +391,12 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     env = os.environ
     # torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; plain srun sets the SLURM_* equivalents.
-    rank = int(env.get("RANK", env.get("SLURM_PROCID", "0")))
-    world = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", "1")))
-    local_rank = int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", "0")))
+    rank = env_int("RANK", env_int("SLURM_PROCID", 0))
+    world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
+    local_rank = env_int("LOCAL_RANK", env_int("SLURM_LOCALID", 0))
+    if rank >= world:
+        raise ScriptError(f"rank {rank} is outside world size {world} (check RANK and "
+                          "WORLD_SIZE)", EXIT_USAGE)
 
     def fail(msg: str, code: int = 2) -> int:
         if rank == 0 or code != 2:
@@ -401,11 +405,14 @@ def main(argv=None) -> int:
 
     try:
         methods = check_args(args)
-    except BenchError as err:
+    except (BenchError, ScriptError) as err:
         return fail(str(err))
     if world > 1 and ("MASTER_ADDR" not in env or "MASTER_PORT" not in env):
         return fail("MASTER_ADDR and MASTER_PORT must be set (launch with torchrun, or export "
                     "them under srun)")
+    master = f"{env.get('MASTER_ADDR')}:{env_int('MASTER_PORT', 0)}"
+    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     per_rank = args.size // world
     import torch
     import torch.distributed as dist
@@ -425,8 +432,11 @@ def main(argv=None) -> int:
         device, backend = torch.device("cpu"), "gloo"
     if world == 1 and "MASTER_ADDR" not in env:  # plain `python`: a group of one
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    dist.init_process_group(backend, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=args.timeout))
+    # The store client retries past `timeout`; the deadline bounds the whole rendezvous.
+    with deadline(args.timeout * 1.1 + 1, f"rank {rank}: rendezvous with "
+                                          f"MASTER_ADDR:MASTER_PORT {master}"):
+        dist.init_process_group(backend, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=args.timeout))
     if env.get("CHECKPOINT_IO_BENCH_EXIT_RANK") == str(rank):  # self-test: a rank dies
         os._exit(3)
     workdir = None
@@ -551,7 +561,7 @@ def main(argv=None) -> int:
                     "command": _command(world), "units": {"GBps": "1e9 bytes/s", "time": "s"},
                     "results": results, "verified": True,
                 }
-                args.json.write_text(json.dumps(summary, indent=2) + "\n")
+                write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
         dist.barrier()
         return 0
     except BenchError as err:

@@ -51,9 +51,12 @@ One process (the DataLoader starts its own worker processes)::
     python dataloader_bench.py --workers 0,1,2,4,8 --sample-ms 5 --batch-size 64 --json dl.json
     srun --ntasks 1 --cpus-per-task 16 python dataloader_bench.py --workers 0,4,8,16 --device cuda
 
-Bad input (a non-positive batch size, negative workers or cost) exits with status 2 and a
-one-line error. A worker that stops producing fails the run after ``--timeout`` seconds
-(DataLoader ``timeout``) instead of hanging.
+Bad input (a non-positive batch size, negative workers or cost, nan or inf, a ``--json`` that
+cannot be written) exits with status 2 and a one-line error before anything is measured;
+``--debug`` adds the traceback. A batch that takes longer than ``--timeout`` seconds fails the run
+(status 1) instead of hanging it: DataLoader's own ``timeout`` with workers, a deadline of the
+script's with ``--workers 0``. Ctrl-C or SIGTERM stops the sweep and still writes the settings
+measured so far (``"interrupted": true``; exit status 130 or 143).
 
 Example output (2-core cloud VM, no GPU, heavily loaded by other jobs during the run: every row is
 far below the ideal, and extra workers kept winning CPU time from the other jobs; the committed
@@ -83,6 +86,7 @@ import math
 import os
 import platform
 import shlex
+import signal
 import sys
 import tempfile
 import threading
@@ -261,13 +265,20 @@ def run_main(main, argv=None) -> None:
 # --- end of script contract ---
 
 
+# Each worker is a process holding a copy of the dataset object: more than this is a typo.
+MAX_WORKERS = 1024
+# One synthetic sample is allocated per item; above this a typo in --sample-shape eats the node.
+MAX_SAMPLE_BYTES = 2**30
+
+
 def _csv_ints(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from err
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"need a list of integers >= 0, got {text!r}")
+    if not values or min(values) < 0 or max(values) > MAX_WORKERS or len(values) > 64:
+        raise argparse.ArgumentTypeError(
+            f"need a list of at most 64 integers from 0 to {MAX_WORKERS}, got {text!r}")
     return values
 
 
@@ -278,21 +289,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
     p.add_argument("--workers", type=_csv_ints, default=None,
                    help="num_workers values to try (default 0,1,2,4,... up to 2x the cores)")
-    p.add_argument("--sample-ms", type=number(float), default=2.0,
+    p.add_argument("--sample-ms", type=number(float, 0), default=2.0,
                    help="milliseconds of work per sample (default 2)")
     p.add_argument("--cost", choices=("cpu", "sleep"), default="cpu",
                    help="cpu: busy-wait (decode/augment); sleep: wait (remote storage)")
     p.add_argument("--sample-shape", default="3,224,224",
                    help="shape of one uint8 sample (default 3,224,224)")
-    p.add_argument("--batch-size", type=number(int), default=32)
-    p.add_argument("--batches", type=number(int), default=30, help="timed batches (default 30)")
-    p.add_argument("--warmup", type=number(int), default=3, help="untimed batches first (default 3)")
-    p.add_argument("--step-ms", type=number(float), default=0.0,
+    p.add_argument("--batch-size", type=number(int, 1, 1_000_000), default=32)
+    p.add_argument("--batches", type=number(int, 1, 1_000_000), default=30,
+                   help="timed batches (default 30)")
+    p.add_argument("--warmup", type=number(int, 0, 1_000_000), default=3,
+                   help="untimed batches first (default 3)")
+    p.add_argument("--step-ms", type=number(float, 0), default=0.0,
                    help="simulated training step per batch in ms (default 0)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--timeout", type=number(float), default=120.0,
-                   help="seconds to wait for one batch before failing (default 120)")
-    p.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    p.add_argument("--timeout", type=number(float, 0, lo_open=True), default=120.0,
+                   help="seconds to wait for one batch before failing, also with --workers 0 "
+                        "(default 120)")
+    p.add_argument("--json", metavar="PATH", type=nonempty, help="write the results as JSON")
     return p
 
 
@@ -305,14 +319,11 @@ def check_args(args) -> list[int]:
                          f"{args.sample_shape!r}") from None
     if not shape or min(shape) < 1:
         raise ValueError(f"--sample-shape needs positive sizes, got {args.sample_shape!r}")
-    for name in ("batch_size", "batches"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    for name in ("warmup", "sample_ms", "step_ms"):
-        if getattr(args, name) < 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
-    if not args.timeout > 0:
-        raise ValueError(f"--timeout must be > 0, got {args.timeout}")
+    if math.prod(shape) > MAX_SAMPLE_BYTES:
+        raise ValueError(f"--sample-shape {args.sample_shape} is {math.prod(shape)} bytes per "
+                         f"sample; at most {MAX_SAMPLE_BYTES} (1 GiB)")
+    if args.json:
+        check_output(args.json, "--json")
     return shape
 
 
@@ -358,7 +369,10 @@ def measure(torch, dataset, device, workers: int, pin: bool, non_blocking: bool,
     first_batch_s = None
     for step in range(args.warmup + args.batches):
         t_wait = time.perf_counter()
-        batch = next(it)
+        # With workers the DataLoader enforces `timeout` itself; without, nothing does.
+        with deadline(args.timeout, f"batch {step} with --workers 0 (--timeout)") \
+                if workers == 0 else contextlib.nullcontext():
+            batch = next(it)
         now = time.perf_counter()
         if first_batch_s is None:
             first_batch_s = now - t0
@@ -404,8 +418,7 @@ def main(argv=None) -> int:
     try:
         shape = check_args(args)
     except ValueError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
+        raise ScriptError(str(err), EXIT_USAGE) from None
     import warnings
 
     import torch
@@ -442,6 +455,13 @@ def main(argv=None) -> int:
     print(f"{'workers':>7} {'pin':>5} {'nonblk':>6} {'samples/s':>10} {'MBps':>9} "
           f"{'ideal':>9} {'first(s)':>8} {'wait(ms)':>8}")
     rows = []
+    stopped_by = []
+
+    def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit: keep the finished rows
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     try:
         for w in workers:
             for pin, nb in flags:
@@ -462,6 +482,11 @@ def main(argv=None) -> int:
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"{PROG}: error: {msg}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        stopped_by.append(signal.SIGINT)
+        print(f"# interrupted: {len(rows)} of {len(workers) * len(flags)} settings measured")
+        if not rows:
+            return 128 + stopped_by[0]
     rec = recommend(rows)
     print(f"# recommended: num_workers={rec['num_workers']}, pin_memory={rec['pin_memory']}, "
           f"non_blocking={rec['non_blocking']} ({rec['samples_per_s']:.1f} samples/s, within 5% "
@@ -480,10 +505,10 @@ def main(argv=None) -> int:
                              else (None if v == float("inf") else v)) for k, v in r.items()}
                         for r in rows],
             "recommended": {k: rec[k] for k in ("num_workers", "pin_memory", "non_blocking")},
+            "interrupted": bool(stopped_by),
         }
-        with open(args.json, "w") as f:
-            f.write(json.dumps(summary, indent=2) + "\n")
-    return 0
+        write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
+    return 128 + stopped_by[0] if stopped_by else 0
 
 
 if __name__ == "__main__":

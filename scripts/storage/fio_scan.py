@@ -42,11 +42,16 @@ optional dependency matplotlib, imported only then).
 
 Safety
 ------
-Refuses, with a one-line error and exit status 2, a DIR that does not exist, is not a directory or
-cannot be written (checked by creating the scratch directory, which also works for root on a
-read-only file system), a budget that is not positive, a matrix whose files do not fit in the free
-space, and a missing fio. The scratch directory and everything fio wrote in it are removed when the
-scan ends, fails, or is interrupted with Ctrl-C (SIGINT) or SIGTERM (exit status 130 or 143).
+Refuses, with a one-line error and exit status 2, a DIR that is empty, does not exist, is not a
+directory or cannot be written (checked by creating the scratch directory, which also works for root
+on a read-only file system), a budget that is not a positive finite number of seconds (at most a
+week), a ``--json``/``--plot`` path that cannot be written (checked before fio starts), a matrix
+whose files do not fit in the free space, and a missing fio. A fio run that fails or outlives its
+time limit ends the scan with exit status 1; fio and every job process it forked are killed. The
+scratch directory and everything fio wrote in it are removed when the scan ends, fails, or is
+interrupted with Ctrl-C (SIGINT) or SIGTERM (exit status 130 or 143), after fio has stopped; an
+interrupted scan still writes the jobs it finished to ``--json`` (``"interrupted": true``).
+``--debug`` adds a traceback to any error.
 
 How to launch
 -------------
@@ -81,6 +86,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import math
 import os
@@ -440,8 +446,10 @@ def save_plot(rows: list[dict], path: Path, title: str) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
     plt.close(fig)
+    write_atomic(path, buffer.getvalue())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -449,7 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Run a matrix of fio jobs against DIR and print bandwidth "
         "(decimal MBps), IOPS and p50/p99 latency in one table.")
     parser.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    parser.add_argument("directory", type=Path, help="existing, writable directory to test")
+    parser.add_argument("directory", type=lambda t: Path(nonempty(t)),
+                        help="existing, writable directory to test")
     parser.add_argument("--rw", type=_csv(_pattern), default=list(PATTERNS),
                         help="comma-separated patterns from read,write,randread,randwrite "
                         "(default: all four)")
@@ -466,12 +475,12 @@ def build_parser() -> argparse.ArgumentParser:
                         else "posixaio", help="fio ioengine (default libaio on Linux)")
     parser.add_argument("--direct", type=number(int), choices=(0, 1), default=1,
                         help="1 = O_DIRECT, bypass the page cache (default); 0 = buffered")
-    parser.add_argument("--budget", type=number(float), default=120.0,
+    parser.add_argument("--budget", type=number(float, 0, 7 * 86400, lo_open=True), default=120.0,
                         help="total seconds of measurement, split evenly over the matrix "
                         "(default 120; file layout comes on top)")
     parser.add_argument("--fio", default="fio", help="fio executable (default: fio on PATH)")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
-    parser.add_argument("--plot", type=Path, metavar="PATH",
+    parser.add_argument("--json", type=nonempty, metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--plot", type=nonempty, metavar="PATH",
                         help="save a PNG of bandwidth vs block size (needs matplotlib)")
     return parser
 
@@ -510,27 +519,65 @@ def run_fio(cmd: list[str], timeout_s: float, state: dict) -> str:
 
     The child is recorded in ``state['child']`` so that a signal handler can stop it.
     """
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A session of its own: fio forks one process per job, and stopping fio means stopping them
+    # all (one of them left alive keeps the pipes open, and reading them would block); see
+    # stop_fio.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     state["child"] = proc
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise ScanError(f"fio did not finish within {timeout_s:.0f} s") from None
-    finally:
+        stop_fio(proc)
         state["child"] = None
+        raise ScriptError(f"fio did not finish within {timeout_s:.0f} s (stopped it and its job "
+                          "processes)") from None
+    # (a signal raised inside communicate() leaves state["child"] set: stop_scan stops it)
+    state["child"] = None
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (err + "\n" + out).splitlines() if ln.strip()]
         msgs = [ln for ln in lines if "fio:" in ln or "error" in ln.lower()] or lines or ["?"]
-        raise ScanError(f"fio failed (exit {proc.returncode}): {msgs[-1]}")
+        raise ScriptError(f"fio failed (exit {proc.returncode}): {msgs[-1]}")
     return out
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants, read from /proc (Linux; just ``[pid]`` elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop())
+        todo.extend(children.get(tree[-1], []))
+    return tree
+
+
+def stop_fio(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to fio and every process it forked, wait (at most 30 s) for fio, and close its
+    pipes without reading them: a job process that survived could hold them open for ever.
+    fio's job processes start sessions of their own, so the process group is not enough: the
+    tree is collected before anything is killed (orphans are adopted by init)."""
+    for pid in process_tree(proc.pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=30)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def scan(args, state: dict) -> dict:
     """Run the matrix; returns the JSON-able summary. Raises ScanError on a problem."""
-    if not args.budget > 0:
-        raise ScanError(f"--budget must be > 0 seconds, got {args.budget:g}")
     matrix = list(product(args.size, args.numjobs, args.rw, args.bs))
     runtime_s = args.budget / len(matrix)
     if runtime_s < MIN_RUNTIME_S:
@@ -553,7 +600,8 @@ def scan(args, state: dict) -> dict:
     print(f"# {PROG}: {version}, {args.directory} ({fstype}), ioengine {args.ioengine}, "
           f"direct={args.direct}, {len(matrix)} jobs x {runtime_s:.2f} s")
     print("# MBps = 1e6 bytes/s; IOPS = blocks/s; p50/p99 = total IO latency in microseconds")
-    rows: list[dict] = []
+    rows: list[dict] = state["rows"]
+    state["meta"] = {"fio_version": version, "filesystem": fstype, "runtime_s": runtime_s}
     print_header()
     for size, numjobs, rw, bs in matrix:
         workdir = scratch / f"size-{human_size(size)}"
@@ -566,17 +614,7 @@ def scan(args, state: dict) -> dict:
                "iodepth": args.iodepth, **parse_fio_json(out, rw)}
         rows.append(row)
         print_row(row)
-    summary = {
-        "benchmark": "fio_scan", "schema_version": 1, "fio_version": version,
-        "directory": str(args.directory), "filesystem": fstype, "ioengine": args.ioengine,
-        "direct": args.direct, "iodepth": args.iodepth,
-        "runtime_s_per_job": round(runtime_s, 3), "hostname": platform.node(),
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join(shlex.quote(a) for a in ["python", *sys.argv]),
-        "units": {"bw_MBps": "1e6 bytes/s", "lat": "microseconds", "sizes": "bytes"},
-        "results": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
-                    for r in rows],
-    }
+    summary = summarize(args, rows, **state["meta"])
     best = lambda pat, key: max((r[key] for r in rows if r["rw"] == pat), default=None)  # noqa
     for pat, key, unit in (("read", "bw_MBps", "MBps"), ("randread", "iops", "IOPS")):
         value = best(pat, key)
@@ -585,14 +623,31 @@ def scan(args, state: dict) -> dict:
     return summary
 
 
+def summarize(args, rows: list[dict], fio_version: str, filesystem: str, runtime_s: float,
+              interrupted: bool = False) -> dict:
+    """The --json document of a scan (``interrupted``: the rows measured before a signal)."""
+    return {
+        "benchmark": "fio_scan", "schema_version": 1, "fio_version": fio_version,
+        "directory": str(args.directory), "filesystem": filesystem, "ioengine": args.ioengine,
+        "direct": args.direct, "iodepth": args.iodepth,
+        "runtime_s_per_job": round(runtime_s, 3), "hostname": platform.node(),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": " ".join(shlex.quote(a) for a in ["python", *sys.argv]),
+        "units": {"bw_MBps": "1e6 bytes/s", "lat": "microseconds", "sizes": "bytes"},
+        "results": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
+                    for r in rows],
+        **({"interrupted": True} if interrupted else {}),
+    }
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    state: dict = {"scratch": None, "child": None}
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        if path:
+            check_output(path, option)
+    state: dict = {"scratch": None, "child": None, "rows": [], "meta": None}
 
     def on_signal(signum, frame):
-        child = state.get("child")
-        if child is not None and child.poll() is None:
-            child.terminate()
         raise Interrupted(signum)
 
     signal.signal(signal.SIGINT, on_signal)
@@ -600,26 +655,39 @@ def main(argv=None) -> int:
     try:
         summary = scan(args, state)
         if args.json:
-            args.json.write_text(json.dumps(summary, indent=2) + "\n")
+            write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
         if args.plot:
             save_plot(summary["results"], args.plot,
                       f"fio scan of {args.directory} ({summary['filesystem']})")
         return 0
     except ScanError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
+        raise ScriptError(str(err), EXIT_USAGE) from None
     except Interrupted as sig:
-        print(f"{PROG}: error: interrupted by {sig}; removed the scan's files", file=sys.stderr)
+        stop_scan(state)  # fio first: its files can only be removed once it has stopped
+        kept = ""
+        if args.json and state["meta"] is not None and state["rows"]:
+            write_atomic(args.json, json.dumps(summarize(args, state["rows"], **state["meta"],
+                                                         interrupted=True), indent=2) + "\n")
+            kept = f"; wrote the {len(state['rows'])} finished jobs to {args.json}"
+        print(f"{PROG}: error: interrupted by {sig}; removed the scan's files{kept}",
+              file=sys.stderr)
         return 128 + sig.signum
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        child = state.get("child")
-        if child is not None:
-            child.kill()
-            child.wait()
-        if state.get("scratch") is not None:
-            shutil.rmtree(state["scratch"], ignore_errors=True)
+        stop_scan(state)
+
+
+def stop_scan(state: dict) -> None:
+    """Stop a running fio (and its job processes) and remove the scratch directory; signals are
+    ignored meanwhile, so a second Ctrl-C cannot leave files behind."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = state.get("child")
+    if child is not None:
+        stop_fio(child)
+        state["child"] = None
+    if state.get("scratch") is not None:
+        shutil.rmtree(state["scratch"], ignore_errors=True)
+        state["scratch"] = None
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ import statistics
 
 import pytest
 
+from tests.bad_input import Case, check_refused, launcher_cases
+from tests.launchers import free_port
+
 SCRIPT = "checkpoint_io_bench.py"
 SIZE = 2 * 1024 ** 2
 
@@ -59,21 +62,31 @@ def test_single_process_keep(launch, tmp_path):
     assert sum(p.stat().st_size for p in kept) >= SIZE
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--dir", "/sys"], "is not writable"),
-    (["--dir", "{tmp}/missing"], "does not exist"),
-    (["--methods", "pickle"], "--methods must name"),
-    (["--iters", "0"], "--iters must be >= 1"),
-])
-def test_bad_input_gives_one_line_error(launch, tmp_path, request, args, message):
-    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    if "/sys" in args:
-        request.getfixturevalue("read_only_dir")  # skips if /sys is writable here
-    # one process: the two-rank paths are covered by the tests above
-    res = launch.python(SCRIPT, ["--size", "1M", "--timeout", "30", *args], timeout=60)
-    assert res.returncode != 0
-    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("checkpoint_io_bench.py: error:")]
-    assert len(errors) == 1 and message in errors[0], res.output
+SMALL = ["--size", "1M", "--timeout", "30"]
+BAD_INPUT = [
+    Case("dir-unwritable", [*SMALL, "--dir", "/proc"], "--dir /proc: cannot write there"),
+    Case("dir-missing", [*SMALL, "--dir", "{tmp}/missing"], "does not exist"),
+    Case("dir-is-file", [*SMALL, "--dir", "f"], "f does not exist or is not a directory",
+         files={"f": "x"}),
+    Case("dir-empty", [*SMALL, "--dir", ""], "--dir: must not be empty"),
+    Case("methods-unknown", [*SMALL, "--methods", "pickle"], "--methods must name"),
+    Case("iters-zero", [*SMALL, "--iters", "0"], "--iters: 0 must be >= 1"),
+    Case("iters-huge", [*SMALL, "--iters", "1e9"], "--iters: '1e9' is not an integer"),
+    Case("timeout-nan", ["--size", "1M", "--timeout", "nan"], "--timeout: 'nan' is not a finite"),
+    Case("timeout-negative", ["--size", "1M", "--timeout", "-5"], "--timeout: -5 must be > 0"),
+    Case("size-suffix", ["--size", "12X"], "--size"),
+    Case("json-is-folder", [*SMALL, "--json", "{tmp}"], "--json .*: is a folder"),
+    Case("json-folder-missing", [*SMALL, "--json", "no/r.json"], "no does not exist"),
+    Case("json-parent-is-file", [*SMALL, "--json", "f/r.json"], "f is not a folder",
+         files={"f": "x"}),
+    *launcher_cases([*SMALL, "--dir", "{tmp}"], ["--timeout", "3"], free_port()),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("storage/checkpoint_io_bench.py", case, tmp_path)
+    assert not list(tmp_path.glob("ckpt_bench.*")), "a refused run left its work folder"
 
 
 @pytest.mark.gpu

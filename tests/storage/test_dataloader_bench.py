@@ -10,6 +10,8 @@ import re
 
 import pytest
 
+from tests.bad_input import Case, check_refused
+
 SCRIPT = "dataloader_bench.py"
 ROW = re.compile(r"^\s*(\d+)\s+(True|False)\s+(True|False)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
                  r"([\d.]+)\s+([\d.]+)\s*$")
@@ -54,17 +56,34 @@ def test_cpu_sweep_over_workers(launch, tmp_path):
     assert "pin_memory and non_blocking are not measured" in res.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--batch-size", "0"], "--batch-size must be >= 1"),
-    (["--sample-ms", "-1"], "--sample-ms must be >= 0"),
-    (["--sample-shape", "3,x"], "--sample-shape must be"),
-    (["--workers", "-1"], "integers >= 0"),
-])
-def test_bad_input_gives_one_line_error(launch, args, message):
-    res = launch.python(SCRIPT, args, timeout=30)
-    assert res.returncode == 2, res.output
-    errors = launch.error_lines(res.stderr)
-    assert len(errors) == 1 and message in errors[0], res.stderr
+BAD_INPUT = [
+    Case("batch-size-zero", ["--batch-size", "0"], "--batch-size: 0 must be >= 1"),
+    Case("batch-size-float", ["--batch-size", "2.5"], "--batch-size: '2.5' is not an integer"),
+    Case("sample-ms-negative", ["--sample-ms", "-1"], "--sample-ms: -1 must be >= 0"),
+    Case("sample-ms-nan", ["--sample-ms", "nan"], "--sample-ms: 'nan' is not a finite number"),
+    Case("step-ms-inf", ["--step-ms", "inf"], "--step-ms: 'inf' is not a finite number"),
+    Case("timeout-nan", ["--timeout", "nan"], "--timeout: 'nan' is not a finite number"),
+    Case("timeout-zero", ["--timeout", "0"], "--timeout: 0 must be > 0"),
+    Case("sample-shape-text", ["--sample-shape", "3,x"], "--sample-shape must be"),
+    Case("sample-shape-huge", ["--sample-shape", "100000,100000,3"], "at most 1073741824"),
+    Case("workers-negative", ["--workers", "-1"], "integers from 0 to 1024"),
+    Case("workers-huge", ["--workers", "100000"], "integers from 0 to 1024"),
+    Case("json-empty", ["--json", ""], "--json: must not be empty"),
+    Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
+    Case("json-folder-missing", ["--json", "no/dl.json"], "no does not exist"),
+    Case("json-unwritable", ["--json", "/proc/dl.json"], "cannot write in /proc"),
+    # --workers 0 loads in the main process, where no DataLoader timeout applies: the script's
+    # own deadline must end a batch that takes 30 s after --timeout 2 s.
+    Case("workers-0-timeout", ["--workers", "0", "--batch-size", "1", "--sample-ms", "30000",
+                               "--cost", "sleep", "--timeout", "2"],
+         r"batch 0 with --workers 0 \(--timeout\) did not finish within 2 s", status=1,
+         limit_s=20),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("storage/dataloader_bench.py", case, tmp_path)
 
 
 @pytest.mark.gpu

@@ -7,6 +7,7 @@ matrix that was asked for, the table, the JSON schema, the refusals and the clea
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -16,8 +17,10 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
+from tests.bad_input import Case, check_refused
 from tests.conftest import require_tool
 from tests.launchers import REPO, clean_env
 
@@ -75,25 +78,74 @@ def test_scan_runs_fio_and_reports_a_consistent_table(launch, tmp_path):
     assert list(target.iterdir()) == [], "the scan left files behind"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["{tmp}/missing"], "does not exist"),
-    (["/sys"], "is not writable"),
-    (["{tmp}", "--budget", "0"], "--budget must be > 0"),
-    (["{tmp}", "--budget", "-5"], "--budget must be > 0"),
-    (["{tmp}", "--budget", "1", "--bs", "4K,8K,16K"], "need at least"),
-    (["{tmp}/file"], "is not a directory"),
-])
-def test_bad_input_gives_one_line_error(launch, tmp_path, request, args, message):
+BAD_INPUT = [
+    Case("dir-missing", ["{tmp}/missing"], "does not exist"),
+    Case("dir-unwritable", ["/proc"], "is not writable"),
+    Case("dir-empty", [""], "directory: must not be empty"),
+    Case("dir-is-file", ["f"], "is not a directory", files={"f": ""}),
+    Case("budget-zero", ["{tmp}", "--budget", "0"], "--budget: 0 must be > 0"),
+    Case("budget-negative", ["{tmp}", "--budget", "-5"], "--budget: -5 must be > 0"),
+    Case("budget-inf", ["{tmp}", "--budget", "inf"], "--budget: 'inf' is not a finite number"),
+    Case("budget-nan", ["{tmp}", "--budget", "nan"], "--budget: 'nan' is not a finite number"),
+    Case("budget-too-long", ["{tmp}", "--budget", "1e9"], "--budget: 1e9 must be <= 604800"),
+    Case("budget-too-short", ["{tmp}", "--budget", "1", "--bs", "4K,8K,16K"], "need at least"),
+    Case("bs-not-size", ["{tmp}", "--bs", "4X"], "--bs"),
+    Case("rw-unknown", ["{tmp}", "--rw", "readwrite"], "unknown pattern 'readwrite'"),
+    Case("numjobs-zero", ["{tmp}", "--numjobs", "0"], "--numjobs"),
+    Case("json-is-folder", ["{tmp}", "--json", "{tmp}"], "--json .*: is a folder"),
+    Case("json-folder-missing", ["{tmp}", "--json", "no/r.json"], "no does not exist"),
+    Case("plot-unwritable", ["{tmp}", "--plot", "/proc/p.png"], "--plot /proc/p.png: cannot write"),
+    Case("fio-missing", ["{tmp}", "--fio", "no-such-fio"], "fio not found"),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
     require_tool("fio")
-    if args == ["/sys"]:
-        request.getfixturevalue("read_only_dir")  # skips if /sys is writable here
-    (tmp_path / "file").write_text("")
-    res = launch.python(SCRIPT, [a.replace("{tmp}", str(tmp_path)) for a in args], timeout=30)
-    assert res.returncode == 2, res.output
-    errors = launch.error_lines(res.stderr)
-    assert len(errors) == 1 and message in errors[0], res.stderr
-    assert errors[0].startswith("fio_scan.py: error:")
+    check_refused("storage/fio_scan.py", case, tmp_path)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("fio_scan.")]
+
+
+def test_a_fio_that_outlives_its_limit_is_stopped_with_its_children(launch):
+    """fio forks its job processes; a run past its time limit is killed as a process group, and
+    the scan does not wait for a child that holds the output pipe open."""
+    spec = importlib.util.spec_from_file_location("fio_scan", launch.scripts / SCRIPT)
+    fio_scan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fio_scan)
+    state = {"child": None}
+    start = time.monotonic()
+    with pytest.raises(fio_scan.ScriptError, match="did not finish within 1 s"):
+        fio_scan.run_fio(["sh", "-c", "sleep 300 & echo started; sleep 300"], 1, state)
+    assert time.monotonic() - start < 15
+    assert state["child"] is None
+
+
+def test_interrupt_after_a_finished_job_keeps_its_row(tmp_path):
+    require_tool("fio")
+    scan_dir, out = tmp_path / "scan", tmp_path / "partial.json"
+    scan_dir.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "scripts" / "storage" / SCRIPT), str(scan_dir), "--size",
+         "4M", "--bs", "4K", "--rw", "randwrite,randread", "--budget", "40",
+         "--direct", direct_flag(scan_dir), "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
+        start_new_session=True)
+    try:
+        lines = []
+        while not any(line.split()[:1] == ["randwrite"] for line in lines):
+            line = proc.stdout.readline()
+            assert line, proc.communicate()
+            lines.append(line)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and [r["rw"] for r in report["results"]] == ["randwrite"]
+    assert list(scan_dir.iterdir()) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -121,3 +173,7 @@ def test_interrupt_removes_the_scan_files(tmp_path, sig):
     assert proc.returncode == 128 + sig, err
     assert f"interrupted by {signal.Signals(sig).name}" in err
     assert list(tmp_path.iterdir()) == [], "files left after the interrupt"
+    # fio's job processes live in a session of their own: none may outlive the scan
+    alive = [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in
+             " ".join(p.info["cmdline"] or [])]
+    assert not alive, f"fio processes left running: {alive}"
