@@ -3,7 +3,9 @@ that it keeps the script contract (CONTRIBUTING.md, "Script contract").
 
 Each part's ``tests/<part>/test_<script>.py`` lists its cases as :class:`Case` objects and runs them
 with :func:`check_refused` through ``pytest.mark.parametrize``. A case's ``args`` and ``env``
-values may contain ``{tmp}`` (the test's empty folder) and ``{script}`` (the script's path); the
+values may contain ``{tmp}`` (the test's empty folder), ``{script}`` (the script's path) and
+``{port}`` (a TCP port on 127.0.0.1 where nothing listened a moment before the run; ``message``
+may name it too); the
 ``files`` it names are created there first, and must hold the same bytes afterwards.
 """
 
@@ -18,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.launchers import REPO, clean_env
+from tests.launchers import REPO, clean_env, free_port
 
 
 @dataclass
@@ -51,7 +53,7 @@ def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executab
     ``error:`` line, the line does not match, the run takes longer than ``case.limit_s``, an
     input file changed, or a stray temporary file was left next to an output."""
     path = REPO / "scripts" / script
-    fill = {"tmp": str(tmp), "script": str(path)}
+    fill = {"tmp": str(tmp), "script": str(path), "port": str(free_port())}
     for name, content in case.files.items():
         target = tmp / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -73,7 +75,8 @@ def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executab
     assert len(errors) == 1, f"expected one error line, got {len(errors)}" + shown
     line = errors[0]
     assert line.startswith(f"{path.name}: error: "), "error line does not name the script" + shown
-    assert re.search(case.message, line), f"error line does not match {case.message!r}" + shown
+    message = case.message.replace("{port}", fill["port"])
+    assert re.search(message, line), f"error line does not match {case.message!r}" + shown
     assert proc.returncode == case.status, f"exit status {proc.returncode}, not {case.status}" + shown
     assert elapsed <= case.limit_s, f"took {elapsed:.1f} s, limit {case.limit_s} s" + shown
     for name, digest in before.items():
@@ -83,13 +86,13 @@ def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executab
     return line
 
 
-def launcher_cases(args: list[str], timeout_args: list[str], port: int,
+def launcher_cases(args: list[str], timeout_args: list[str],
                    unreachable_limit_s: float = 25.0) -> list[Case]:
     """The careless launches every distributed script must refuse: launcher variables that are
     not integers or out of range, and a rank whose MASTER_ADDR:MASTER_PORT (``port`` on
     127.0.0.1, where nothing listens) cannot be reached, which must end within the script's own
     timeout (``timeout_args``, e.g. ``["--timeout-s", "3"]``) plus start-up time."""
-    two = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    two = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "{port}"}
     return [
         Case("env-rank-not-integer", args, r"environment variable RANK='abc' is not an integer",
              env={**two, "RANK": "abc"}),
@@ -104,6 +107,6 @@ def launcher_cases(args: list[str], timeout_args: list[str], port: int,
              env={**two, "RANK": "0", "MASTER_PORT": "abc"}),
         Case("env-rank-outside-world", args, r"rank 5 is outside world size 2",
              env={**two, "RANK": "5"}),
-        Case("unreachable-master", [*args, *timeout_args], rf"127\.0\.0\.1:{port}",
+        Case("unreachable-master", [*args, *timeout_args], r"127\.0\.0\.1:{port}",
              status=1, env={**two, "RANK": "1"}, limit_s=unreachable_limit_s),
     ]

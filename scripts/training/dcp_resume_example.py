@@ -323,13 +323,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="size of the synthetic data set (default 96)")
     p.add_argument("--batch-size", type=positive_int, default=4,
                    help="samples per rank per step (default 4)")
-    p.add_argument("--lr", type=number(float), default=1e-2, help="peak learning rate (default 1e-2)")
+    p.add_argument("--lr", type=number(float, 0, lo_open=True), default=1e-2, help="peak learning rate (default 1e-2)")
     p.add_argument("--seed", type=number(int), default=1234, help="base seed (default 1234)")
     p.add_argument("--save-at", type=parse_steps, default=[],
                    help="save a checkpoint after these steps, e.g. 17 or 10,20")
     p.add_argument("--stop-after-save", action="store_true",
                    help="exit right after the first save (simulates an interrupted run)")
-    p.add_argument("--ckpt-dir", default="ckpt",
+    p.add_argument("--ckpt-dir", default="ckpt", type=nonempty,
                    help="checkpoints go to CKPT_DIR/step-K (default ./ckpt)")
     p.add_argument("--resume", metavar="DIR",
                    help="resume from this DCP checkpoint directory, or 'auto' for the newest "
@@ -346,7 +346,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=positive_int, default=60,
                    help="seconds before a collective waiting for a dead rank fails (default 60)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
-    p.add_argument("--json", metavar="PATH", help="write the results as JSON (rank 0)")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write the results as JSON (rank 0)")
     args = p.parse_args(argv)
     if args.save_at and args.save_at[-1] > args.steps:
         p.error(f"--save-at {args.save_at[-1]} is after the last step (--steps {args.steps})")
@@ -354,17 +355,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--stop-after-save needs --save-at")
     if args.forget and not args.resume:
         p.error("--forget only applies with --resume")
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = env_int("WORLD_SIZE", 1, lo=1)
+    if env_int("RANK", 0) >= world:
+        raise ScriptError(f"rank {env_int('RANK')} is outside world size {world} (check RANK and "
+                          "WORLD_SIZE)", EXIT_USAGE)
+    env_int("LOCAL_RANK", 0)
     if args.samples < world * args.batch_size:
         p.error(f"{args.samples} samples do not fill one global batch of {world} ranks x "
                 f"{args.batch_size}")
-    if not math.isfinite(args.lr) or args.lr <= 0:
-        p.error(f"--lr must be a positive number, got {args.lr}")
     if args.resume and args.resume != "auto":
         meta = Path(args.resume) / ".metadata"
         if not meta.is_file():
             p.error(f"--resume {args.resume}: not a complete DCP checkpoint "
                     f"(no .metadata file in it)")
+    if args.save_at:  # every rank writes its shard there
+        check_output_dir(args.ckpt_dir, "--ckpt-dir")
+    if env_int("RANK", 0) == 0:
+        for option, path in (("--json", args.json), ("--export", args.export)):
+            if path:
+                check_output(path, option)
     return args
 
 
@@ -450,6 +459,29 @@ def optim_digest(optim_sd: dict) -> str:
     return tensor_digest(t for _, t in sorted(items, key=lambda kv: kv[0]))
 
 
+def load_checkpoint(dcp, state: dict, path: Path) -> None:
+    """``dcp.load(state, checkpoint_id=path)``, with a CheckpointException (a BaseException that
+    maps each failing rank to its (error, traceback)) turned into a one-line ScriptError saying
+    what was expected and what was found."""
+    try:
+        dcp.load(state, checkpoint_id=str(path))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
+        failures = getattr(exc, "failures", None) or {0: (exc,)}
+        rank, item = min(failures.items())
+        err = item[0] if isinstance(item, tuple) else item
+        text = (str(err).strip().splitlines() or [""])[0]
+        if "Missing key in checkpoint state_dict" in text:
+            key = text.split(":", 1)[1].strip().rstrip(".")
+            raise ScriptError(f"{path}: not a checkpoint of {PROG}: it has no '{key}' (expected "
+                              "model, optim, sched, data, rng_rank<R> and meta entries; written "
+                              "by another script?)") from None
+        raise ScriptError(f"{path}: rank {rank} cannot read the checkpoint ({type(err).__name__}"
+                          f"{': ' + text if text else ''}): a shard is truncated or damaged; "
+                          "resume from an earlier step") from None
+
+
 def newest_checkpoint(ckpt_dir: Path) -> Path | None:
     """The ``step-K`` directory under ``ckpt_dir`` with the largest K that holds a ``.metadata``
     file (DCP writes it after every rank's data, so an interrupted save never counts)."""
@@ -472,9 +504,9 @@ def run(args: argparse.Namespace) -> dict:
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    rank = env_int("RANK", 0)
+    world = env_int("WORLD_SIZE", 1, lo=1)
+    local_rank = env_int("LOCAL_RANK", 0)
     backend = args.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -485,8 +517,12 @@ def run(args: argparse.Namespace) -> dict:
         torch.cuda.set_device(device)
     timeout = datetime.timedelta(seconds=args.timeout_s)
     if "MASTER_ADDR" in os.environ:
-        dist.init_process_group(backend, timeout=timeout, device_id=device
-                                if device.type == "cuda" else None)
+        master = f"{os.environ['MASTER_ADDR']}:{env_int('MASTER_PORT', 0)}"
+        # The store client retries past `timeout`; the deadline bounds the whole rendezvous.
+        with deadline(args.timeout_s * 1.1 + 1, f"rank {rank}: rendezvous with "
+                                                f"MASTER_ADDR:MASTER_PORT {master}"):
+            dist.init_process_group(backend, timeout=timeout, device_id=device
+                                    if device.type == "cuda" else None)
     else:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
                                 timeout=timeout)
@@ -545,12 +581,12 @@ def run(args: argparse.Namespace) -> dict:
     if resume_dir is not None:
         t0 = time.perf_counter()
         meta = {"meta": {"world_size": -1, "step": -1}}
-        dcp.load(meta, checkpoint_id=str(resume_dir))
+        load_checkpoint(dcp, meta, resume_dir)
         if meta["meta"]["world_size"] != world:
             fail(f"{resume_dir} was written by {meta['meta']['world_size']} ranks and this run "
                  f"has {world}: the per-rank RNG states do not map onto the new ranks")
         state = app_state(0)
-        dcp.load(state, checkpoint_id=str(resume_dir))
+        load_checkpoint(dcp, state, resume_dir)
         set_state_dict(model, optim, model_state_dict=state["model"],
                        optim_state_dict=state["optim"])
         sched.load_state_dict(state["sched"])
@@ -607,8 +643,8 @@ def run(args: argparse.Namespace) -> dict:
         x = x + 0.05 * torch.randn(x.shape, device=device)   # per-rank RNG: augmentation noise
         return loss_fn(model(x), y_all[indices].to(device))   # per-rank RNG: dropout masks
 
-    crash_at = int(os.environ.get("DCP_RESUME_EXAMPLE_CRASH_AT", "0"))
-    signal_at = int(os.environ.get("DCP_RESUME_EXAMPLE_SIGNAL_AT", "0"))
+    crash_at = env_int("DCP_RESUME_EXAMPLE_CRASH_AT", 0)
+    signal_at = env_int("DCP_RESUME_EXAMPLE_SIGNAL_AT", 0)
     first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
     losses = {}
     model.train()
@@ -682,8 +718,7 @@ def run(args: argparse.Namespace) -> dict:
         say(f"# exported {last_saved} to {args.export} "
             f"({os.path.getsize(args.export)} bytes)")
     if args.json and rank == 0:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        write_atomic(args.json, json.dumps(result, indent=1) + "\n")
     dist.barrier()
     dist.destroy_process_group()
     return result
@@ -691,8 +726,12 @@ def run(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     try:
         run(args)
+    except ScriptError:
+        raise
     except Exception as e:  # a dead peer or a bad checkpoint: one line, non-zero status
         fail(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", status=1)
     return 0

@@ -22,7 +22,6 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import free_port
 
 SCRIPT = "all_reduce_bench.py"
 # Keys and types the notebook helper relies on (the script may add keys, never rename these).
@@ -236,7 +235,7 @@ BAD_INPUT = [
     Case("json-is-folder", ["--sizes", "1K", "--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-folder-missing", ["--sizes", "1K", "--json", "no/r.json"], "no does not exist"),
     Case("plot-unwritable", ["--sizes", "1K", "--plot", "/proc/p.png"], "--plot /proc/p.png: cannot write"),
-    *launcher_cases(["--sizes", "1K"], ["--timeout-s", "3"], free_port()),
+    *launcher_cases(["--sizes", "1K"], ["--timeout-s", "3"]),
 ]
 
 

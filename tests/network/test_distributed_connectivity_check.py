@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import free_port
 
 SCRIPT = "distributed_connectivity_check.py"
 INFO_KEYS = ("rank", "local_rank", "world_size", "host", "device", "backend", "torch", "cuda",
@@ -108,7 +107,7 @@ BAD_INPUT = [
     Case("json-empty", ["--json", ""], "--json: must not be empty"),
     Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-parent-is-file", ["--json", "f/r.json"], "f is not a folder", files={"f": "x"}),
-    *launcher_cases([], ["--timeout-s", "3"], free_port()),
+    *launcher_cases([], ["--timeout-s", "3"]),
 ]
 
 

@@ -11,7 +11,6 @@ import statistics
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import free_port
 
 SCRIPT = "checkpoint_io_bench.py"
 SIZE = 2 * 1024 ** 2
@@ -79,7 +78,7 @@ BAD_INPUT = [
     Case("json-folder-missing", [*SMALL, "--json", "no/r.json"], "no does not exist"),
     Case("json-parent-is-file", [*SMALL, "--json", "f/r.json"], "f is not a folder",
          files={"f": "x"}),
-    *launcher_cases([*SMALL, "--dir", "{tmp}"], ["--timeout", "3"], free_port()),
+    *launcher_cases([*SMALL, "--dir", "{tmp}"], ["--timeout", "3"]),
 ]
 
 
