@@ -435,8 +435,12 @@ def main(argv=None) -> int:
     # The store client retries past `timeout`; the deadline bounds the whole rendezvous.
     with deadline(args.timeout * 1.1 + 1, f"rank {rank}: rendezvous with "
                                           f"MASTER_ADDR:MASTER_PORT {master}"):
-        dist.init_process_group(backend, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=args.timeout))
+        try:
+            dist.init_process_group(backend, rank=rank, world_size=world,
+                                    timeout=datetime.timedelta(seconds=args.timeout))
+        except RuntimeError as err:  # DistNetworkError, DistStoreError: a peer is missing
+            raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master} "
+                              f"failed: {(str(err).strip().splitlines() or [''])[0]}") from None
     if env.get("CHECKPOINT_IO_BENCH_EXIT_RANK") == str(rank):  # self-test: a rank dies
         os._exit(3)
     workdir = None

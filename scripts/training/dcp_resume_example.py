@@ -521,8 +521,13 @@ def run(args: argparse.Namespace) -> dict:
         # The store client retries past `timeout`; the deadline bounds the whole rendezvous.
         with deadline(args.timeout_s * 1.1 + 1, f"rank {rank}: rendezvous with "
                                                 f"MASTER_ADDR:MASTER_PORT {master}"):
-            dist.init_process_group(backend, timeout=timeout, device_id=device
-                                    if device.type == "cuda" else None)
+            try:
+                dist.init_process_group(backend, timeout=timeout, device_id=device
+                                        if device.type == "cuda" else None)
+            except RuntimeError as err:  # DistNetworkError, DistStoreError: a peer is missing
+                raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT "
+                                  f"{master} failed: "
+                                  f"{(str(err).strip().splitlines() or [''])[0]}") from None
     else:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
                                 timeout=timeout)
