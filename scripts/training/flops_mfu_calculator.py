@@ -328,26 +328,9 @@ def utilization(flops_token: float, tokens_per_s: float, devices: int, peak_tflo
     return achieved, achieved / peak_tflops
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (accepts 2.4e5)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer > 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+# argparse types (the contract's number(): finite, in range, the option named in the error)
+positive_float = number(float, 0, lo_open=True)
+positive_int = number(int, 1)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -385,7 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="activation recomputation, for HFU (default none)")
     p.add_argument("--train-tokens", type=positive_float,
                    help="also print the time to train on this many tokens")
-    p.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    p.add_argument("--json", metavar="PATH", type=nonempty, help="write the results as JSON")
     return p
 
 
@@ -472,6 +455,12 @@ def compute(args) -> dict:
         "achieved_model_tflops": model_tflops, "achieved_hardware_tflops": hw_tflops,
         "mfu": mfu, "mfu_without_attention": mfu_dense, "hfu": hfu,
     }
+    if hfu > 1:
+        raise InputError(
+            f"these inputs mean {hw_tflops:.4g} TFLOPS per device, {100 * hfu:.4g} % of the "
+            f"{peak:g} TFLOPS peak: no device runs above its peak, so the throughput "
+            "(--tokens-per-s/--step-time-s/--global-batch/--achieved-tflops), --devices or the "
+            "peak (--peak-tflops/--device) is wrong")
     if args.train_tokens:
         seconds = args.train_tokens / tokens_per_s
         out["train_tokens"] = args.train_tokens
@@ -515,19 +504,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:10s} {peak:8.1f} TFLOPS  {note}  {url}")
         return 0
     args = parser.parse_args(argv)
+    if args.json:
+        check_output(args.json, "--json")
     try:
         result = compute(args)
     except InputError as exc:
         parser.error(str(exc))  # prints "PROG: error: ..." and exits with status 2
     print(report(result, args.device))
     if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                json.dump(result, fh, indent=2)
-                fh.write("\n")
-        except OSError as exc:
-            print(f"{PROG}: error: cannot write --json {args.json}: {exc.strerror}", file=sys.stderr)
-            return 1
+        write_atomic(args.json, json.dumps(result, indent=2) + "\n")
     return 0
 
 

@@ -501,24 +501,9 @@ def estimate(params: float | None = None, model: Model | None = None, recipe: st
                               "temporary": temp, "total": total}}
 
 
-def _positive_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
+# argparse types (the contract's number(): finite, in range, the option named in the error)
+_positive_number = number(float, 0, lo_open=True)
+_positive_int = number(int, 1)
 
 
 SHAPE = ("layers", "hidden", "heads", "vocab", "seq", "micro_batch")
@@ -555,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="activation recomputation (default none)")
     t.add_argument("--flash-attention", action="store_true",
                    help="attention that does not store the s x s scores")
-    p.add_argument("--json", metavar="PATH", help="write the estimate as JSON to PATH ('-': stdout)")
+    p.add_argument("--json", metavar="PATH", type=nonempty, help="write the estimate as JSON to PATH ('-': stdout)")
     return p
 
 
@@ -589,6 +574,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                            args.micro_batch, args.ffn_hidden or 4 * args.hidden)
     if args.sequence_parallel and args.tp == 1:
         parser.error("--sequence-parallel needs --tp > 1")
+    if args.json and args.json != "-":
+        check_output(args.json, "--json")
     return args
 
 
@@ -663,13 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json == "-":
             print(text)
         else:
-            try:
-                with open(args.json, "w", encoding="utf-8") as fh:
-                    fh.write(text + "\n")
-            except OSError as err:
-                print(f"{PROG}: error: cannot write --json {args.json}: {err.strerror}",
-                      file=sys.stderr)
-                return 1
+            write_atomic(args.json, text + "\n")
     return 0
 
 

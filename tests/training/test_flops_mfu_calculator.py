@@ -22,6 +22,8 @@ import sys
 
 import pytest
 
+from tests.bad_input import Case, check_refused
+
 SCRIPT = "flops_mfu_calculator.py"
 
 PALM = ["--params", "540.35e9", "--layers", "118", "--heads", "48", "--head-dim", "256",
@@ -149,27 +151,42 @@ def test_gqa_and_gated_mlp_parameter_count(calc):
         2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 11008
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--layers", "2", "--hidden", "64", "--vocab", "10", "--seq-len", "8",
-      "--device", "a100"], "exactly one of --tokens-per-s"),
-    (["--layers", "2", "--hidden", "64", "--vocab", "10", "--seq-len", "8",
-      "--tokens-per-s", "5"], "--peak-tflops or --device"),
-    (["--layers", "2", "--hidden", "64", "--vocab", "10", "--seq-len", "8",
-      "--tokens-per-s", "-5", "--device", "a100"], "must be a positive number"),
-    (["--layers", "2", "--hidden", "60", "--heads", "8", "--vocab", "10", "--seq-len", "8",
-      "--tokens-per-s", "5", "--device", "a100"], "not divisible by --heads"),
-    (["--layers", "2", "--hidden", "64", "--seq-len", "8", "--tokens-per-s", "5",
-      "--device", "a100"], "without --params"),
-    (["--layers", "2", "--hidden", "64", "--vocab", "10", "--seq-len", "8",
-      "--step-time-s", "1", "--device", "a100"], "needs --global-batch"),
-    (["--layers", "2", "--hidden", "64", "--vocab", "10", "--seq-len", "8",
-      "--tokens-per-s", "5", "--device", "b9000"], "invalid choice"),
-])
-def test_bad_arguments_give_one_line_error(launch, args, message):
-    res = launch.python(SCRIPT, args, timeout=30)
-    assert res.returncode == 2
-    errors = launch.error_lines(res.stderr)
-    assert len(errors) == 1 and message in errors[0], res.stderr
+SHAPE = ["--layers", "2", "--hidden", "64", "--vocab", "10", "--seq-len", "8"]
+BAD_INPUT = [
+    Case("no-throughput", [*SHAPE, "--device", "a100"], "exactly one of --tokens-per-s"),
+    Case("no-peak", [*SHAPE, "--tokens-per-s", "5"], "--peak-tflops or --device"),
+    Case("tokens-negative", [*SHAPE, "--tokens-per-s", "-5", "--device", "a100"],
+         "--tokens-per-s: -5 must be > 0"),
+    Case("tokens-inf", [*SHAPE, "--tokens-per-s", "inf", "--device", "a100"],
+         "--tokens-per-s: 'inf' is not a finite number"),
+    Case("peak-nan", [*SHAPE, "--tokens-per-s", "5", "--peak-tflops", "nan"],
+         "--peak-tflops: 'nan' is not a finite number"),
+    Case("layers-float", ["--layers", "2.5", "--hidden", "64", "--vocab", "10", "--seq-len", "8"],
+         "--layers: '2.5' is not an integer"),
+    Case("hidden-not-divisible", ["--layers", "2", "--hidden", "60", "--heads", "8", "--vocab",
+                                  "10", "--seq-len", "8", "--tokens-per-s", "5", "--device",
+                                  "a100"], "not divisible by --heads"),
+    Case("no-params-no-vocab", ["--layers", "2", "--hidden", "64", "--seq-len", "8",
+                                "--tokens-per-s", "5", "--device", "a100"], "without --params"),
+    Case("step-time-without-batch", [*SHAPE, "--step-time-s", "1", "--device", "a100"],
+         "needs --global-batch"),
+    Case("device-unknown", [*SHAPE, "--tokens-per-s", "5", "--device", "b9000"], "invalid choice"),
+    # 175e9 parameters at 1e9 tokens/s on one A100 would be thousands of times its peak: the
+    # script printed an MFU of millions of percent and exited 0.
+    Case("mfu-above-100-percent", ["--params", "175e9", "--layers", "96", "--hidden", "12288",
+                                   "--vocab", "51200", "--seq-len", "2048", "--tokens-per-s",
+                                   "1e9", "--device", "a100"],
+         r"% of the 312 TFLOPS peak: no device runs above its peak"),
+    Case("json-is-folder", [*SHAPE, "--tokens-per-s", "5", "--device", "a100", "--json", "{tmp}"],
+         "--json .*: is a folder"),
+    Case("json-unwritable", [*SHAPE, "--tokens-per-s", "5", "--device", "a100", "--json",
+                             "/proc/m.json"], "cannot write in /proc"),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("training/flops_mfu_calculator.py", case, tmp_path)
 
 
 def test_list_devices_and_help_need_no_torch(launch):

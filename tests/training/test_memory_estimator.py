@@ -28,6 +28,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from tests.bad_input import Case, check_refused
+
 SCRIPT = "memory_estimator.py"
 
 
@@ -394,35 +396,35 @@ def test_fsdp_means_stage3_and_gathers_layers(launch, tmp_path):
     assert doc["per_gpu_bytes"]["temporary"] == 2 * layer * 2   # two layers of bf16 weights
 
 
-@pytest.mark.parametrize("args, names", [
-    (["--params", "0"], "--params"),
-    (["--params", "abc"], "--params"),
-    (["--layers", "2", "--hidden", "64"], "--heads"),
-    ([], "--params"),
-    (["--params", "1e9", "--zero", "4"], "--zero"),
-    (["--params", "1e9", "--zero", "2", "--fsdp"], "--fsdp"),
-    (["--layers", "2", "--hidden", "64", "--heads", "5", "--vocab", "10", "--seq", "8",
-      "--micro-batch", "1"], "--heads"),
-    (["--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "10", "--seq", "8",
-      "--micro-batch", "1", "--tp", "3"], "--tp"),
-    (["--layers", "3", "--hidden", "64", "--heads", "4", "--vocab", "10", "--seq", "8",
-      "--micro-batch", "1", "--pp", "2"], "--pp"),
-    (["--params", "1e9", "--sequence-parallel"], "--sequence-parallel"),
-    (["--params", "1e9", "--recipe", "fp64"], "--recipe"),
-])
-def test_bad_arguments_fail_with_one_line_error(launch, args, names):
-    res = launch.python(SCRIPT, args, timeout=30)
-    assert res.returncode != 0
-    errors = launch.error_lines(res.stderr)
-    assert len(errors) == 1, res.stderr
-    assert names in errors[0]
+TINY = ["--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "10", "--seq", "8",
+        "--micro-batch", "1"]
+BAD_INPUT = [
+    Case("params-zero", ["--params", "0"], "--params: 0 must be > 0"),
+    Case("params-text", ["--params", "abc"], "--params: 'abc' is not a number"),
+    Case("params-inf", ["--params", "inf"], "--params: 'inf' is not a finite number"),
+    Case("params-nan", ["--params", "nan"], "--params: 'nan' is not a finite number"),
+    Case("layers-float", ["--layers", "2.5"], "--layers: '2.5' is not an integer"),
+    Case("shape-incomplete", ["--layers", "2", "--hidden", "64"], "--heads"),
+    Case("nothing", [], "--params"),
+    Case("zero-stage-4", ["--params", "1e9", "--zero", "4"], "--zero"),
+    Case("fsdp-and-zero-2", ["--params", "1e9", "--zero", "2", "--fsdp"], "--fsdp"),
+    Case("heads-not-dividing", [*TINY[:4], "--heads", "5", *TINY[6:]], "--heads"),
+    Case("tp-not-dividing", [*TINY, "--tp", "3"], "--tp"),
+    Case("pp-not-dividing", ["--layers", "3", *TINY[2:], "--pp", "2"], "--pp"),
+    Case("dp-zero", ["--params", "1e9", "--dp", "0"], "--dp: 0 must be >= 1"),
+    Case("sequence-parallel-without-tp", ["--params", "1e9", "--sequence-parallel"],
+         "--sequence-parallel"),
+    Case("recipe-unknown", ["--params", "1e9", "--recipe", "fp64"], "--recipe"),
+    Case("json-empty", ["--params", "1e9", "--json", ""], "--json: must not be empty"),
+    Case("json-folder-missing", ["--params", "1e9", "--json", "no/x.json"], "no does not exist"),
+    Case("json-is-folder", ["--params", "1e9", "--json", "{tmp}"], "--json .*: is a folder"),
+    Case("json-unwritable", ["--params", "1e9", "--json", "/proc/x.json"], "cannot write in /proc"),
+]
 
 
-def test_unwritable_json_path_is_one_line_error(launch, tmp_path):
-    res = launch.python(SCRIPT, ["--params", "1e9", "--json", str(tmp_path / "no" / "x.json")],
-                        timeout=30)
-    assert res.returncode == 1
-    assert len(launch.error_lines(res.stderr)) == 1
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("training/memory_estimator.py", case, tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,13 +437,25 @@ def test_unwritable_json_path_is_one_line_error(launch, tmp_path):
 def test_estimate_matches_cuda_memory(est, recompute):
     """Pure bf16 recipe (bf16 weights, gradients and AdamW states: 8 bytes/param) on one GPU.
 
-    Model states: memory_allocated after a step with gradients kept must equal the estimate.
-    Activations: the growth of memory_allocated over the forward pass must match the estimate.
-    Total: torch.cuda.max_memory_allocated over a whole step must be close to the estimate
-    (the backward pass adds short-lived buffers, e.g. the logits' gradient, the estimator does not
-    count, so the bound is loose)."""
+    Model states: the bytes of the parameters, gradients and optimizer states must equal the
+    estimate exactly, and the growth of memory_allocated over building the model and taking a
+    step must match it within 5% (the caching allocator rounds every block up). Activations: the
+    growth of memory_allocated over the forward pass must match the estimate. Total:
+    torch.cuda.max_memory_allocated over a whole step must be close to the estimate (the backward
+    pass adds short-lived buffers, e.g. the logits' gradient, the estimator does not count, so
+    the bound is loose).
+
+    cuBLAS takes a workspace from the caching allocator for each thread that runs a matmul (32
+    MiB each on an H100; the forward pass runs on this thread, the backward pass on autograd's),
+    and keeps it: a warm-up forward and backward creates both before the baseline is read, or
+    they would count as model states (measured on an H100, 2026-11-24: 184 MB instead of 111)."""
     torch.manual_seed(0)
     dev = torch.device("cuda")
+    warm = nn.Linear(64, 64).to(dev, torch.bfloat16)
+    warm(torch.ones(8, 64, device=dev, dtype=torch.bfloat16)).sum().backward()
+    del warm
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated(dev)
     L, s, b, h, a, V = 4, 512, 4, 512, 8, 2048
     gpt = ReferenceGPT(L, h, a, V, s, recompute=recompute).to(dev, torch.bfloat16)
     opt = torch.optim.AdamW(gpt.parameters(), lr=1e-4, foreach=False)
@@ -452,15 +466,18 @@ def test_estimate_matches_cuda_memory(est, recompute):
     torch.cuda.empty_cache()
     model = est.Model(L, h, a, V, s, b, 4 * h)
     e = est.estimate(model=model, recipe="bf16", optimizer="adamw", recompute=recompute)
-    states = torch.cuda.memory_allocated(dev)
-    assert states == pytest.approx(e["per_gpu_bytes"]["model_states"], rel=0.02)
+    tensors = sum(t.numel() * t.element_size() for p in gpt.parameters()
+                  for t in (p, p.grad, *opt.state[p].values()) if torch.is_tensor(t) and t.is_cuda)
+    assert tensors == e["per_gpu_bytes"]["model_states"]
+    states = torch.cuda.memory_allocated(dev) - base
+    assert states == pytest.approx(e["per_gpu_bytes"]["model_states"], rel=0.05)
     torch.cuda.reset_peak_memory_stats(dev)
     loss = gpt(idx, idx)
-    acts = torch.cuda.memory_allocated(dev) - states
+    acts = torch.cuda.memory_allocated(dev) - base - states
     assert acts == pytest.approx(e["per_gpu_bytes"]["activations"], rel=0.10)
     loss.backward()
     opt.step()
-    peak = torch.cuda.max_memory_allocated(dev)
+    peak = torch.cuda.max_memory_allocated(dev) - base
     total = e["per_gpu_bytes"]["total"]
     print(f"recompute={recompute}: model states {states / 2**20:.1f} MiB "
           f"(est {e['per_gpu_bytes']['model_states'] / 2**20:.1f}), activations "
