@@ -389,12 +389,12 @@ def capture(command: list[str] | None = None, repo: str | os.PathLike = ".",
 
 def write(path: str | os.PathLike, command: list[str] | None = None,
           repo: str | os.PathLike = ".", packages: list[str] | tuple[str, ...] = ()) -> dict:
-    """``capture(...)`` written to ``path`` as indented JSON (parent directories created);
-    returns the dict. Raises OSError when the file cannot be written."""
+    """``capture(...)`` written to ``path`` as indented JSON (parent directories created; the
+    file is replaced whole, never left half-written); returns the dict. Raises OSError when the
+    file cannot be written."""
     info = capture(command, repo, packages)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(info, indent=1, sort_keys=False) + "\n")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(str(path), json.dumps(info, indent=1, sort_keys=False) + "\n")
     return info
 
 
@@ -426,8 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         "variables and the command line to a JSON file next to a run.",
         epilog="Anything after -- is recorded as the run's command line (it is not executed).")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--json", metavar="PATH", required=True, help="output file")
-    p.add_argument("--repo", default=".", help="directory inside the code's git repository "
+    p.add_argument("--json", metavar="PATH", required=True, type=nonempty, help="output file")
+    p.add_argument("--repo", default=".", type=nonempty, help="directory inside the code's git repository "
                    "(default: current directory)")
     p.add_argument("--packages", default="", help="comma-separated distributions whose "
                    "versions to record, e.g. numpy,transformers")
@@ -436,8 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(args.repo).is_dir():
         p.error(f"--repo {args.repo}: not a directory")
     packages = [x.strip() for x in args.packages.split(",") if x.strip()]
-    if Path(args.json).is_dir():
-        p.error(f"--json {args.json}: is a directory, give a file name")
+    check_output(args.json, "--json")
     try:
         info = write(args.json, command if command is not None else [sys.executable, *sys.argv],
                      args.repo, packages)

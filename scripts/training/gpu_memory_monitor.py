@@ -324,14 +324,10 @@ class MemoryMonitor:
                 f"OOMs {snap['ooms']}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
+_positive_int = number(int, 1)  # argparse type (the contract's number())
+# The demo keeps steps x mib MiB alive (plus a temporary of 2 x mib): on a CPU run a typo would
+# otherwise wake the kernel's OOM killer rather than give an error.
+MAX_KEPT_MIB = 65536
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -344,15 +340,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--provoke-oom", action="store_true",
                    help="after the loop, request more than the device holds and catch the OOM "
                    "(CUDA only)")
-    p.add_argument("--json", metavar="PATH", help="write the per-step snapshots to PATH")
-    return p.parse_args(argv)
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write the per-step snapshots to PATH")
+    args = p.parse_args(argv)
+    if args.steps * args.mib > MAX_KEPT_MIB:
+        p.error(f"--steps {args.steps} x --mib {args.mib} keeps {args.steps * args.mib} MiB "
+                f"alive; the demo allows at most {MAX_KEPT_MIB} MiB")
+    if args.json:
+        check_output(args.json, "--json")
+    return args
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_rank = env_int("LOCAL_RANK", 0)
     if torch.cuda.is_available():
         if local_rank >= torch.cuda.device_count():
             print(f"{PROG}: error: LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} "
@@ -385,14 +388,9 @@ def main(argv=None) -> int:
             steps.append({"step": "oom", **snap})
             print(f"after OOM | {mon.format(snap)}", flush=True)
     if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                json.dump({"tool": "gpu_memory_monitor", "schema_version": 1, "units": "bytes",
-                           "mib_per_step": args.mib, "steps": steps}, fh, indent=2)
-        except OSError as err:
-            print(f"{PROG}: error: cannot write --json {args.json}: {err.strerror}",
-                  file=sys.stderr)
-            return 1
+        write_atomic(args.json, json.dumps({"tool": "gpu_memory_monitor", "schema_version": 1,
+                                            "units": "bytes", "mib_per_step": args.mib,
+                                            "steps": steps}, indent=2))
     return 0
 
 

@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 
+from tests.bad_input import Case, check_refused
+
 SCRIPT = "capture_env.py"
 
 
@@ -112,26 +114,24 @@ def test_importable_api(capture_env, repo, tmp_path):
     assert capture_env.redact("NCCL_IB_HCA", "mlx5") == "mlx5"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--repo", "/nonexistent/dir"], "--repo /nonexistent/dir: not a directory"),
-    (["--packages"], "--packages: expected one argument"),
-    ([], "the following arguments are required: --json"),
-])
-def test_bad_arguments(launch, tmp_path, args, message):
-    if args and args[0] == "--repo":
-        args = ["--json", str(tmp_path / "e.json"), *args]
-    r = launch.python(SCRIPT, args)
-    assert r.returncode == 2
-    lines = launch.error_lines(r.stderr)
-    assert len(lines) == 1 and message in lines[0], r.stderr
-    assert "Traceback" not in r.stderr
+BAD_INPUT = [
+    Case("repo-missing", ["--json", "e.json", "--repo", "/nonexistent/dir"],
+         "--repo /nonexistent/dir: not a directory"),
+    Case("repo-empty", ["--json", "e.json", "--repo", ""], "--repo: must not be empty"),
+    Case("packages-without-value", ["--json", "e.json", "--packages"],
+         "--packages: expected one argument"),
+    Case("json-missing", [], "the following arguments are required: --json"),
+    Case("json-empty", ["--json", ""], "--json: must not be empty"),
+    Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder; give a file name"),
+    Case("json-folder-missing", ["--json", "no/e.json"], "no does not exist"),
+    Case("json-parent-is-file", ["--json", "f/e.json"], "f is not a folder", files={"f": "x"}),
+    Case("json-unwritable", ["--json", "/proc/e.json"], "cannot write in /proc"),
+]
 
 
-def test_json_is_a_directory(launch, tmp_path):
-    r = launch.python(SCRIPT, ["--json", str(tmp_path)])
-    assert r.returncode == 2
-    assert launch.error_lines(r.stderr) == [
-        f"capture_env.py: error: --json {tmp_path}: is a directory, give a file name"]
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("training/capture_env.py", case, tmp_path)
 
 
 @pytest.mark.gpu

@@ -11,6 +11,8 @@ import sys
 import pytest
 import torch
 
+from tests.bad_input import Case, check_refused
+
 SCRIPT = "gpu_memory_monitor.py"
 MIB = 2**20
 
@@ -67,13 +69,23 @@ def test_provoke_oom_without_cuda_is_one_line_error(launch):
     assert len(errors) == 1 and "CUDA" in errors[0], res.stderr
 
 
-@pytest.mark.parametrize("args, name", [(["--steps", "0"], "--steps"),
-                                        (["--mib", "x"], "--mib")])
-def test_bad_arguments_fail_with_one_line_error(launch, args, name):
-    res = launch.python(SCRIPT, args, timeout=30)
-    assert res.returncode != 0
-    errors = launch.error_lines(res.stderr)
-    assert len(errors) == 1 and name in errors[0], res.stderr
+BAD_INPUT = [
+    Case("steps-zero", ["--steps", "0"], "--steps: 0 must be >= 1"),
+    Case("mib-text", ["--mib", "x"], "--mib: 'x' is not an integer"),
+    Case("mib-nan", ["--mib", "nan"], "--mib: 'nan' is not an integer"),
+    # a typo that used to ask a CPU node for a terabyte, and the kernel's OOM killer to answer
+    Case("too-much-memory", ["--steps", "1000", "--mib", "1024"], "at most 65536 MiB"),
+    Case("env-local-rank-text", ["--steps", "1"], "LOCAL_RANK='x' is not an integer",
+         env={"LOCAL_RANK": "x"}),
+    Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
+    Case("json-folder-missing", ["--json", "no/m.json"], "no does not exist"),
+    Case("json-unwritable", ["--json", "/proc/m.json"], "cannot write in /proc"),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("training/gpu_memory_monitor.py", case, tmp_path)
 
 
 @pytest.mark.gpu

@@ -21,6 +21,8 @@ from itertools import combinations
 
 import pytest
 
+from tests.bad_input import Case, check_refused
+
 SCRIPT = "minhash_dedup.py"
 CORPUS = "data/training/corpus.jsonl"
 # Thresholds the shipped corpus must clear with the default settings (k=128, 16x8, 0.7).
@@ -222,30 +224,43 @@ def test_same_seed_same_report(launch, tmp_path):
     assert outs[0] == outs[1]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--bands", "10", "--rows", "8"], "must equal --num-perm"),
-    (["--threshold", "1.5"], "--threshold must be between 0 and 1"),
-    (["--ngram", "0"], "--ngram must be >= 1"),
-    (["--truth-key", "no_such_field"], "no record has that field"),
-    (["--text-key", "body"], "no string field 'body'"),
-])
-def test_bad_arguments_give_one_line_errors(launch, args, message):
-    res = launch.python(SCRIPT, [CORPUS, *args])
-    assert res.returncode == 2
-    errors = launch.error_lines(res.stderr)
-    assert len(errors) == 1 and message in errors[0], res.stderr
-    assert "Traceback" not in res.stderr
+DOC = '{"id": "a", "text": "one fine document"}\n'
+BAD_INPUT = [
+    Case("bands-rows-mismatch", ["c.jsonl", "--bands", "10", "--rows", "8"],
+         "must equal --num-perm", files={"c.jsonl": DOC}),
+    Case("threshold-above-1", ["c.jsonl", "--threshold", "1.5"], "--threshold: 1.5 must be <= 1",
+         files={"c.jsonl": DOC}),
+    Case("threshold-nan", ["c.jsonl", "--threshold", "nan"], "--threshold: 'nan' is not a finite",
+         files={"c.jsonl": DOC}),
+    Case("ngram-zero", ["c.jsonl", "--ngram", "0"], "--ngram: 0 must be >= 1",
+         files={"c.jsonl": DOC}),
+    # used to run for hours: a hundred million hash functions per shingle
+    Case("num-perm-huge", ["c.jsonl", "--num-perm", "100000000"],
+         "--num-perm: 100000000 must be <= 8192", files={"c.jsonl": DOC}),
+    Case("show-negative", ["c.jsonl", "--show", "-1"], "--show: -1 must be >= 0",
+         files={"c.jsonl": DOC}),
+    Case("truth-key-missing", ["c.jsonl", "--truth-key", "no_such_field"],
+         "no record has that field", files={"c.jsonl": DOC}),
+    Case("text-key-missing", ["c.jsonl", "--text-key", "body"], "no string field 'body'",
+         files={"c.jsonl": DOC}),
+    Case("corpus-empty-string", [""], "corpus: must not be empty"),
+    Case("corpus-missing", ["missing.jsonl"], "no such file"),
+    Case("corpus-not-json", ["c.jsonl"], "c.jsonl:2: not valid JSON",
+         files={"c.jsonl": DOC + "not json\n"}),
+    Case("corpus-not-utf8", ["c.jsonl"], r"c.jsonl:2: not UTF-8 text",
+         files={"c.jsonl": DOC.encode() + b"\xff\n"}),
+    Case("json-is-input", ["c.jsonl", "--json", "c.jsonl"], "--json c.jsonl: is also an input",
+         files={"c.jsonl": DOC}),
+    Case("json-is-folder", ["c.jsonl", "--json", "{tmp}"], "--json .*: is a folder",
+         files={"c.jsonl": DOC}),
+    Case("json-unwritable", ["c.jsonl", "--json", "/proc/r.json"], "cannot write in /proc",
+         files={"c.jsonl": DOC}),
+]
 
 
-def test_bad_input_files(launch, tmp_path):
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"id": "x", "text": "fine"}\nnot json\n')
-    for path, message in ((tmp_path / "missing.jsonl", "no such file"),
-                          (bad, "bad.jsonl:2: not valid JSON")):
-        res = launch.python(SCRIPT, [str(path)])
-        assert res.returncode == 2
-        errors = launch.error_lines(res.stderr)
-        assert len(errors) == 1 and message in errors[0], res.stderr
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("training/minhash_dedup.py", case, tmp_path)
 
 
 def test_help_runs(launch):
