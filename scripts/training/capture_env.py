@@ -436,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(args.repo).is_dir():
         p.error(f"--repo {args.repo}: not a directory")
     packages = [x.strip() for x in args.packages.split(",") if x.strip()]
+    # Like write(), the CLI creates the run's folder (e.g. runs/$SLURM_JOB_ID/env.json).
+    check_output_dir(os.path.dirname(os.path.abspath(args.json)), "--json")
     check_output(args.json, "--json")
     try:
         info = write(args.json, command if command is not None else [sys.executable, *sys.argv],

@@ -123,9 +123,9 @@ BAD_INPUT = [
     Case("json-missing", [], "the following arguments are required: --json"),
     Case("json-empty", ["--json", ""], "--json: must not be empty"),
     Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder; give a file name"),
-    Case("json-folder-missing", ["--json", "no/e.json"], "no does not exist"),
-    Case("json-parent-is-file", ["--json", "f/e.json"], "f is not a folder", files={"f": "x"}),
-    Case("json-unwritable", ["--json", "/proc/e.json"], "cannot write in /proc"),
+    Case("json-parent-is-file", ["--json", "f/e.json"], "f is a file, not a folder",
+         files={"f": "x"}),
+    Case("json-unwritable", ["--json", "/proc/e.json"], "--json /proc: cannot write there"),
 ]
 
 
