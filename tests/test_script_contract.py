@@ -5,6 +5,7 @@ keep the copies identical and check that each script wires the block in: errors 
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -58,3 +59,20 @@ def test_debug_shows_the_traceback_and_plain_run_does_not(tmp_path):
     assert "Traceback" not in plain.stderr and "Traceback" in debug.stderr
     line = [ln for ln in plain.stderr.splitlines() if ": error: " in ln]
     assert len(line) == 1 and line[0] in debug.stderr and "bad.jsonl" in line[0]
+
+
+# Helpers that more than one script needs, copied verbatim (a script stays one file).
+SHARED_FUNCTIONS = ("load_checkpoint",)
+
+
+@pytest.mark.parametrize("name", SHARED_FUNCTIONS)
+def test_shared_helpers_are_identical_copies(name):
+    copies = {}
+    for path in SCRIPTS:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                copies[path.relative_to(REPO).as_posix()] = ast.get_source_segment(
+                    path.read_text(encoding="utf-8"), node)
+    assert len(copies) >= 2, f"{name} is no longer shared: {sorted(copies)}"
+    assert len(set(copies.values())) == 1, f"copies of {name} differ: {sorted(copies)}"

@@ -91,6 +91,7 @@ import contextlib
 import datetime
 import hashlib
 import json
+import logging
 import math
 import os
 import random
@@ -459,10 +460,18 @@ def optim_digest(optim_sd: dict) -> str:
     return tensor_digest(t for _, t in sorted(items, key=lambda kv: kv[0]))
 
 
-def load_checkpoint(dcp, state: dict, path: Path) -> None:
+CHECKPOINT_ENTRIES = "model, optim, sched, data, rng_rank<R> and meta entries"
+
+
+def load_checkpoint(dcp, state: dict, path, expected: str) -> None:
     """``dcp.load(state, checkpoint_id=path)``, with a CheckpointException (a BaseException that
     maps each failing rank to its (error, traceback)) turned into a one-line ScriptError saying
     what was expected and what was found."""
+    # DCP's loader logs a traceback to the root logger for each fallback it tries (e.g. per-rank
+    # metadata) before raising: the one line below says it better.
+    dcp_log = logging.getLogger()
+    level = dcp_log.level
+    dcp_log.setLevel(logging.CRITICAL)
     try:
         dcp.load(state, checkpoint_id=str(path))
     except (KeyboardInterrupt, SystemExit):
@@ -475,11 +484,12 @@ def load_checkpoint(dcp, state: dict, path: Path) -> None:
         if "Missing key in checkpoint state_dict" in text:
             key = text.split(":", 1)[1].strip().rstrip(".")
             raise ScriptError(f"{path}: not a checkpoint of {PROG}: it has no '{key}' (expected "
-                              "model, optim, sched, data, rng_rank<R> and meta entries; written "
-                              "by another script?)") from None
+                              f"{expected}; written by another script?)") from None
         raise ScriptError(f"{path}: rank {rank} cannot read the checkpoint ({type(err).__name__}"
-                          f"{': ' + text if text else ''}): a shard is truncated or damaged; "
+                          f"{': ' + text if text else ''}): it is truncated or damaged; "
                           "resume from an earlier step") from None
+    finally:
+        dcp_log.setLevel(level)
 
 
 def newest_checkpoint(ckpt_dir: Path) -> Path | None:
@@ -586,12 +596,12 @@ def run(args: argparse.Namespace) -> dict:
     if resume_dir is not None:
         t0 = time.perf_counter()
         meta = {"meta": {"world_size": -1, "step": -1}}
-        load_checkpoint(dcp, meta, resume_dir)
+        load_checkpoint(dcp, meta, resume_dir, CHECKPOINT_ENTRIES)
         if meta["meta"]["world_size"] != world:
             fail(f"{resume_dir} was written by {meta['meta']['world_size']} ranks and this run "
                  f"has {world}: the per-rank RNG states do not map onto the new ranks")
         state = app_state(0)
-        load_checkpoint(dcp, state, resume_dir)
+        load_checkpoint(dcp, state, resume_dir, CHECKPOINT_ENTRIES)
         set_state_dict(model, optim, model_state_dict=state["model"],
                        optim_state_dict=state["optim"])
         sched.load_state_dict(state["sched"])

@@ -85,6 +85,7 @@ import contextlib
 import datetime
 import gc
 import json
+import logging
 import math
 import os
 import resource
@@ -268,34 +269,10 @@ def run_main(main, argv=None) -> None:
 # --- end of script contract ---
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer > 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    value = int(text) if text.lstrip("-").isdigit() else None
-    if value is None or value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
+# argparse types (the contract's number(): finite, in range, the option named in the error)
+positive_int = number(int, 1)
+non_negative_int = number(int, 0)
+positive_float = number(float, 0, lo_open=True)
 
 
 def step_range(text: str) -> tuple[int, int]:
@@ -348,7 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gc-every", type=non_negative_int, default=50,
                    help="disable Python's automatic gc and collect every N steps; 0 leaves gc "
                         "automatic (default 50)")
-    p.add_argument("--checkpoint-dir", help="directory for checkpoints; resumes from its latest")
+    p.add_argument("--checkpoint-dir", type=nonempty,
+                   help="directory for checkpoints; resumes from its latest")
     p.add_argument("--checkpoint-every", type=positive_int,
                    help="save every N steps (and at the last step); needs --checkpoint-dir")
     p.add_argument("--resume-from", metavar="DIR",
@@ -356,8 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile-steps", type=step_range, metavar="A:B",
                    help="profile steps A..B with torch.profiler; Chrome traces go to "
                         "--profile-dir (default ./profile)")
-    p.add_argument("--profile-dir", default="profile", help="where --profile-steps writes traces")
-    p.add_argument("--json", metavar="PATH", help="write per-step records and a summary (rank 0)")
+    p.add_argument("--profile-dir", default="profile", type=nonempty,
+                   help="where --profile-steps writes traces")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write per-step records and a summary (rank 0)")
     return p
 
 
@@ -373,6 +353,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--resume-from {args.resume_from}: no such checkpoint directory")
     if args.profile_steps and args.profile_steps[1] > args.steps:
         parser.error(f"--profile-steps ends after --steps {args.steps}")
+    args.launch = launch_info()  # the launcher's variables, checked before anything starts
+    if args.checkpoint_every:
+        check_output_dir(args.checkpoint_dir, "--checkpoint-dir")
+    if args.profile_steps:
+        check_output_dir(args.profile_dir, "--profile-dir")
+    if args.json and args.launch[0] == 0:
+        check_output(args.json, "--json")
     return args
 
 
@@ -405,20 +392,57 @@ def model_flops_per_token(layers: int, hidden: int, vocab: int, seq_len: int) ->
 
 
 def launch_info() -> tuple[int, int, int, str]:
-    """(rank, world_size, local_rank, launcher) from torchrun or SLURM variables, else 1 process."""
+    """(rank, world_size, local_rank, launcher) from torchrun or SLURM variables, else 1 process.
+    Raises ScriptError naming a variable that is not an integer or out of range."""
     env = os.environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        rank, world, local, launcher = (env_int("RANK"), env_int("WORLD_SIZE", lo=1),
+                                        env_int("LOCAL_RANK", 0), "torchrun")
+    elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1) > 1:
+        if not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
+            raise ScriptError("plain srun launch needs MASTER_ADDR and MASTER_PORT exported",
+                              EXIT_USAGE)
+        rank, world, local, launcher = (env_int("SLURM_PROCID"), env_int("SLURM_NTASKS"),
+                                        env_int("SLURM_LOCALID", 0), "srun")
+    else:
+        return 0, 1, 0, "python"
+    if rank >= world:
+        raise ScriptError(f"rank {rank} is outside world size {world} (check RANK and "
+                          "WORLD_SIZE)", EXIT_USAGE)
+    env_int("MASTER_PORT", 0)
+    return rank, world, local, launcher
+
+
+CHECKPOINT_ENTRIES = "model, optim and trainer entries"
+
+
+def load_checkpoint(dcp, state: dict, path, expected: str) -> None:
+    """``dcp.load(state, checkpoint_id=path)``, with a CheckpointException (a BaseException that
+    maps each failing rank to its (error, traceback)) turned into a one-line ScriptError saying
+    what was expected and what was found."""
+    # DCP's loader logs a traceback to the root logger for each fallback it tries (e.g. per-rank
+    # metadata) before raising: the one line below says it better.
+    dcp_log = logging.getLogger()
+    level = dcp_log.level
+    dcp_log.setLevel(logging.CRITICAL)
     try:
-        if "RANK" in env and "WORLD_SIZE" in env:
-            return int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)), \
-                "torchrun"
-        if "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1")) > 1:
-            if not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
-                die("plain srun launch needs MASTER_ADDR and MASTER_PORT exported")
-            return int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), \
-                int(env.get("SLURM_LOCALID", 0)), "srun"
-    except ValueError as exc:
-        die(f"bad rank variable in the environment: {exc}")
-    return 0, 1, 0, "python"
+        dcp.load(state, checkpoint_id=str(path))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
+        failures = getattr(exc, "failures", None) or {0: (exc,)}
+        rank, item = min(failures.items())
+        err = item[0] if isinstance(item, tuple) else item
+        text = (str(err).strip().splitlines() or [""])[0]
+        if "Missing key in checkpoint state_dict" in text:
+            key = text.split(":", 1)[1].strip().rstrip(".")
+            raise ScriptError(f"{path}: not a checkpoint of {PROG}: it has no '{key}' (expected "
+                              f"{expected}; written by another script?)") from None
+        raise ScriptError(f"{path}: rank {rank} cannot read the checkpoint ({type(err).__name__}"
+                          f"{': ' + text if text else ''}): it is truncated or damaged; "
+                          "resume from an earlier step") from None
+    finally:
+        dcp_log.setLevel(level)
 
 
 def latest_checkpoint(ckpt_dir: str) -> str | None:
@@ -439,7 +463,7 @@ def run(args: argparse.Namespace) -> int:
     import torch.nn.functional as F
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-    rank, world, local_rank, launcher = launch_info()
+    rank, world, local_rank, launcher = args.launch
     use_cuda = torch.cuda.is_available() and args.backend != "gloo"
     backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
     if backend == "nccl" and not torch.cuda.is_available():
@@ -456,8 +480,12 @@ def run(args: argparse.Namespace) -> int:
         store = dist.HashStore()
         dist.init_process_group(backend, store=store, rank=0, world_size=1, timeout=first_timeout)
     else:
-        dist.init_process_group(backend, rank=rank, world_size=world, timeout=first_timeout,
-                                device_id=device if use_cuda else None)
+        master = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+        # The store client retries past its timeout; the deadline bounds the whole rendezvous.
+        with deadline(args.first_step_timeout_s * 1.1 + 1,
+                      f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master}"):
+            dist.init_process_group(backend, rank=rank, world_size=world, timeout=first_timeout,
+                                    device_id=device if use_cuda else None)
 
     torch.manual_seed(args.seed)  # same initial weights on every rank
 
@@ -534,7 +562,7 @@ def run(args: argparse.Namespace) -> int:
     if resume:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         state = {"model": model_sd, "optim": optim_sd, "trainer": {"step": 0}}
-        dcp.load(state, checkpoint_id=resume)
+        load_checkpoint(dcp, state, resume, CHECKPOINT_ENTRIES)
         set_state_dict(model, optimizer, model_state_dict=state["model"],
                        optim_state_dict=state["optim"])
         start_step = int(state["trainer"]["step"])
@@ -595,8 +623,12 @@ def run(args: argparse.Namespace) -> int:
 
     # Self-test hook (for the test suite only): rank R stops answering at step S, so the other
     # ranks must fail after --timeout-s, which proves the timeout was shortened after step 1.
-    stall = os.environ.get("TRAIN_EXAMPLE_STALL", "")  # "RANK:STEP"
-    stall_rank, stall_step = (int(v) for v in stall.split(":")) if stall else (-1, -1)
+    stall = os.environ.get("TRAIN_EXAMPLE_STALL", "")  # "RANK:STEP", a self-test hook
+    try:
+        stall_rank, stall_step = (int(v) for v in stall.split(":")) if stall else (-1, -1)
+    except ValueError:
+        raise ScriptError(f"environment variable TRAIN_EXAMPLE_STALL={stall!r} is not "
+                          "RANK:STEP", EXIT_USAGE) from None
 
     record = torch.profiler.record_function
     records, first_loss = [], None
@@ -681,7 +713,7 @@ def run(args: argparse.Namespace) -> int:
                 "backend": backend, "device": dev_name, "world_size": world,
                 "launcher": launcher, "hostname": socket.gethostname(),
                 "torch_version": torch.__version__, "dtype": str(dtype).replace("torch.", ""),
-                "config": {k: v for k, v in vars(args).items() if k != "profile_steps"},
+                "config": {k: v for k, v in vars(args).items() if k not in ("profile_steps", "launch")},
                 "matmul_params": n_params, "flops_per_token": flops_token,
                 "tokens_per_step": tokens_per_step, "peak_tflops": peak,
                 "start_step": start_step, "resumed_from": resume, "steps": records,
@@ -689,9 +721,7 @@ def run(args: argparse.Namespace) -> int:
                 "date_utc": datetime.datetime.now(datetime.timezone.utc)
                 .strftime("%Y-%m-%dT%H:%M:%SZ"),
             }
-            with open(args.json, "w", encoding="utf-8") as fh:
-                json.dump(summary, fh, indent=1)
-                fh.write("\n")
+            write_atomic(args.json, json.dumps(summary, indent=1) + "\n")
     dist.barrier()
     dist.destroy_process_group()
     return 0
@@ -699,11 +729,19 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     try:
         return run(args)
     except (SystemExit, KeyboardInterrupt):
         raise
+    except ScriptError as exc:
+        if args.debug:
+            traceback.print_exc()
+        die(str(exc), exc.status)
     except BaseException as exc:  # noqa: BLE001 - one line for any failure, then a hard exit
+        if args.debug:
+            traceback.print_exc()
         # DCP's CheckpointException (a BaseException) wraps one exception per rank.
         failures = getattr(exc, "failures", None)
         if isinstance(failures, dict) and failures:
