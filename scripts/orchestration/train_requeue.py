@@ -65,9 +65,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import io
 import json
 import math
 import os
+import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -258,23 +261,23 @@ def build_parser() -> argparse.ArgumentParser:
                     "--save-every steps, requeues itself under SLURM on SIGUSR1, and resumes "
                     "from its checkpoint.")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--ckpt-dir", required=True, type=Path,
+    p.add_argument("--ckpt-dir", required=True, type=lambda t: Path(nonempty(t)),
                    help="directory for checkpoint.pt (created if missing)")
-    p.add_argument("--steps", type=number(int), default=200, help="total training steps (default 200)")
-    p.add_argument("--save-every", type=number(int), default=50,
+    p.add_argument("--steps", type=number(int, 1), default=200, help="total training steps (default 200)")
+    p.add_argument("--save-every", type=number(int, 1), default=50,
                    help="periodic checkpoint interval in steps, >= 1 (default 50)")
-    p.add_argument("--run-steps", type=number(int), default=None,
+    p.add_argument("--run-steps", type=number(int, 1), default=None,
                    help="stop this run after N steps (save, exit 0); default: run to the end")
-    p.add_argument("--lr", type=number(float), default=0.05, help="SGD learning rate, > 0 (default 0.05)")
-    p.add_argument("--dim", type=number(int), default=16, help="number of features (default 16)")
-    p.add_argument("--batch", type=number(int), default=64, help="batch size (default 64)")
+    p.add_argument("--lr", type=number(float, 0, lo_open=True), default=0.05, help="SGD learning rate, > 0 (default 0.05)")
+    p.add_argument("--dim", type=number(int, 1, 1_000_000), default=16, help="number of features (default 16)")
+    p.add_argument("--batch", type=number(int, 1, 1_000_000), default=64, help="batch size (default 64)")
     p.add_argument("--seed", type=number(int), default=0, help="seed of the data and init (default 0)")
-    p.add_argument("--step-time", type=number(float), default=0.0,
+    p.add_argument("--step-time", type=number(float, 0), default=0.0,
                    help="extra seconds of sleep per step, to emulate work (default 0)")
-    p.add_argument("--log-every", type=number(int), default=20, help="print every N steps (default 20)")
+    p.add_argument("--log-every", type=number(int, 1), default=20, help="print every N steps (default 20)")
     p.add_argument("--no-requeue", action="store_true",
                    help="on SIGUSR1 only save and exit; do not call scontrol requeue")
-    p.add_argument("--json", type=Path, default=None, help="write the final result to PATH")
+    p.add_argument("--json", type=nonempty, default=None, help="write the final result to PATH")
     return p
 
 
@@ -282,15 +285,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse and validate; any problem exits with status 2 and a one-line message."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    for name in ("steps", "save_every", "dim", "batch", "log_every"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(args, name)})")
-    if args.run_steps is not None and args.run_steps < 1:
-        parser.error(f"--run-steps must be >= 1 (got {args.run_steps})")
-    if not args.lr > 0:
-        parser.error(f"--lr must be > 0 (got {args.lr:g})")
-    if args.step_time < 0:
-        parser.error(f"--step-time must be >= 0 (got {args.step_time:g})")
+    env_int("SLURM_RESTART_COUNT", 0)
+    check_output_dir(str(args.ckpt_dir), "--ckpt-dir")
+    if args.json:
+        check_output(args.json, "--json", inputs=[str(args.ckpt_dir / CKPT_NAME)])
     return args
 
 
@@ -318,15 +316,13 @@ class Stop:
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
-    """Write ``state`` with torch.save to ``path`` atomically (temporary file, fsync, rename)."""
+    """Write ``state`` with torch.save to ``path`` atomically (temporary file, fsync, rename):
+    a job killed mid-save leaves the previous checkpoint whole."""
     import torch
 
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    write_atomic(str(path), buffer.getvalue())
 
 
 def weights_sha256(weights) -> str:
@@ -340,15 +336,41 @@ def requeue(job_id: str) -> None:
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
 
 
+def load_checkpoint(torch, path: Path) -> dict:
+    """The dict ``save_checkpoint`` wrote to ``path``. Raises ScriptError, in one line, for a
+    truncated or damaged file, a file holding arbitrary Python objects (it is not unpickled:
+    weights_only), or another program's checkpoint, saying what was expected."""
+    try:
+        state = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        if not found:  # the unpickler met bytes that are no pickle at all
+            raise ScriptError(f"checkpoint {path}: truncated or damaged (not a torch.save file); "
+                              "delete it to start over, or restore a copy") from None
+        raise ScriptError(f"checkpoint {path}: holds a {found[1]} object, which this script will "
+                          "not unpickle (its checkpoints hold only tensors and plain "
+                          "containers): another program's checkpoint?") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+        raise ScriptError(f"checkpoint {path}: truncated or damaged ({type(exc).__name__}: "
+                          f"{(str(exc).strip().splitlines() or [''])[0]}); delete it to start "
+                          "over, or restore a copy") from None
+    expected = {"step", "model", "optimizer"}
+    if not isinstance(state, dict) or not expected <= set(state) or \
+            not isinstance(state["step"], int):
+        found = sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__
+        raise ScriptError(f"checkpoint {path}: expected a dict with step, model and optimizer "
+                          f"(a checkpoint of {PROG}); found {found}")
+    return state
+
+
 def train(args: argparse.Namespace) -> int:
     """Run (or resume) the training; return the process exit status."""
     stop = Stop()
     stop.install()  # before importing torch: a signal during the import must not kill us
     import torch
 
-    args.ckpt_dir.mkdir(parents=True, exist_ok=True)
     ckpt = args.ckpt_dir / CKPT_NAME
-    restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+    restarts = env_int("SLURM_RESTART_COUNT", 0)
 
     gen = torch.Generator().manual_seed(args.seed)
     true_w = torch.randn(args.dim, 1, generator=gen)
@@ -359,13 +381,15 @@ def train(args: argparse.Namespace) -> int:
 
     step, resumed_from = 0, None
     if ckpt.exists():
+        state = load_checkpoint(torch, ckpt)
         try:
-            state = torch.load(ckpt, weights_only=True)
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])
-            step = resumed_from = int(state["step"])
-        except Exception as exc:  # a checkpoint we cannot use must stop the job, loudly
-            die(f"cannot load checkpoint {ckpt}: {exc}")
+        except (RuntimeError, ValueError, KeyError) as exc:  # a checkpoint we cannot use must
+            first = (str(exc).strip().splitlines() or [""])[0]  # stop the job, loudly
+            die(f"checkpoint {ckpt} does not fit this model (written with another --dim?): "
+                f"{first}")
+        step = resumed_from = state["step"]
         print(f"{PROG}: resumed from step {step} (restart count {restarts})", flush=True)
     else:
         print(f"{PROG}: start at step 0 of {args.steps} (restart count {restarts}), "
@@ -423,7 +447,7 @@ def train(args: argparse.Namespace) -> int:
     print(f"{PROG}: finished step {step} loss {loss.item():.6f} weights_sha256 {digest}",
           flush=True)
     if args.json:
-        args.json.write_text(json.dumps({
+        write_atomic(args.json, json.dumps({
             "final_step": step, "final_loss": loss.item(), "weights_sha256": digest,
             "resumed_from": resumed_from, "lr": args.lr, "restart_count": restarts}) + "\n")
     return 0

@@ -4,6 +4,8 @@ chains) is in test_slurm_long_trainings.py."""
 
 from __future__ import annotations
 
+import argparse
+import io
 import os
 import re
 import signal
@@ -12,7 +14,9 @@ import sys
 import time
 
 import pytest
+import torch
 
+from tests.bad_input import Case, check_refused
 from tests.launchers import clean_env
 
 SCRIPT = "train_requeue.py"
@@ -39,19 +43,62 @@ def wait_for_line(proc, pattern, timeout=60):
     pytest.fail(f"no line matching {pattern!r}: {''.join(lines)}")
 
 
-def test_help_and_bad_arguments(launch, tmp_path):
+def test_help_lists_the_options(launch):
     res = launch.python(SCRIPT, ["--help"])
     assert res.returncode == 0
     for option in ("--ckpt-dir", "--steps", "--save-every", "--run-steps", "--lr", "--no-requeue",
-                   "--json"):
+                   "--json", "--debug"):
         assert option in res.stdout
-    for bad, message in ((["--lr", "-1"], "--lr must be > 0"),
-                         (["--steps", "0"], "--steps must be >= 1"),
-                         (["--run-steps", "0"], "--run-steps must be >= 1")):
-        res = launch.python(SCRIPT, ["--ckpt-dir", str(tmp_path), *bad])
-        assert res.returncode == 2
-        assert launch.error_lines(res.stderr) == [f"{SCRIPT}: error: {message} (got "
-                                                  f"{bad[1]})"]
+
+
+def saved(state) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def this_scripts_checkpoint(dim: int) -> bytes:
+    model = torch.nn.Linear(dim, 1, bias=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.ones(2, dim)).sum().backward()
+    opt.step()
+    return saved({"step": 3, "model": model.state_dict(), "optimizer": opt.state_dict()})
+
+
+CK = ["--ckpt-dir", "ck", "--steps", "5"]
+BAD_INPUT = [
+    Case("lr-negative", [*CK, "--lr", "-1"], "--lr: -1 must be > 0"),
+    Case("lr-nan", [*CK, "--lr", "nan"], "--lr: 'nan' is not a finite number"),
+    Case("steps-zero", ["--ckpt-dir", "ck", "--steps", "0"], "--steps: 0 must be >= 1"),
+    Case("run-steps-zero", [*CK, "--run-steps", "0"], "--run-steps: 0 must be >= 1"),
+    Case("step-time-inf", [*CK, "--step-time", "inf"], "--step-time: 'inf' is not a finite"),
+    Case("ckpt-dir-missing-option", ["--steps", "5"], "required: --ckpt-dir"),
+    Case("ckpt-dir-empty", ["--ckpt-dir", ""], "--ckpt-dir: must not be empty"),
+    Case("ckpt-dir-is-file", ["--ckpt-dir", "f"], "f is a file, not a folder", files={"f": "x"}),
+    Case("ckpt-dir-parent-is-file", ["--ckpt-dir", "f/ck"], "f is a file, not a folder",
+         files={"f": "x"}),
+    Case("ckpt-dir-unwritable", ["--ckpt-dir", "/proc/ck"], "--ckpt-dir /proc/ck: cannot write"),
+    Case("json-is-folder", [*CK, "--json", "{tmp}"], "--json .*: is a folder"),
+    Case("json-is-the-checkpoint", [*CK, "--json", "ck/checkpoint.pt"], "is also an input"),
+    Case("env-restart-count-text", CK, "SLURM_RESTART_COUNT='x' is not an integer",
+         env={"SLURM_RESTART_COUNT": "x"}),
+    Case("checkpoint-garbage", CK, r"checkpoint ck/checkpoint.pt: truncated or damaged",
+         status=1, files={"ck/checkpoint.pt": b"not a checkpoint"}),
+    Case("checkpoint-truncated", CK, r"checkpoint ck/checkpoint.pt: truncated or damaged",
+         status=1, files={"ck/checkpoint.pt": this_scripts_checkpoint(16)[:200]}),
+    Case("checkpoint-foreign", CK, r"expected a dict with step, model and optimizer .*found "
+         r"\['weights'\]", status=1,
+         files={"ck/checkpoint.pt": saved({"weights": torch.ones(3)})}),
+    Case("checkpoint-with-objects", CK, "holds a argparse.Namespace object, which this script will not unpickle", status=1,
+         files={"ck/checkpoint.pt": saved({"step": 1, "args": argparse.Namespace(lr=1)})}),
+    Case("checkpoint-other-dim", [*CK, "--dim", "8"], r"does not fit this model \(written with "
+         r"another --dim\?\)", status=1, files={"ck/checkpoint.pt": this_scripts_checkpoint(16)}),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("orchestration/train_requeue.py", case, tmp_path)
 
 
 def test_help_does_not_import_torch(launch):
@@ -65,14 +112,6 @@ def test_help_does_not_import_torch(launch):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env=clean_env())
     assert "TORCH_NOT_IMPORTED" in res.stdout, res.stdout + res.stderr
-
-
-def test_unreadable_checkpoint_is_a_one_line_error(launch, tmp_path):
-    (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
-    res = launch.python(SCRIPT, ["--ckpt-dir", str(tmp_path), "--steps", "5"])
-    assert res.returncode == 1
-    (line,) = launch.error_lines(res.stderr)
-    assert line.startswith(f"{SCRIPT}: error: cannot load checkpoint {tmp_path}/checkpoint.pt")
 
 
 def test_sigusr1_and_sigkill_then_resume_match_an_uninterrupted_run(launch, tmp_path,
