@@ -271,9 +271,8 @@ def run_main(main, argv=None) -> None:
 
 
 def fail(msg: str) -> None:
-    """Print a one-line error naming the problem and exit with status 2."""
-    print(f"{PROG}: error: {msg}", file=sys.stderr)
-    sys.exit(2)
+    """Stop with a one-line usage error (exit status 2) naming the problem."""
+    raise ScriptError(msg, EXIT_USAGE)
 
 
 def rolling_z(values: list[float], window: int) -> list[float]:
@@ -318,22 +317,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--configs", default=",".join(CONFIGS),
                    help="comma-separated configuration names (default: all; see --list)")
     p.add_argument("--list", action="store_true", help="print the configurations and exit")
-    p.add_argument("--steps", type=number(int), default=700, help="training steps per run (default 700)")
-    p.add_argument("--batch-size", type=number(int), default=16, help="sequences per batch (default 16)")
-    p.add_argument("--seq-len", type=number(int), default=32, help="tokens per sequence (default 32)")
-    p.add_argument("--vocab", type=number(int), default=64, help="vocabulary size (default 64)")
-    p.add_argument("--d-model", type=number(int), default=64, help="model width (default 64)")
-    p.add_argument("--layers", type=number(int), default=2, help="transformer blocks (default 2)")
-    p.add_argument("--heads", type=number(int), default=4, help="attention heads (default 4)")
+    p.add_argument("--steps", type=number(int, 1, 1_000_000), default=700, help="training steps per run (default 700)")
+    p.add_argument("--batch-size", type=number(int, 1, 4096), default=16, help="sequences per batch (default 16)")
+    p.add_argument("--seq-len", type=number(int, 2, 8192), default=32, help="tokens per sequence (default 32)")
+    p.add_argument("--vocab", type=number(int, 4, 1_000_000), default=64, help="vocabulary size (default 64)")
+    p.add_argument("--d-model", type=number(int, 1, 8192), default=64, help="model width (default 64)")
+    p.add_argument("--layers", type=number(int, 1, 256), default=2, help="transformer blocks (default 2)")
+    p.add_argument("--heads", type=number(int, 1, 256), default=4, help="attention heads (default 4)")
     p.add_argument("--seed", type=number(int), default=0, help="seed for data, init and order (default 0)")
-    p.add_argument("--window", type=number(int), default=50,
+    p.add_argument("--window", type=number(int, 1), default=50,
                    help="steps in the rolling z-score window (default 50)")
-    p.add_argument("--z-threshold", type=number(float), default=6.0,
+    p.add_argument("--z-threshold", type=number(float, 0, lo_open=True), default=6.0,
                    help="z-score above which a step starts a spike (default 6)")
-    p.add_argument("--threads", type=number(int), default=1,
+    p.add_argument("--threads", type=number(int, 1, 1024), default=1,
                    help="torch CPU threads (default 1: deterministic and polite)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    p.add_argument("--json", metavar="PATH", help="write every step's values and the summary here")
+    p.add_argument("--json", metavar="PATH", type=nonempty, help="write every step's values and the summary here")
     return p
 
 
@@ -347,14 +346,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         fail(f"unknown configuration {', '.join(unknown) or repr(args.configs)} "
              f"(choose from {', '.join(CONFIGS)})")
     args.config_names = names
-    for name in ("steps", "batch_size", "seq_len", "vocab", "d_model", "layers", "heads",
-                 "window", "threads"):
-        if getattr(args, name) < 1:
-            fail(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.d_model % args.heads:
         fail(f"--d-model {args.d_model} is not divisible by --heads {args.heads}")
-    if args.vocab < 4:
-        fail(f"--vocab must be at least 4, got {args.vocab}")
+    if args.window >= args.steps:
+        fail(f"--window {args.window} must be below --steps {args.steps}: no step would have "
+             "a z-score, so no spike could be detected")
+    if args.json:
+        check_output(args.json, "--json")
     return args
 
 
@@ -537,9 +535,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        "window", "z_threshold", "threads")},
             "loss_floor": floor, "elapsed_s": round(elapsed, 1), "runs": runs,
         }
-        with open(args.json, "w") as f:
-            json.dump(report, f, allow_nan=True)
-            f.write("\n")
+        write_atomic(args.json, json.dumps(report, allow_nan=True) + "\n")
     return 0
 
 

@@ -15,6 +15,7 @@ import math
 
 import pytest
 
+from tests.bad_input import Case, check_refused
 from tests.launchers import REPO
 
 SCRIPT = "loss_spike_experiment.py"
@@ -87,11 +88,28 @@ def test_rolling_z_definition():
     assert mod.spike_steps([0, 7, 8, 0, 9], threshold=6) == [1, 4]
 
 
-def test_unknown_config_is_one_line_error(launch):
-    res = launch.python(SCRIPT, ["--configs", "baseline,nope"], timeout=30)
-    assert res.returncode == 2
-    assert launch.error_lines(res.stderr)[0].startswith(
-        f"{SCRIPT}: error: unknown configuration nope")
+BAD_INPUT = [
+    Case("config-unknown", ["--configs", "baseline,nope"], "unknown configuration nope"),
+    Case("configs-empty", ["--configs", ","], "unknown configuration"),
+    Case("steps-zero", ["--steps", "0"], "--steps: 0 must be >= 1"),
+    Case("steps-huge", ["--steps", "1e12"], "--steps: '1e12' is not an integer"),
+    Case("d-model-huge", ["--d-model", "100000"], "--d-model: 100000 must be <= 8192"),
+    Case("vocab-too-small", ["--vocab", "3"], "--vocab: 3 must be >= 4"),
+    Case("heads-not-dividing", ["--d-model", "64", "--heads", "5"], "not divisible by --heads"),
+    Case("window-not-below-steps", ["--steps", "50", "--window", "50"],
+         "--window 50 must be below --steps 50"),
+    Case("z-threshold-nan", ["--z-threshold", "nan"], "--z-threshold: 'nan' is not a finite"),
+    Case("z-threshold-zero", ["--z-threshold", "0"], "--z-threshold: 0 must be > 0"),
+    Case("threads-zero", ["--threads", "0"], "--threads: 0 must be >= 1"),
+    Case("device-unknown", ["--steps", "60", "--device", "tpu"], "device 'tpu' is not usable"),
+    Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
+    Case("json-folder-missing", ["--json", "no/r.json"], "no does not exist"),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("instabilities/loss_spike_experiment.py", case, tmp_path)
 
 
 def test_committed_results_are_self_consistent():
