@@ -44,7 +44,10 @@ weight of ``--inject-module`` by ``--inject-scale`` so that its output leaves th
 
 Options: ``--dtype`` (the compute dtype of the demo model), ``--range-dtype``, ``--steps``,
 ``--inject-module``, ``--inject-step``, ``--inject-scale``, ``--json PATH`` (the report), ``--seed``.
-Exit status: 0 when nothing was detected, 1 when a problem was detected, 2 on bad arguments.
+Exit status: 0 when nothing was detected, 3 when a problem was detected (the finding), 2 on bad
+arguments (checked before anything runs: an injection after the last step, an unknown module, an
+unwritable ``--json``), 1 on any other failure; one line ``underflow_overflow_detector.py: error:
+...`` on stderr, with the traceback only under ``--debug``.
 
 Example output (2-core cloud VM, torch 2.13.0+cpu)::
 
@@ -386,25 +389,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compute dtype of the demo model (default float32)")
     p.add_argument("--range-dtype", default="float16", choices=DTYPE_NAMES,
                    help="dtype whose finite range is checked (default float16, max 65504)")
-    p.add_argument("--steps", type=number(int), default=6, help="training steps (default 6)")
-    p.add_argument("--blocks", type=number(int), default=4, help="blocks in the demo model (default 4)")
+    p.add_argument("--steps", type=number(int, 1, 100_000), default=6, help="training steps (default 6)")
+    p.add_argument("--blocks", type=number(int, 1, 1000), default=4, help="blocks in the demo model (default 4)")
     p.add_argument("--inject-module", default="",
                    help="qualified name of the module whose weight is scaled (default: none)")
-    p.add_argument("--inject-step", type=number(int), default=3,
+    p.add_argument("--inject-step", type=number(int, 1), default=3,
                    help="step at which the weight is scaled (default 3)")
     p.add_argument("--inject-scale", type=number(float), default=1e5,
                    help="factor applied to the weight (default 1e5)")
     p.add_argument("--list-modules", action="store_true", help="print module names and exit")
     p.add_argument("--seed", type=number(int), default=0, help="seed (default 0)")
-    p.add_argument("--json", metavar="PATH", help="write the detections as JSON here")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write the detections as JSON here")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.steps < 1:
-        print(f"{PROG}: error: --steps must be at least 1, got {args.steps}", file=sys.stderr)
-        return 2
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.inject_module and args.inject_step > args.steps:
+        # it would never happen, and the run would report "nothing detected"
+        parser.error(f"--inject-step {args.inject_step} is after the last step (--steps "
+                     f"{args.steps})")
+    if args.json:
+        check_output(args.json, "--json")
 
     import torch
     import torch.nn as nn
@@ -444,13 +452,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:20s} {type(m).__name__}")
         return 0
     if args.inject_module and args.inject_module not in modules:
-        print(f"{PROG}: error: no module named {args.inject_module!r} (see --list-modules)",
-              file=sys.stderr)
-        return 2
+        parser.error(f"--inject-module: no module named {args.inject_module!r} (see "
+                     "--list-modules)")
     if args.inject_module and not hasattr(modules[args.inject_module], "weight"):
-        print(f"{PROG}: error: module {args.inject_module!r} has no weight to scale",
-              file=sys.stderr)
-        return 2
+        parser.error(f"--inject-module: module {args.inject_module!r} has no weight to scale")
 
     det = OverflowDetector(model, range_dtype=getattr(torch, args.range_dtype))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -483,11 +488,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("no Inf/NaN or out-of-range values detected")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"first": det.first, "detections": det.detections,
-                       "range_dtype": args.range_dtype, "dtype": args.dtype}, f, indent=1)
-            f.write("\n")
-    return 1 if det.first else 0
+        write_atomic(args.json, json.dumps({"first": det.first, "detections": det.detections,
+                                            "range_dtype": args.range_dtype,
+                                            "dtype": args.dtype}, indent=1) + "\n")
+    return EXIT_FINDING if det.first else 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from tests.bad_input import Case, check_refused
 from tests.launchers import REPO
 
 SCRIPT = "underflow_overflow_detector.py"
@@ -31,7 +32,7 @@ def test_demo_reports_the_injected_module_and_step(launch, tmp_path, module, ste
     out = tmp_path / "report.json"
     res = launch.python(SCRIPT, ["--inject-module", module, "--inject-step", str(step),
                                  "--inject-scale", scale, "--json", str(out)], timeout=60)
-    assert res.returncode == 1, res.output            # 1 = something was detected
+    assert res.returncode == 3, res.output            # 3 = the finding: something was detected
     first = json.loads(out.read_text())["first"]
     assert first["module"] == module
     assert first["step"] == step and first["batch"] == step   # one forward per step
@@ -48,11 +49,29 @@ def test_demo_without_injection_detects_nothing(launch, tmp_path):
     assert "no Inf/NaN" in res.stdout
 
 
-def test_bad_module_name_is_one_line_error(launch):
-    res = launch.python(SCRIPT, ["--inject-module", "blocks.99.fc1"], timeout=60)
-    assert res.returncode == 2
-    assert launch.error_lines(res.stderr) == [
-        f"{SCRIPT}: error: no module named 'blocks.99.fc1' (see --list-modules)"]
+BAD_INPUT = [
+    Case("module-unknown", ["--inject-module", "blocks.99.fc1"],
+         "--inject-module: no module named 'blocks.99.fc1' \\(see --list-modules\\)"),
+    Case("module-without-weight", ["--inject-module", "blocks.0.act"], "has no weight to scale"),
+    # scheduled after the last step, the injection never happened and the run reported
+    # "no Inf/NaN detected" with status 0
+    Case("inject-after-last-step", ["--inject-module", "blocks.2.fc1", "--steps", "3",
+                                    "--inject-step", "5"],
+         r"--inject-step 5 is after the last step \(--steps 3\)"),
+    Case("inject-step-zero", ["--inject-module", "blocks.2.fc1", "--inject-step", "0"],
+         "--inject-step: 0 must be >= 1"),
+    Case("inject-scale-inf", ["--inject-scale", "inf"], "--inject-scale: 'inf' is not a finite"),
+    Case("steps-zero", ["--steps", "0"], "--steps: 0 must be >= 1"),
+    Case("blocks-huge", ["--blocks", "1000000"], "--blocks: 1000000 must be <= 1000"),
+    Case("dtype-unknown", ["--dtype", "float7"], "--dtype"),
+    Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
+    Case("json-unwritable", ["--json", "/proc/r.json"], "cannot write in /proc"),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("debug/underflow_overflow_detector.py", case, tmp_path)
 
 
 def test_library_raises_at_first_nan_module_not_later_ones():
