@@ -55,9 +55,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import math
 import os
+import pickle
 import random
 import sys
 import tempfile
@@ -290,15 +292,20 @@ class CharTokenizer:
         return "".join(self.itos[i] for i in ids if i >= len(SPECIALS))
 
     def save(self, path: str) -> None:
-        with open(path, "w") as f:
-            json.dump({"type": "char", "vocab": self.itos}, f, indent=0)
+        write_atomic(path, json.dumps({"type": "char", "vocab": self.itos}, indent=0))
 
     @classmethod
     def load(cls, path: str) -> "CharTokenizer":
-        with open(path) as f:
-            data = json.load(f)
-        if data.get("type") != "char" or data["vocab"][:len(SPECIALS)] != SPECIALS:
-            raise ValueError(f"{path} is not a CharTokenizer file")
+        """Read what ``save`` wrote; ValueError (naming the file) for anything else."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: not a CharTokenizer file (not JSON: {exc})") from None
+        if not isinstance(data, dict) or data.get("type") != "char" or \
+                not isinstance(data.get("vocab"), list) or data["vocab"][:len(SPECIALS)] != SPECIALS:
+            raise ValueError(f"{path} is not a CharTokenizer file (expected type 'char' and a "
+                             "vocab list starting with the special tokens)")
         return cls(data["vocab"][len(SPECIALS):])
 
 
@@ -346,16 +353,39 @@ def _torch_classes():
             return self.norm(x) @ self.tok.weight.T       # tied output embedding
 
         def save(self, out_dir: str) -> None:
-            with open(os.path.join(out_dir, "config.json"), "w") as f:
-                json.dump(self.cfg, f, indent=1)
-            torch.save(self.state_dict(), os.path.join(out_dir, "model.pt"))
+            write_atomic(os.path.join(out_dir, "config.json"), json.dumps(self.cfg, indent=1))
+            buffer = io.BytesIO()
+            torch.save(self.state_dict(), buffer)
+            write_atomic(os.path.join(out_dir, "model.pt"), buffer.getvalue())
 
         @classmethod
         def from_dir(cls, out_dir: str) -> "TinyLM":
-            with open(os.path.join(out_dir, "config.json")) as f:
-                model = cls(json.load(f))
-            model.load_state_dict(torch.load(os.path.join(out_dir, "model.pt"),
-                                             weights_only=True))
+            """The model ``save`` wrote to ``out_dir``. Raises ValueError naming the file for a
+            config that is not this model's, and a model.pt that is truncated, damaged or of
+            another shape; OSError for a missing file."""
+            config, weights = os.path.join(out_dir, "config.json"), os.path.join(out_dir, "model.pt")
+            try:
+                with open(config, encoding="utf-8") as f:
+                    cfg = json.load(f)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ValueError(f"{config}: not a model config (not JSON: {exc})") from None
+            if not isinstance(cfg, dict):
+                raise ValueError(f"{config}: not a model config (expected a JSON object)")
+            try:
+                check_config(cfg)
+            except ValueError as exc:
+                raise ValueError(f"{config}: {exc}") from None
+            model = cls(cfg)
+            try:
+                state = torch.load(weights, weights_only=True)
+            except (RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+                raise ValueError(f"{weights}: truncated or damaged, or not a torch.save file "
+                                 f"({type(exc).__name__})") from None
+            try:
+                model.load_state_dict(state)
+            except (RuntimeError, TypeError, AttributeError) as exc:
+                first = (str(exc).strip().splitlines() or [""])[0]
+                raise ValueError(f"{weights}: does not match {config} ({first})") from None
             return model
 
     return torch, TinyLM
@@ -383,23 +413,29 @@ def batches(tok: CharTokenizer, texts: list[str], batch_size: int, seq_len: int,
         yield window[:, :-1], window[:, 1:]
 
 
+# Upper bounds of the model options: a "tiny" model past these is a typo that eats the machine.
+CAPS = {"d_model": 8192, "n_layers": 128, "n_heads": 256, "d_ff": 65536, "max_seq_len": 65536,
+        "seed": 2**63 - 1}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Make a tiny random-weight transformer, "
                                 "a character tokenizer and a synthetic data set, locally.")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--out", help="directory to write config.json, model.pt, tokenizer.json, "
+    p.add_argument("--out", type=nonempty, help="directory to write config.json, model.pt, tokenizer.json, "
                    "data.txt (default: write nothing)")
     for key in ("d_model", "n_layers", "n_heads", "d_ff", "max_seq_len", "seed"):
         p.add_argument("--" + key.replace("_", "-").replace("n-layers", "layers")
-                       .replace("n-heads", "heads"), dest=key, type=number(int),
+                       .replace("n-heads", "heads"), dest=key, type=number(int, 1, CAPS[key]),
                        default=DEFAULT_CONFIG[key], help=f"(default {DEFAULT_CONFIG[key]})")
-    p.add_argument("--sentences", type=number(int), default=2000,
+    p.add_argument("--sentences", type=number(int, 1, 1_000_000), default=2000,
                    help="sentences in the synthetic data set (default 2000)")
-    p.add_argument("--train-steps", type=number(int), default=0, help="AdamW steps to train (default 0)")
-    p.add_argument("--batch-size", type=number(int), default=16, help="(default 16)")
-    p.add_argument("--lr", type=number(float), default=3e-3, help="learning rate (default 3e-3)")
-    p.add_argument("--log-every", type=number(int), default=25, help="print loss every N steps (default 25)")
-    p.add_argument("--json", metavar="PATH", help="write config, parameter count and losses here")
+    p.add_argument("--train-steps", type=number(int, 0, 1_000_000), default=0, help="AdamW steps to train (default 0)")
+    p.add_argument("--batch-size", type=number(int, 1, 4096), default=16, help="(default 16)")
+    p.add_argument("--lr", type=number(float, 0, lo_open=True), default=3e-3, help="learning rate (default 3e-3)")
+    p.add_argument("--log-every", type=number(int, 1), default=25, help="print loss every N steps (default 25)")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write config, parameter count and losses here")
     return p
 
 
@@ -412,11 +448,12 @@ def main(argv: list[str] | None = None) -> int:
         cfg = {**DEFAULT_CONFIG, **{k: getattr(args, k) for k in DEFAULT_CONFIG if hasattr(args, k)},
                "vocab_size": len(tok)}
         check_config(cfg)
-        if args.train_steps < 0 or args.log_every < 1 or args.batch_size < 1:
-            raise ValueError("--train-steps must be >= 0, --log-every and --batch-size >= 1")
     except ValueError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+        raise ScriptError(str(exc), EXIT_USAGE) from None
+    if args.out:
+        check_output_dir(args.out, "--out")
+    if args.json:
+        check_output(args.json, "--json")
     torch, TinyLM = _torch_classes()
     torch.set_num_threads(1)
     model = TinyLM(cfg)
@@ -438,19 +475,16 @@ def main(argv: list[str] | None = None) -> int:
             if step % args.log_every == 0 or step == 1:
                 print(f"step {step:5d}  loss {loss.item():.3f}")
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
         model.save(args.out)
         tok.save(os.path.join(args.out, "tokenizer.json"))
-        with open(os.path.join(args.out, "data.txt"), "w") as f:
-            f.write("\n".join(texts) + "\n")
+        write_atomic(os.path.join(args.out, "data.txt"), "\n".join(texts) + "\n")
         print(f"# wrote config.json, model.pt, tokenizer.json, data.txt to {args.out}")
     print(f"# done in {time.time() - t0:.1f} s")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": cfg, "parameters": n_params, "vocab": tok.itos,
-                       "sentences": len(texts), "train_steps": args.train_steps, "lr": args.lr,
-                       "batch_size": args.batch_size, "losses": losses}, f, indent=1)
-            f.write("\n")
+        write_atomic(args.json, json.dumps({
+            "config": cfg, "parameters": n_params, "vocab": tok.itos, "sentences": len(texts),
+            "train_steps": args.train_steps, "lr": args.lr, "batch_size": args.batch_size,
+            "losses": losses}, indent=1) + "\n")
     return 0
 
 

@@ -8,7 +8,10 @@ import json
 import math
 import sys
 
+import pytest
 import torch
+
+from tests.bad_input import Case, check_refused
 
 from tests.launchers import REPO
 
@@ -65,8 +68,42 @@ def test_corpus_and_model_are_seeded():
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
 
 
-def test_bad_config_is_one_line_error(launch):
-    res = launch.python(SCRIPT, ["--d-model", "30", "--heads", "4"], timeout=60)
-    assert res.returncode == 2
-    assert launch.error_lines(res.stderr) == [
-        f"{SCRIPT}: error: d_model 30 is not divisible by n_heads 4"]
+BAD_INPUT = [
+    Case("heads-not-dividing", ["--d-model", "30", "--heads", "4"],
+         "d_model 30 is not divisible by n_heads 4"),
+    Case("d-model-huge", ["--d-model", "1000000"], "--d-model: 1000000 must be <= 8192"),
+    Case("layers-zero", ["--layers", "0"], "--layers: 0 must be >= 1"),
+    Case("lr-nan", ["--lr", "nan"], "--lr: 'nan' is not a finite number"),
+    Case("train-steps-negative", ["--train-steps", "-1"], "--train-steps: -1 must be >= 0"),
+    Case("out-empty", ["--out", ""], "--out: must not be empty"),
+    Case("out-is-file", ["--out", "f"], "f is a file, not a folder", files={"f": "x"}),
+    Case("out-unwritable", ["--out", "/proc/tiny"], "--out /proc/tiny: cannot write there"),
+    Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
+    Case("json-folder-missing", ["--json", "no/t.json"], "no does not exist"),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("debug/make_tiny_model.py", case, tmp_path)
+
+
+def test_loading_a_damaged_or_foreign_model_names_the_file(tmp_path):
+    mod = load_module()
+    cfg = {**mod.DEFAULT_CONFIG, "vocab_size": 30, "d_model": 16, "n_heads": 2, "n_layers": 1}
+    mod.TinyLM(cfg).save(str(tmp_path))
+    good = (tmp_path / "model.pt").read_bytes()
+    (tmp_path / "model.pt").write_bytes(good[:100])
+    with pytest.raises(ValueError, match=r"model.pt: truncated or damaged"):
+        mod.TinyLM.from_dir(str(tmp_path))
+    (tmp_path / "model.pt").write_bytes(good)
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "d_model": 32}))
+    with pytest.raises(ValueError, match=r"model.pt: does not match .*config.json"):
+        mod.TinyLM.from_dir(str(tmp_path))
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"config.json: not a model config"):
+        mod.TinyLM.from_dir(str(tmp_path))
+    (tmp_path / "tokenizer.json").write_text('{"type": "bpe"}')
+    with pytest.raises(ValueError, match=r"tokenizer.json is not a CharTokenizer file"):
+        mod.CharTokenizer.load(str(tmp_path / "tokenizer.json"))
+    assert not list(tmp_path.glob("*.tmp"))
