@@ -87,13 +87,14 @@ def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executab
 
 
 def launcher_cases(args: list[str], timeout_args: list[str],
-                   unreachable_limit_s: float = 25.0) -> list[Case]:
+                   unreachable_limit_s: float = 25.0, local_rank: bool = True) -> list[Case]:
     """The careless launches every distributed script must refuse: launcher variables that are
     not integers or out of range, and a rank whose MASTER_ADDR:MASTER_PORT (``port`` on
     127.0.0.1, where nothing listens) cannot be reached, which must end within the script's own
-    timeout (``timeout_args``, e.g. ``["--timeout-s", "3"]``) plus start-up time."""
+    timeout (``timeout_args``, e.g. ``["--timeout-s", "3"]``) plus start-up time.
+    ``local_rank``: the script reads LOCAL_RANK (one that has no use for it may ignore it)."""
     two = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "{port}"}
-    return [
+    cases = [
         Case("env-rank-not-integer", args, r"environment variable RANK='abc' is not an integer",
              env={**two, "RANK": "abc"}),
         Case("env-world-size-not-integer", args,
@@ -111,3 +112,4 @@ def launcher_cases(args: list[str], timeout_args: list[str],
         Case("unreachable-master", [*args, *timeout_args], r"rank 1\b.*127\.0\.0\.1(:|, ){port}",
              status=1, env={**two, "RANK": "1"}, limit_s=unreachable_limit_s),
     ]
+    return [c for c in cases if local_rank or "LOCAL_RANK" not in c.env]

@@ -51,9 +51,13 @@ To measure every GPU of a node at once (each process sees one device), e.g. unde
 Long sweeps print one line per shape as they go (with ``[i/N]``); Ctrl-C stops the sweep and
 still prints the summary (and writes ``--json``) for the shapes measured so far, then exits with
 status 130 (143 for SIGTERM, e.g. ``scancel`` or a job's time limit). Arguments and the
-``--json`` path are checked before any measurement; a sweep may hold at most 10,000 shapes.
-Errors are one line (``mamf_finder.py: error: ...``; exit status 2 for usage errors, 1 for
-failures); ``--debug`` adds the traceback.
+``--json`` path are checked before any measurement; a sweep may hold at most 10,000 shapes,
+``--warmup`` and ``--iters`` at most 1,000,000 each, and a shape whose operands cannot fit in
+the device's memory is refused before the sweep starts. Errors are one line
+(``mamf_finder.py: error: ...``; exit status 2 for usage errors, 1 for failures); ``--debug``
+adds the traceback. A shape that cannot be allocated in the middle of a sweep (memory taken by
+another process) ends it with status 1, after the summary and ``--json`` of the shapes measured
+before it (marked ``"interrupted": true``).
 
 ``--json PATH`` writes::
 
@@ -66,8 +70,9 @@ failures); ``--debug`` adds the traceback.
      "best": {"<dtype>": {<the result row with the highest max_tflops>}, ...},
      "units": {...}}
 
-Bad input (a non-positive size, an unknown dtype, fp8 or tf32 on a device without them) exits
-with status 2 and a one-line ``mamf_finder.py: error: ...`` message.
+Bad input (a non-positive size, an unknown dtype, fp8 or tf32 on a device without them, a
+``--json`` path that cannot be written) exits with status 2 and a one-line
+``mamf_finder.py: error: ...`` message.
 
 Example output (the committed results/compute/mamf_finder-cpu.json: one thread of a 2-vCPU cloud
 VM with Intel AMX units, shared with other jobs, load average about 7; a GPU is three to four
@@ -292,6 +297,10 @@ def run_main(main, argv=None) -> None:
 # At --iters 50 even small shapes take ~10 ms each on a GPU, and large ones far longer: more
 # shapes than this would run for days, which is a typo, not a plan.
 MAX_SHAPES = 10_000
+# Per shape; CUDA timing keeps one pair of events per iteration in memory.
+MAX_ITERS = 1_000_000
+# Bytes per element of A and B, and of the output.
+ELEMENT_BYTES = {"bf16": (2, 2), "fp16": (2, 2), "fp32": (4, 4), "tf32": (4, 4), "fp8": (1, 2)}
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -361,10 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="inner dimension (default 4096)")
     p.add_argument("--dtype", nargs="+", type=parse_dtype, default=["bf16"],
                    help=f"one or more of {', '.join(DTYPES)} (default bf16)")
-    p.add_argument("--device", default="auto",
+    p.add_argument("--device", default="auto", type=nonempty,
                    help="auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps, xpu")
-    p.add_argument("--warmup", type=number(int, 0), default=10, help="untimed matmuls per shape (default 10)")
-    p.add_argument("--iters", type=number(int, 1), default=50, help="timed matmuls per shape (default 50)")
+    p.add_argument("--warmup", type=number(int, 0, MAX_ITERS), default=10,
+                   help="untimed matmuls per shape (default 10)")
+    p.add_argument("--iters", type=number(int, 1, MAX_ITERS), default=50,
+                   help="timed matmuls per shape (default 50)")
     p.add_argument("--no-flush-l2", dest="flush_l2", action="store_false",
                    help="do not overwrite the L2 cache before each timed matmul (GPU only)")
     p.add_argument("--json", metavar="PATH", type=nonempty,
@@ -452,6 +463,29 @@ class Device:
                          if self.capability else self.type)
                 parser.error(f"dtype fp8 needs a CUDA GPU of compute capability 8.9+ (Ada, "
                              f"Hopper, Blackwell) and torch._scaled_mm; this device is {where}")
+
+    def memory_bytes(self) -> int | None:
+        """Memory the operands must fit in (device memory, or the host's RAM for cpu)."""
+        if self.type == "cuda":
+            return self.torch.cuda.get_device_properties(self.dev).total_memory
+        if self.type == "cpu":
+            with contextlib.suppress(ValueError, OSError):
+                return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return None
+
+    def check_fits(self, shapes: list[tuple[int, int, int]], dtypes: list[str]) -> None:
+        """ScriptError (status 2) naming the largest shape whose A, B and output do not fit."""
+        have = self.memory_bytes()
+        if not have:
+            return
+        for dtype in dtypes:
+            ab, out = ELEMENT_BYTES[dtype]
+            m, n, k = max(shapes, key=lambda s: ab * (s[0] * s[2] + s[2] * s[1]) + out * s[0] * s[1])
+            need = ab * (m * k + k * n) + out * m * n
+            if need > have:
+                raise ScriptError(f"--m/--n/--k: shape {m}x{n}x{k} in {dtype} needs {need / 2**30:.1f} "
+                                  f"GiB for A, B and the output; {self.type} has "
+                                  f"{have / 2**30:.1f} GiB", EXIT_USAGE)
 
     def versions(self) -> dict:
         """Versions worth recording next to a measurement (driver, runtime, libraries)."""
@@ -581,6 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     device = Device(torch, args.device, args.parser)
     for dtype in args.dtype:
         device.check_dtype(dtype, args.parser)
+    device.check_fits(args.shapes, args.dtype)
     versions = device.versions()
     flush = None
     if device.type == "cuda" and args.flush_l2:
@@ -598,14 +633,17 @@ def main(argv: list[str] | None = None) -> int:
           f"{'mean TFLOPS':>12} {'median TFLOPS':>14} {'max TFLOPS':>11}", flush=True)
     results: list[dict] = []
     interrupted = False
+    failure = None
     try:
         for dtype in args.dtype:
             for m, n, k in args.shapes:
                 try:
                     run = make_operands(device, dtype, m, n, k)
                 except (RuntimeError, MemoryError) as err:
-                    args.parser.exit(1, f"{PROG}: error: cannot allocate {m}x{n}x{k} {dtype} "
-                                        f"operands: {str(err).splitlines()[0]}\n")
+                    # Keep what was measured: summary and --json below, then this error.
+                    failure = ScriptError(f"cannot allocate {m}x{n}x{k} {dtype} operands: "
+                                          f"{str(err).strip() or type(err).__name__}")
+                    raise KeyboardInterrupt from None
                 row = summarize(m, n, k, dtype, time_shape(device, run, args.warmup, args.iters,
                                                            flush))
                 results.append(row)
@@ -631,6 +669,8 @@ def main(argv: list[str] | None = None) -> int:
         write_atomic(args.json, json.dumps(report, indent=2) + "\n")
         print(f"# wrote {args.json}")
     sys.stdout.flush()
+    if failure is not None:
+        raise failure
     return 128 + stopped_by[0] if interrupted else 0
 
 

@@ -53,7 +53,8 @@ it under ``numa_affinity.py`` (same folder) to measure the NUMA-local case.
      "peak_GBps": {"<test>": <highest GBps over sizes>, ...}, "convention": "..."}
 
 Bad input (a size that is not a positive multiple of 4 bytes, a sweep of more than 1,000 sizes,
-a test that the device does not have, e.g. ``d2d`` on a CPU, a ``--json`` path that cannot be
+a size whose buffers do not fit in the host's or the device's memory, a test that the device
+does not have, e.g. ``d2d`` on a CPU, a ``--json`` path that cannot be
 written) exits with status 2 and a one-line ``mem_bandwidth.py: error: ...`` message before
 anything is measured; ``--debug`` adds the traceback. Ctrl-C or SIGTERM stops the sweep and still
 writes the sizes measured so far (``"interrupted": true``; exit status 130 or 143).
@@ -326,6 +327,24 @@ def geometric_sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
     return sizes
 
 
+def check_memory(torch, kind: str, tests: list[str], size: int, dev, option: str) -> None:
+    """Refuse, before measuring, a ``size`` whose buffers cannot fit: host_copy holds two host
+    buffers, the h2d/d2h tests one host and one device buffer, d2d two device buffers."""
+    try:
+        host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # not reported by this OS: let the allocator decide
+        host = None
+    need = {"host memory": (2 if "host_copy" in tests else 1 if set(tests) - {"d2d"} else 0, host)}
+    if kind == "cuda":
+        device = torch.cuda.get_device_properties(dev).total_memory
+        need["device memory"] = (2 if "d2d" in tests else 1, device)
+    for where, (buffers, have) in need.items():
+        if have and buffers * size > have:
+            raise ScriptError(f"{option}: size {format_size(size)} needs {buffers} buffer(s) of that "
+                              f"size, more than this machine's {have / 2**30:.1f} GiB of {where}",
+                              EXIT_USAGE)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Command-line interface; building it touches neither torch nor any device."""
     p = argparse.ArgumentParser(
@@ -360,6 +379,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.sizes and (args.min_bytes or args.max_bytes):
         parser.error("--sizes cannot be combined with --min-bytes/--max-bytes")
+    if args.sizes and len(set(args.sizes)) > MAX_SIZES:
+        parser.error(f"--sizes: {len(set(args.sizes))} sizes; at most {MAX_SIZES} (each is measured "
+                     "--warmup + --iters times per test)")
     if args.min_bytes and args.max_bytes and args.max_bytes < args.min_bytes:
         parser.error(f"--max-bytes ({args.max_bytes}) must be >= --min-bytes ({args.min_bytes})")
     # Each size is measured --warmup + --iters times per test; beyond this a sweep is a typo.
@@ -443,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         dev, name = torch.device("cpu"), "cpu"
         where = f"device cpu, {torch.get_num_threads()} thread(s)"
+    check_memory(torch, kind, tests, max(sizes), dev, "--sizes" if args.sizes else "--max-bytes")
     print(f"# {PROG}: copy bandwidth, torch {torch.__version__}, {where}")
     print("# GBps = copied bytes / time; traffic = bytes read + written / time "
           "(2x for in-memory copies); 1 GBps = 1e9 bytes/s")

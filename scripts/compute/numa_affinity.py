@@ -48,8 +48,13 @@ Just show the plan for every local rank of this node (no command)::
 ``--sysfs-root DIR`` reads a copy of /sys instead (for tests, or to inspect another machine's
 topology from a tarball of its sysfs).
 
-Bad input (a negative local rank, a local rank beyond the GPUs found, a malformed CPU list)
-exits with status 2 and a one-line ``numa_affinity.py: error: ...`` message.
+Exit status: that of the command (the helper replaces itself with it); 0 after ``--print``.
+Bad input (a negative or non-integer local rank in ``--local-rank``, ``LOCAL_RANK`` or
+``SLURM_LOCALID``, a local rank beyond the GPUs found, a malformed CPU list or NUMA node in
+sysfs, a ``--json`` path that cannot be written, checked before anything is bound) exits with
+status 2 and a one-line ``numa_affinity.py: error: ...`` message; a command that cannot be
+found exits with 127, one that cannot be executed with 126, as with ``env`` or ``timeout``.
+``--debug`` adds the traceback to an error.
 
 Example output (``--print`` on the 2-vCPU cloud VM without GPUs this book's results come from)::
 
@@ -75,6 +80,9 @@ from pathlib import Path
 
 PROG = "numa_affinity.py"
 GPU_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD"}
+# Linux builds for at most 8192 CPUs (NR_CPUS); a cpulist naming more is corrupt, and expanding
+# "0-4000000000" would exhaust memory.
+MAX_CPU = 65535
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
@@ -263,13 +271,15 @@ def parse_cpulist(text: str) -> list[int]:
         try:
             if "-" in part:
                 lo, hi = (int(x) for x in part.split("-", 1))
-                if hi < lo:
-                    raise ValueError
-                cpus.update(range(lo, hi + 1))
             else:
-                cpus.add(int(part))
+                lo = hi = int(part)
+            if not 0 <= lo <= hi:
+                raise ValueError
         except ValueError:
             raise TopologyError(f"malformed cpu list {text!r}") from None
+        if hi > MAX_CPU:
+            raise TopologyError(f"cpu list {text!r} names cpu {hi}; at most {MAX_CPU} (corrupt?)")
+        cpus.update(range(lo, hi + 1))
     return sorted(cpus)
 
 
@@ -291,6 +301,16 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8").strip()
     except OSError as err:
         raise TopologyError(f"cannot read {path}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise TopologyError(f"{path}: not UTF-8 text") from None
+
+
+def _read_int(path: Path) -> int:
+    text = _read(path)
+    try:
+        return int(text)
+    except ValueError:
+        raise TopologyError(f"{path}: {text[:40]!r} is not an integer") from None
 
 
 def numa_nodes(sysfs: Path) -> dict[int, list[int]]:
@@ -298,7 +318,10 @@ def numa_nodes(sysfs: Path) -> dict[int, list[int]]:
     base = sysfs / "devices" / "system" / "node"
     nodes = {}
     for d in sorted(base.glob("node[0-9]*")):
-        nodes[int(d.name[4:])] = parse_cpulist(_read(d / "cpulist"))
+        try:
+            nodes[int(d.name[4:])] = parse_cpulist(_read(d / "cpulist"))
+        except TopologyError as err:
+            raise TopologyError(f"{d / 'cpulist'}: {err}") from None
     return nodes
 
 
@@ -313,16 +336,19 @@ def find_gpus(sysfs: Path) -> list[dict]:
     gpus = []
     for dev in sorted((sysfs / "bus" / "pci" / "devices").glob("*")):
         try:
-            cls = (dev / "class").read_text().strip()
-            vendor = (dev / "vendor").read_text().strip()
-        except OSError:
+            cls = (dev / "class").read_text(encoding="ascii").strip()
+            vendor = (dev / "vendor").read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
             continue
         if not cls.startswith("0x03") or vendor not in GPU_VENDORS:
             continue
         node_file = dev / "numa_node"
-        node = int(_read(node_file)) if node_file.exists() else -1
+        node = _read_int(node_file) if node_file.exists() else -1
         if (dev / "local_cpulist").exists():
-            cpus = parse_cpulist(_read(dev / "local_cpulist"))
+            try:
+                cpus = parse_cpulist(_read(dev / "local_cpulist"))
+            except TopologyError as err:
+                raise TopologyError(f"{dev / 'local_cpulist'}: {err}") from None
         else:
             cpus = nodes.get(node, [])
         gpus.append({"address": dev.name, "vendor": GPU_VENDORS[vendor], "numa_node": node,
@@ -345,10 +371,11 @@ def visible_gpus(gpus: list[dict], env: dict) -> list[dict]:
 
 
 def local_rank_from_env(env: dict) -> int | None:
-    """LOCAL_RANK (torchrun) or SLURM_LOCALID (srun), or None."""
+    """LOCAL_RANK (torchrun) or SLURM_LOCALID (srun), or None; ScriptError (status 2) naming the
+    variable if it is not an integer >= 0."""
     for name in ("LOCAL_RANK", "SLURM_LOCALID"):
         if env.get(name, "").strip():
-            return int(env[name])
+            return env_int(name)
     return None
 
 
@@ -382,16 +409,17 @@ def build_parser() -> argparse.ArgumentParser:
                "srun --ntasks-per-node 8 python numa_affinity.py --split -- python train.py ; "
                "python numa_affinity.py --print --nranks 8")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--local-rank", type=number(int), default=None,
+    p.add_argument("--local-rank", type=number(int, 0), default=None,
                    help="local rank when neither LOCAL_RANK nor SLURM_LOCALID is set (default 0)")
     p.add_argument("--split", action="store_true",
                    help="give each rank an equal, disjoint share of its NUMA node's cores")
     p.add_argument("--print", dest="show", action="store_true",
                    help="print the plan (all local ranks with --nranks) and exit")
-    p.add_argument("--nranks", type=number(int), default=None,
+    p.add_argument("--nranks", type=number(int, 1, MAX_CPU + 1), default=None,
                    help="with --print: show ranks 0..N-1 (default: one per GPU)")
-    p.add_argument("--json", metavar="PATH", help="write the plan as JSON to PATH")
-    p.add_argument("--sysfs-root", type=Path, default=Path("/sys"), help=argparse.SUPPRESS)
+    p.add_argument("--json", metavar="PATH", type=nonempty, help="write the plan as JSON to PATH")
+    p.add_argument("--sysfs-root", type=lambda text: Path(nonempty(text)), default=Path("/sys"),
+                   help=argparse.SUPPRESS)
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="command to exec after binding (put it after --)")
     return p
@@ -404,15 +432,12 @@ def main(argv: list[str] | None = None) -> int:
     if not command and not args.show:
         parser.error("nothing to do: give a command after -- or use --print")
     env = dict(os.environ)
-    try:
-        env_rank = local_rank_from_env(env)
-    except ValueError:
-        parser.error("LOCAL_RANK/SLURM_LOCALID is not an integer")
+    env_rank = local_rank_from_env(env)
     local_rank = env_rank if env_rank is not None else (args.local_rank or 0)
-    if local_rank < 0:
-        parser.error(f"local rank must be >= 0 (got {local_rank})")
-    if args.nranks is not None and args.nranks < 1:
-        parser.error(f"--nranks must be >= 1 (got {args.nranks})")
+    if args.json:
+        check_output(args.json, "--json")
+    if not args.sysfs_root.is_dir():
+        raise ScriptError(f"--sysfs-root {args.sysfs_root}: not a folder", EXIT_USAGE)
     try:
         nodes = numa_nodes(args.sysfs_root)
         gpus = visible_gpus(find_gpus(args.sysfs_root), env)
@@ -442,10 +467,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"local rank {p['local_rank']}: GPU {p['gpu']} NUMA node {node} -> cpus "
                       f"{p['cpulist'] or '(none)'}   [{numactl}]")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"gpus": gpus, "numa_nodes": {str(k): v for k, v in nodes.items()},
-                       "ranks": plans}, f, indent=2)
-            f.write("\n")
+        write_atomic(args.json, json.dumps({"gpus": gpus, "numa_nodes": {str(k): v for k, v in nodes.items()},
+                                            "ranks": plans}, indent=2) + "\n")
     if args.show:
         return 0
 
@@ -464,8 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         os.execvp(command[0], command)
     except OSError as err:
-        print(f"{PROG}: error: cannot run {command[0]!r}: {err.strerror}", file=sys.stderr)
-        return 127
+        raise ScriptError(f"cannot run {command[0]!r}: {err.strerror}",
+                          127 if isinstance(err, FileNotFoundError) else 126) from None
     return 0  # unreachable: execvp replaced the process
 
 

@@ -258,9 +258,11 @@ def fail(msg: str, status: int = 2) -> None:
 
 def rank_and_world() -> tuple[int, int]:
     """(rank, world size) from torchrun's RANK/WORLD_SIZE, else SLURM's, else (0, 1)."""
-    rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
-    world = os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1"))
-    return int(rank), int(world)
+    rank = env_int("RANK", env_int("SLURM_PROCID", 0))
+    world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
+    if rank >= world:
+        fail(f"rank {rank} is outside world size {world} (check RANK and WORLD_SIZE)")
+    return rank, world
 
 
 class Collectives:
@@ -302,9 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("mismatch", "missing", "ok"), default="mismatch",
                    help="mismatch: rank 0 all_reduce, others broadcast; missing: the last rank "
                    "skips the collective; ok: all ranks all_reduce (default mismatch)")
-    p.add_argument("--timeout-s", type=number(float), default=30.0,
+    p.add_argument("--timeout-s", type=number(float, 0, lo_open=True), default=30.0,
                    help="process-group timeout in seconds (default 30)")
-    p.add_argument("--dump-margin-s", type=number(float), default=15.0,
+    p.add_argument("--dump-margin-s", type=number(float, 0, lo_open=True), default=15.0,
                    help="seconds after the timeout at which faulthandler dumps all stacks and "
                    "exits, if the job is still alive (default 15)")
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
@@ -314,8 +316,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.timeout_s <= 0 or args.dump_margin_s <= 0:
-        fail("--timeout-s and --dump-margin-s must be positive")
     rank, world = rank_and_world()
     if world < 2:
         fail(f"needs at least 2 ranks (world size is {world}); launch with torchrun "
@@ -323,11 +323,15 @@ def main(argv: list[str] | None = None) -> int:
     for var in ("MASTER_ADDR", "MASTER_PORT"):
         if var not in os.environ:
             fail(f"{var} is not set; launch with torchrun, or export it for srun")
+    master = f"{os.environ['MASTER_ADDR']}:{env_int('MASTER_PORT')}"
+    local = env_int("LOCAL_RANK", env_int("SLURM_LOCALID", 0))
 
     # Backstop: if the job is still alive well after the timeout, print every thread's stack
     # and exit, whatever the backend is doing.
     faulthandler.dump_traceback_later(args.timeout_s + args.dump_margin_s, exit=True)
 
+    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     import torch
     import torch.distributed as dist
 
@@ -338,11 +342,17 @@ def main(argv: list[str] | None = None) -> int:
         fail("--backend nccl needs CUDA, and no GPU is visible")
     device = torch.device("cpu")
     if backend == "nccl":
-        local = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0")))
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
-    dist.init_process_group(backend, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=args.timeout_s))
+    # The store retries past the timeout: one deadline, naming the address, for the rendezvous.
+    with deadline(args.timeout_s * 1.1 + 1, f"rank {rank}: rendezvous with "
+                                            f"MASTER_ADDR:MASTER_PORT {master}"):
+        try:
+            dist.init_process_group(backend, rank=rank, world_size=world,
+                                    timeout=datetime.timedelta(seconds=args.timeout_s))
+        except RuntimeError as exc:
+            fail(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master} failed: "
+                 f"{(str(exc).strip().splitlines() or [''])[0]}", 1)
     coll = Collectives(rank, args.timeout_s)
     t = torch.full((4,), float(rank + 1), device=device)
 

@@ -268,35 +268,46 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Print a multi-line message from every "
                                 "rank: plainly, under a file lock, and gathered in rank order.")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--lines", type=number(int), default=4, help="lines per message (default 4)")
+    p.add_argument("--lines", type=number(int, 1, 100_000), default=4, help="lines per message (default 4)")
     p.add_argument("--only", choices=("plain", "locked", "ordered"),
                    help="run only one of the three demos")
     p.add_argument("--lock-file", default=__file__,
                    help="file to flock for print_locked (default: this script)")
-    p.add_argument("--timeout-s", type=number(float), default=60.0,
+    p.add_argument("--timeout-s", type=number(float, 0, lo_open=True), default=60.0,
                    help="process-group timeout in seconds (default 60)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.lines < 1:
-        print(f"{PROG}: error: --lines must be at least 1, got {args.lines}", file=sys.stderr)
-        return 2
     if not os.access(args.lock_file, os.R_OK):
         print(f"{PROG}: error: cannot read lock file {args.lock_file!r}", file=sys.stderr)
         return 2
-    import torch.distributed as dist
-
-    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
-    world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1")))
+    rank = env_int("RANK", env_int("SLURM_PROCID", 0))
+    world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
+    if rank >= world:
+        raise ScriptError(f"rank {rank} is outside world size {world} (check RANK and "
+                          "WORLD_SIZE)", EXIT_USAGE)
     if world > 1:
         if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
-            print(f"{PROG}: error: MASTER_ADDR and MASTER_PORT must be set for {world} ranks "
-                  "(launch with torchrun)", file=sys.stderr)
-            return 2
-        dist.init_process_group("gloo", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=args.timeout_s))
+            raise ScriptError(f"MASTER_ADDR and MASTER_PORT must be set for {world} ranks "
+                              "(launch with torchrun)", EXIT_USAGE)
+        master = f"{os.environ['MASTER_ADDR']}:{env_int('MASTER_PORT')}"
+    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+    import torch.distributed as dist
+
+    if world > 1:
+        # The store retries past the timeout: one deadline, naming the address, bounds it.
+        with deadline(args.timeout_s * 1.1 + 1, f"rank {rank}: rendezvous with "
+                                                f"MASTER_ADDR:MASTER_PORT {master}"):
+            try:
+                dist.init_process_group("gloo", rank=rank, world_size=world,
+                                        timeout=datetime.timedelta(seconds=args.timeout_s))
+            except RuntimeError as exc:
+                raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT "
+                                  f"{master} failed: "
+                                  f"{(str(exc).strip().splitlines() or [''])[0]}") from None
     host = socket.gethostname()
     message = "\n".join(f"  rank {rank} of {world} on {host}: line {i + 1} of {args.lines}"
                         for i in range(args.lines))

@@ -229,7 +229,7 @@ def run_main(main, argv=None) -> None:
 
 def rank_from_env() -> int:
     """This process's rank: RANK (torchrun), else SLURM_PROCID (srun), else 0."""
-    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+    return env_int("RANK", env_int("SLURM_PROCID", 0))
 
 
 def start_line_trace(out_path: str, match: str):
@@ -285,12 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
         usage="%(prog)s --out DIR [--match TEXT] [--every S] -- script.py [args ...]\n"
               "       %(prog)s --show DIR")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--out", help="directory for rank<R>.trace (and rank<R>.stacks) files")
+    p.add_argument("--out", type=nonempty, help="directory for rank<R>.trace (and rank<R>.stacks) files")
     p.add_argument("--match", help="trace only files whose path contains this text "
                    "(default: the script's own path)")
-    p.add_argument("--every", type=number(float), default=0.0,
+    p.add_argument("--every", type=number(float, 0), default=0.0,
                    help="also dump all stacks to rank<R>.stacks every S seconds (default off)")
-    p.add_argument("--show", metavar="DIR", help="print the last traced line of every rank")
+    p.add_argument("--show", metavar="DIR", type=nonempty, help="print the last traced line of every rank")
     p.add_argument("script", nargs="?", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -318,10 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(args.script):
         print(f"{PROG}: error: no such script {args.script!r}", file=sys.stderr)
         return 2
-    if args.every < 0:
-        print(f"{PROG}: error: --every must be >= 0, got {args.every}", file=sys.stderr)
-        return 2
-    os.makedirs(args.out, exist_ok=True)
+    check_output_dir(args.out, "--out")
     rank = rank_from_env()
     script = os.path.abspath(args.script)
     if args.every:

@@ -8,6 +8,7 @@ shapes, bad arguments fail with one line, and Ctrl-C still yields the results so
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import signal
@@ -113,6 +114,12 @@ BAD_INPUT = [
     Case("json-folder-missing", ["--json", "no/such/r.json"], "no/such does not exist"),
     Case("json-parent-is-file", ["--json", "f/r.json"], "f is not a folder", files={"f": "x"}),
     Case("json-unwritable", ["--json", "/proc/r.json"], "cannot write in /proc"),
+    Case("iters-huge", ["--iters", "10000000"], "--iters: 10000000 must be <= 1e\\+06"),
+    Case("warmup-inf", ["--warmup", "inf"], "--warmup: 'inf' is not an integer"),
+    Case("device-empty", ["--device", ""], "--device: must not be empty"),
+    Case("shape-beyond-memory", ["--device", "cpu", "--dtype", "fp32", "--m", "1000000", "--n",
+                                 "1000000", "--k", "1000000"],
+         r"shape 1000000x1000000x1000000 in fp32 needs 11175\.9 GiB .*; cpu has"),
 ]
 
 
@@ -126,6 +133,33 @@ def test_cuda_requested_without_cuda_is_an_error(launch):
     res = launch.python(SCRIPT, ["--device", "cuda"], timeout=60)
     assert res.returncode == 2
     assert "no CUDA device is available" in launch.error_lines(res.stderr)[0]
+
+
+def test_allocation_failure_mid_sweep_keeps_the_shapes_measured(launch, tmp_path, monkeypatch):
+    """A shape that cannot be allocated (memory taken by another process) ends the sweep with
+    status 1, after writing the shapes measured before it."""
+    spec = importlib.util.spec_from_file_location("mamf_finder", launch.scripts / SCRIPT)
+    mamf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mamf)
+    real = mamf.make_operands
+
+    def make_operands(device, dtype, m, n, k):
+        if m == 96:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(device, dtype, m, n, k)
+    monkeypatch.setattr(mamf, "make_operands", make_operands)
+    out = tmp_path / "partial.json"
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:  # main() installs its own SIGINT/SIGTERM handlers: give pytest its own back
+        with pytest.raises(mamf.ScriptError, match=r"cannot allocate 96x64x64 fp32 operands: CUDA out of memory"):
+            mamf.main(["--device", "cpu", "--dtype", "fp32", "--m", "32:128:32", "--n", "64", "--k", "64",
+                       "--warmup", "0", "--iters", "2", "--json", str(out)])
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True
+    assert [(r["m"], r["dtype"]) for r in report["results"]] == [(32, "fp32"), (64, "fp32")]
 
 
 class Sweep:

@@ -78,6 +78,17 @@ BAD_INPUT = [
     Case("json-is-folder", ["--json", "{tmp}"], "is a folder"),
     Case("json-folder-missing", ["--json", "nope/bw.json"], "nope does not exist"),
     Case("json-unwritable", ["--json", "/proc/bw.json"], "cannot write in /proc"),
+    Case("json-parent-is-file", ["--json", "f/bw.json"], "f is not a folder", files={"f": "x"}),
+    Case("json-empty", ["--json", ""], "--json: must not be empty"),
+    Case("iters-nan", ["--iters", "nan"], "--iters: 'nan' is not an integer"),
+    Case("warmup-negative", ["--warmup", "-3"], "--warmup: -3 must be >= 0"),
+    Case("sizes-too-many", ["--sizes", *(f"{4 * i}" for i in range(1, 1002))],
+         "--sizes: 1001 sizes; at most 1000"),
+    # 2 x 64 TiB: more than any host has; refused before the first allocation
+    Case("size-beyond-memory", ["--device", "cpu", "--sizes", "65536G"],
+         r"--sizes: size 65536G needs 2 buffer\(s\) .* GiB of host memory"),
+    Case("max-bytes-beyond-memory", ["--device", "cpu", "--min-bytes", "1G", "--max-bytes", "65536G",
+                                     "--factor", "65536"], r"--max-bytes: size 65536G needs 2"),
 ]
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.bad_input import Case, check_refused
+
 SCRIPT = "numa_affinity.py"
 PRINT_AFFINITY = [sys.executable, "-c",
                   "import os; print('AFFINITY', sorted(os.sched_getaffinity(0)), "
@@ -118,21 +120,61 @@ def test_without_gpus_explains_and_runs_unbound(launch, tmp_path):
     assert f"AFFINITY {sorted(os.sched_getaffinity(0))}" in res.stdout
 
 
-@pytest.mark.parametrize("args, env, message", [
-    (["--print"], {"LOCAL_RANK": "-1"}, "local rank must be >= 0"),
-    ([], {}, "nothing to do"),
-    (["--", "true"], {"LOCAL_RANK": "4"}, "local rank 4 but 4 GPU(s) visible"),
-    (["--print", "--nranks", "0"], {}, "--nranks must be >= 1"),
-])
-def test_bad_input_fails_with_one_line(launch, two_socket, args, env, message):
-    res = launch.python(SCRIPT, ["--sysfs-root", str(two_socket), *args], env=env)
-    assert res.returncode == 2, res.output
-    errors = launch.error_lines(res.stderr)
-    assert len(errors) == 1 and message in errors[0], res.stderr
+def sysfs_files(cpulist: str = "0-7", numa_node: str | bytes = "0", ngpus: int = 4) -> dict:
+    """The files of a small fake /sys under ``sys/`` for :class:`Case` (one node, ``ngpus`` GPUs)."""
+    files = {"sys/devices/system/node/node0/cpulist": cpulist}
+    for i in range(ngpus):
+        d = f"sys/bus/pci/devices/0000:{i:02x}:00.0/"
+        files.update({d + "class": "0x030200\n", d + "vendor": "0x10de\n", d + "numa_node": numa_node,
+                      d + "local_cpulist": cpulist})
+    return files
 
 
-def test_malformed_cpulist_is_an_error(launch, tmp_path):
-    sysfs = fake_sysfs(tmp_path / "sys", {0: "0-x"}, [("0000:01:00.0", 0, "0")])
-    res = launch.python(SCRIPT, ["--sysfs-root", str(sysfs), "--print"])
-    assert res.returncode == 2
-    assert "malformed cpu list '0-x'" in launch.error_lines(res.stderr)[0]
+SYSFS = ["--sysfs-root", "sys"]
+GOOD = sysfs_files()
+BAD_INPUT = [
+    Case("nothing-to-do", SYSFS, "nothing to do: give a command after -- or use --print", files=GOOD),
+    Case("env-local-rank-not-integer", [*SYSFS, "--print"],
+         r"environment variable LOCAL_RANK='abc' is not an integer", env={"LOCAL_RANK": "abc"},
+         files=GOOD),
+    Case("env-slurm-localid-not-integer", [*SYSFS, "--print"],
+         r"environment variable SLURM_LOCALID='1.5' is not an integer",
+         env={"SLURM_LOCALID": "1.5"}, files=GOOD),
+    Case("env-local-rank-negative", [*SYSFS, "--print"],
+         "environment variable LOCAL_RANK=-1 must be >= 0", env={"LOCAL_RANK": "-1"}, files=GOOD),
+    Case("local-rank-negative", [*SYSFS, "--local-rank", "-1", "--", "true"],
+         "--local-rank: -1 must be >= 0", files=GOOD),
+    Case("local-rank-beyond-gpus", [*SYSFS, "--", "true"], r"local rank 4 but 4 GPU\(s\) visible",
+         env={"LOCAL_RANK": "4"}, files=GOOD),
+    Case("nranks-zero", [*SYSFS, "--print", "--nranks", "0"], "--nranks: 0 must be >= 1", files=GOOD),
+    Case("nranks-nan", [*SYSFS, "--print", "--nranks", "nan"], "--nranks: 'nan' is not an integer",
+         files=GOOD),
+    Case("nranks-huge", [*SYSFS, "--print", "--nranks", "1000000000"], "--nranks: .* must be <= 65536",
+         files=GOOD),
+    Case("cpulist-malformed", [*SYSFS, "--print"], r"cpulist: malformed cpu list '0-x'",
+         files=sysfs_files(cpulist="0-x")),
+    Case("cpulist-huge", [*SYSFS, "--print"], r"names cpu 4000000000; at most 65535",
+         files=sysfs_files(cpulist="0-4000000000")),
+    Case("cpulist-not-utf8", [*SYSFS, "--print"], r"node0/cpulist: not UTF-8 text",
+         files={**GOOD, "sys/devices/system/node/node0/cpulist": b"0-\xff"}),
+    Case("numa-node-not-integer", [*SYSFS, "--print"], r"numa_node: 'one' is not an integer",
+         files=sysfs_files(numa_node="one")),
+    Case("sysfs-root-missing", ["--sysfs-root", "nowhere", "--print"],
+         "--sysfs-root nowhere: not a folder"),
+    Case("json-empty", [*SYSFS, "--print", "--json", ""], "--json: must not be empty", files=GOOD),
+    Case("json-is-folder", [*SYSFS, "--print", "--json", "{tmp}"], "is a folder", files=GOOD),
+    Case("json-folder-missing", [*SYSFS, "--print", "--json", "no/plan.json"], "no does not exist",
+         files=GOOD),
+    Case("json-parent-is-file", [*SYSFS, "--print", "--json", "f/plan.json"], "f is not a folder",
+         files={**GOOD, "f": "x"}),
+    # checked before binding and exec: the command never runs
+    Case("json-unwritable-before-exec", [*SYSFS, "--json", "/proc/plan.json", "--", "true"],
+         "cannot write in /proc", files=GOOD),
+    Case("command-not-found", [*SYSFS, "--", "no-such-command-xyz"],
+         "cannot run 'no-such-command-xyz'", status=127, files=GOOD),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("compute/numa_affinity.py", case, tmp_path)

@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from tests.bad_input import Case, check_refused
 from tests.launchers import REPO, clean_env
 
 SCRIPTS = ["scripts/debug/underflow_overflow_detector.py", "scripts/debug/hanging_collective.py",
@@ -48,3 +49,28 @@ def test_nccl_mismatch_ends_by_timeout(launch):
                                                     "--dump-margin-s", "20"], timeout=120)
     assert res.returncode != 0
     assert "entering all_reduce #2" in res.stdout and "entering broadcast #2" in res.stdout
+
+
+TRACER_BAD_INPUT = [
+    Case("no-out", ["x.py"], "give --out DIR and a script to run", files={"x.py": ""}),
+    Case("out-empty", ["--out", "", "x.py"], "--out: must not be empty", files={"x.py": ""}),
+    Case("out-is-file", ["--out", "x.py", "x.py"], "x.py is a file, not a folder",
+         files={"x.py": ""}),
+    Case("out-unwritable", ["--out", "/proc/tr", "x.py"], "--out /proc/tr: cannot write there",
+         files={"x.py": ""}),
+    Case("script-missing", ["--out", "tr", "nope.py"], "no such script 'nope.py'"),
+    Case("every-negative", ["--out", "tr", "--every", "-1", "x.py"], "--every: -1 must be >= 0",
+         files={"x.py": ""}),
+    Case("every-nan", ["--out", "tr", "--every", "nan", "x.py"], "--every: 'nan' is not a finite",
+         files={"x.py": ""}),
+    Case("show-missing", ["--show", "nowhere"], "no such directory 'nowhere'"),
+    Case("show-empty-folder", ["--show", "d"], "no rank<R>.trace files", status=1,
+         files={"d/other.txt": ""}),
+    Case("env-rank-text", ["--out", "tr", "x.py"], "RANK='abc' is not an integer",
+         env={"RANK": "abc"}, files={"x.py": ""}),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in TRACER_BAD_INPUT])
+def test_rank_line_tracer_bad_input(case, tmp_path):
+    check_refused("debug/rank_line_tracer.py", case, tmp_path)

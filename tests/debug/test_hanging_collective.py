@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bad_input import Case, check_refused, launcher_cases
 from tests.launchers import REPO, clean_env, free_port
 
 SCRIPTS = REPO / "scripts" / "debug"
@@ -133,12 +134,21 @@ def test_matching_collectives_finish(launch):
     assert "hanging_collective.py: error" not in res.stderr
 
 
-def test_single_process_is_refused(launch):
-    res = launch.python("hanging_collective.py", [], timeout=30)
-    assert res.returncode == 2
-    assert launch.error_lines(res.stderr) == [
-        "hanging_collective.py: error: needs at least 2 ranks (world size is 1); launch with "
-        "torchrun --nproc-per-node 2"]
+BAD_INPUT = [
+    Case("single-process", [], r"needs at least 2 ranks \(world size is 1\); launch with torchrun "
+         "--nproc-per-node 2"),
+    Case("timeout-zero", ["--timeout-s", "0"], "--timeout-s: 0 must be > 0"),
+    Case("timeout-nan", ["--timeout-s", "nan"], "--timeout-s: 'nan' is not a finite number"),
+    Case("dump-margin-negative", ["--dump-margin-s", "-5"], "--dump-margin-s: -5 must be > 0"),
+    Case("mode-unknown", ["--mode", "deadlock"], "--mode"),
+    Case("master-missing", [], "MASTER_ADDR is not set", env={"RANK": "0", "WORLD_SIZE": "2"}),
+    *launcher_cases([], ["--timeout-s", "3"]),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("debug/hanging_collective.py", case, tmp_path)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -151,7 +161,8 @@ def test_debug_chapter_cites_the_scripts_current_lines(lang):
     assert cited, "the chapter no longer cites lines of hanging_collective.py"
     for number, code in cited:
         line = source[int(number) - 1].strip()
-        assert line.startswith(("dist.", "sys.exit(main())")), f"line {number} is {line!r}"
+        assert line.startswith(("dist.", "status = main(argv)", "run_main(main)")), \
+            f"line {number} is {line!r}"
         if code:
             assert line == code.strip(), f"line {number} is {line!r}, the chapter shows {code!r}"
     # In a py-spy stack, main's line must hold the collective named by the innermost torch frame.

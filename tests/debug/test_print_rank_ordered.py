@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from tests.bad_input import Case, check_refused, launcher_cases
+
 SCRIPT = "print_rank_ordered.py"
 
 
@@ -23,7 +27,17 @@ def test_ordered_and_locked_output(launch):
         assert all(f"rank {r} of 2" in line for line in lines[i + 1:i + 6])
 
 
-def test_bad_lines_is_one_line_error(launch):
-    res = launch.python(SCRIPT, ["--lines", "0"], timeout=30)
-    assert res.returncode == 2
-    assert launch.error_lines(res.stderr) == [f"{SCRIPT}: error: --lines must be at least 1, got 0"]
+BAD_INPUT = [
+    Case("lines-zero", ["--lines", "0"], "--lines: 0 must be >= 1"),
+    Case("lines-huge", ["--lines", "10000000"], "--lines: 10000000 must be <= 100000"),
+    Case("timeout-nan", ["--timeout-s", "nan"], "--timeout-s: 'nan' is not a finite number"),
+    Case("lock-file-missing", ["--lock-file", "/nonexistent/lock"], "cannot read lock file"),
+    Case("srun-without-master", [], "MASTER_ADDR and MASTER_PORT must be set",
+         env={"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}),
+    *launcher_cases([], ["--timeout-s", "3"], local_rank=False),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input(case, tmp_path):
+    check_refused("debug/print_rank_ordered.py", case, tmp_path)
