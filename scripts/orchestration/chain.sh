@@ -15,6 +15,9 @@ set -euo pipefail
 n=${1:?usage: chain.sh N [SBATCH_OPTIONS] JOB_SCRIPT [ARGS...]}
 shift
 [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "chain.sh: error: N must be a positive integer (got $n)" >&2; exit 2; }
+# More links than this is a typo: each is a pending job the scheduler must track.
+(( ${#n} <= 4 && n <= 1000 )) || { echo "chain.sh: error: N must be at most 1000 (got $n)" >&2; exit 2; }
+(( $# > 0 )) || { echo "chain.sh: error: no job script given (usage: chain.sh N [SBATCH_OPTIONS] JOB_SCRIPT [ARGS...])" >&2; exit 2; }
 
 prev=""
 for _ in $(seq "$n"); do

@@ -13,6 +13,10 @@
 set -euo pipefail
 
 OUT_DIR=${OUT_DIR:-$PWD/sweep-$(date +%Y%m%d-%H%M%S)}
+# mkdir -p alone answers "File exists" when OUT_DIR or one of its parents is a file.
+parent=$OUT_DIR
+while [[ ! -e $parent ]]; do parent=$(dirname "$parent"); done
+[[ -d $parent ]] || { echo "pipeline.sh: error: OUT_DIR=$OUT_DIR: $parent is a file, not a folder" >&2; exit 2; }
 mkdir -p "$OUT_DIR"
 export OUT_DIR
 

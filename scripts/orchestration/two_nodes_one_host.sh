@@ -13,9 +13,16 @@ set -euo pipefail
 script=${1:?usage: two_nodes_one_host.sh SCRIPT [ARGS...]}
 shift
 port=${MASTER_PORT:-29500}
+nproc=${NPROC_PER_NODE:-1}
+fail() { echo "two_nodes_one_host.sh: error: $*" >&2; exit 2; }
+[[ -f $script ]] || fail "no such script: $script"
+if ! [[ $port =~ ^[1-9][0-9]{0,4}$ ]] || (( port > 65535 )); then
+    fail "MASTER_PORT=$port is not a TCP port (1-65535)"
+fi
+[[ $nproc =~ ^[1-9][0-9]{0,2}$ ]] || fail "NPROC_PER_NODE=$nproc is not an integer from 1 to 999"
 pids=()
 for node_rank in 0 1; do
-    torchrun --nnodes 2 --nproc-per-node "${NPROC_PER_NODE:-1}" --node-rank "$node_rank" \
+    torchrun --nnodes 2 --nproc-per-node "$nproc" --node-rank "$node_rank" \
         --master-addr 127.0.0.1 --master-port "$port" "$script" "$@" 2>&1 \
         | sed -u "s/^/[node $node_rank] /" &
     pids+=("$!")
