@@ -49,8 +49,8 @@ placeholders)::
                   "algbw_GBps": <float>, "busbw_GBps": <float>}, ...],
      "peak_busbw_GBps": <float>, ...}
 
-(plus extra keys: peak_busbw_size_bytes, busbw_factor, launcher, hosts, units, verified; numbers
-keep 6 significant digits).
+(plus extra keys: peak_busbw_size_bytes, busbw_factor, launcher, hosts, units, verified,
+interrupted; numbers keep 6 significant digits).
 
 Self-tests (environment variables, for the test suite; never set them for a real measurement):
 
@@ -88,8 +88,18 @@ Plain ``python all_reduce_bench.py`` runs one process (world size 1). It works, 
 no data crosses a link: busbw is 0 by definition (factor 2(n-1)/n = 0) and the output says so.
 
 A rank that dies or stops answering makes the others fail after ``--timeout-s`` seconds (default 60)
-with a one-line error, instead of hanging. (With nccl, PyTorch's watchdog enforces that timeout by
-aborting the process.)
+with a one-line error, instead of hanging; so does a rank that cannot reach MASTER_ADDR:MASTER_PORT
+(the error names the address). (With nccl, PyTorch's watchdog enforces that timeout by aborting
+the process.)
+
+Exit status: 0 success; 1 a failure (a wrong all-reduce result, a timeout, an unreachable peer),
+always as one line ``all_reduce_bench.py: error: rank R on HOST: ...`` (``--debug`` adds the
+traceback); 2 bad arguments or launcher variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_PORT,
+SLURM_*), a ``--json``/``--plot`` path that cannot be written or a message size larger than the
+device's (or, on CPU, the host's) memory, all refused before any rank joins the group; 130 after
+Ctrl-C, 143 after SIGTERM (``scancel``, a job's time limit): rank 0 still prints and writes
+(``--json``, ``--plot``) the sizes finished before the signal, with ``"interrupted": true``.
+``--warmup`` and ``--iters`` are capped at 1,000,000, a sweep at 1,000 sizes.
 
 Options: ``--min-bytes``, ``--max-bytes``, ``--factor`` (geometric sweep) or ``--sizes`` (explicit
 list), ``--dtype``, ``--warmup``, ``--iters``, ``--backend``, ``--timeout-s``, ``--json PATH``
@@ -133,6 +143,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import socket
 import sys
 import tempfile
@@ -409,6 +420,10 @@ def check_values(world_size: int, exact_limit: int) -> tuple[int, int, int]:
     raise AssertionError("unreachable: m = 1 gives cap <= exact_limit")
 
 
+# Per size and rank; --iters 1e12 is a typo, not a plan.
+MAX_ITERS = 1_000_000
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Command-line interface; building it touches neither torch nor any device."""
     p = argparse.ArgumentParser(
@@ -439,9 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", type=parse_dtype, default="float32",
                    help=f"element type: {', '.join(DTYPES)} (aliases fp32, fp16, bf16, ...); "
                         "default float32")
-    p.add_argument("--warmup", type=number(int, 0), default=5,
+    p.add_argument("--warmup", type=number(int, 0, MAX_ITERS), default=5,
                    help="untimed all-reduces per size before timing, >= 0 (default 5)")
-    p.add_argument("--iters", type=number(int, 1), default=20,
+    p.add_argument("--iters", type=number(int, 1, MAX_ITERS), default=20,
                    help="timed all-reduces per size, >= 1 (default 20)")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="auto: nccl if CUDA is available, else gloo (CPU tensors). Default auto")
@@ -556,8 +571,8 @@ class Launch:
         return f"python {args}"
 
 
-def die(message: str) -> None:
-    """Print ``PROG: error: message`` (one line) to stderr and exit with status 1, at once.
+def die(message: str, status: int = EXIT_FAILURE) -> None:
+    """Print ``PROG: error: message`` (one line) to stderr and exit with ``status``, at once.
 
     os._exit, not sys.exit: after a failed collective, process-group destructors can block on
     peers that are gone, and a benchmark that hangs on its way out is the failure we avoid.
@@ -566,7 +581,31 @@ def die(message: str) -> None:
     sys.stdout.flush()
     sys.stderr.write(f"{PROG}: error: {first_line}\n")
     sys.stderr.flush()
-    os._exit(1)
+    os._exit(status)
+
+
+# The signal that stopped the run: Ctrl-C (SIGINT) unless SIGTERM (scancel, a job's time limit).
+_stopped_by = [signal.SIGINT]
+
+
+def _on_sigterm(signum, frame):
+    _stopped_by[0] = signal.SIGTERM
+    raise KeyboardInterrupt
+
+
+def check_fits(torch, device, nbytes: int, option: str) -> None:
+    """ScriptError (status 2) if a buffer of ``nbytes`` cannot fit in ``device``'s memory (the
+    GPU's, or the host's RAM for cpu); checked before joining the group."""
+    if device.type == "cuda":
+        have, where = torch.cuda.get_device_properties(device).total_memory, "device"
+    else:
+        try:
+            have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "host"
+        except (ValueError, OSError):  # not reported by this OS: let the allocator decide
+            return
+    if nbytes > have:
+        raise ScriptError(f"{option}: a buffer of {format_size(nbytes)} does not fit in this "
+                          f"machine's {have / 2**30:.1f} GiB of {where} memory", EXIT_USAGE)
 
 
 def _sig6(value: float) -> float:
@@ -611,6 +650,7 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
         device = torch.device("cpu")
         device_name = "cpu"
         init_kwargs = {}
+    check_fits(torch, device, args.size_list[-1], "--sizes" if args.sizes else "--max-bytes")
     if launch.need_master:
         # The store client retries a refused connection until well past `timeout`; the
         # deadline (a little later than the store's own timeout, whose message is more
@@ -661,85 +701,92 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
     results = []
     max_time = torch.zeros(1, dtype=torch.float64, device=device)
     failed = torch.zeros(world, dtype=torch.int32, device=device)
-    for size in args.size_list:
-        count = size // args.elem_size
-        stage[0] = f"all_reduce of {size} bytes"
-        # Zeros: a SUM of zeros is zero after any number of iterations (see module docstring).
-        buf = torch.zeros(count, dtype=dtype, device=device)
-        for _ in range(args.warmup):
+    interrupted = False
+    try:
+        for size in args.size_list:
+            count = size // args.elem_size
+            stage[0] = f"all_reduce of {size} bytes"
+            # Zeros: a SUM of zeros is zero after any number of iterations (see module docstring).
+            buf = torch.zeros(count, dtype=dtype, device=device)
+            for _ in range(args.warmup):
+                dist.all_reduce(buf)
+            # Start the timed loop together, so one rank's late start is not counted as bandwidth.
+            dist.barrier()
+            if is_cuda:
+                torch.cuda.synchronize(device)
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(args.iters):
+                    dist.all_reduce(buf)
+                end.record()
+                end.synchronize()
+                mean_s = start.elapsed_time(end) / 1e3 / args.iters  # elapsed_time is in ms
+            else:
+                # gloo's all_reduce on CPU tensors returns when the data is in place: wall time is
+                # the operation's time.
+                t0 = time.perf_counter()
+                for _ in range(args.iters):
+                    dist.all_reduce(buf)
+                mean_s = (time.perf_counter() - t0) / args.iters
+            max_time.fill_(mean_s)
+            dist.all_reduce(max_time, op=dist.ReduceOp.MAX)
+            time_s = max_time.item()
+
+            # Verification pass, untimed.
+            stage[0] = f"verification all_reduce of {size} bytes"
+            problem = None
+            if bool(buf.any()):
+                idx = int(buf.nonzero()[0, 0])
+                problem = (f"timed buffer should still be all zeros, element {idx} is "
+                           f"{_num(buf[idx].item())}")
+            buf.fill_(my_value)
             dist.all_reduce(buf)
-        # Start the timed loop together, so one rank's late start is not counted as bandwidth.
-        dist.barrier()
-        if is_cuda:
-            torch.cuda.synchronize(device)
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(args.iters):
-                dist.all_reduce(buf)
-            end.record()
-            end.synchronize()
-            mean_s = start.elapsed_time(end) / 1e3 / args.iters  # elapsed_time is in ms
-        else:
-            # gloo's all_reduce on CPU tensors returns when the data is in place: wall time is
-            # the operation's time.
-            t0 = time.perf_counter()
-            for _ in range(args.iters):
-                dist.all_reduce(buf)
-            mean_s = (time.perf_counter() - t0) / args.iters
-        max_time.fill_(mean_s)
-        dist.all_reduce(max_time, op=dist.ReduceOp.MAX)
-        time_s = max_time.item()
+            if corrupt_rank == rank:
+                buf[-1] += 1  # self-test hook: simulate a wrong received value on this rank
+            if problem is None:
+                bad = buf != expected
+                if bool(bad.any()):
+                    idx = int(bad.nonzero()[0, 0])
+                    problem = (f"expected {expected} got {_num(buf[idx].item())} at element "
+                               f"{idx} (of {count})")
+            # Every rank learns which ranks saw a wrong value, so all of them stop at the same size
+            # (a rank that stopped alone would leave the others waiting in the next collective).
+            failed.zero_()
+            failed[rank] = 1 if problem else 0
+            dist.all_reduce(failed)
+            bad_ranks = failed.nonzero().flatten().tolist()
+            if bad_ranks:
+                if problem:
+                    die(f"rank {rank} on {launch.host}: wrong all-reduce result for size {size} "
+                        f"bytes ({args.dtype}): {problem}")
+                if rank == 0:
+                    print(f"{size:>12} {count:>12} {args.dtype:>9} {'':>12} {'':>12} {'':>12} "
+                          f"{'FAIL':>6}", flush=True)
+                    die(f"all-reduce result check failed on rank(s) {bad_ranks} at size {size} "
+                        "bytes; see their messages")
+                sys.stdout.flush()
+                os._exit(1)
 
-        # Verification pass, untimed.
-        stage[0] = f"verification all_reduce of {size} bytes"
-        problem = None
-        if bool(buf.any()):
-            idx = int(buf.nonzero()[0, 0])
-            problem = (f"timed buffer should still be all zeros, element {idx} is "
-                       f"{_num(buf[idx].item())}")
-        buf.fill_(my_value)
-        dist.all_reduce(buf)
-        if corrupt_rank == rank:
-            buf[-1] += 1  # self-test hook: simulate a wrong received value on this rank
-        if problem is None:
-            bad = buf != expected
-            if bool(bad.any()):
-                idx = int(bad.nonzero()[0, 0])
-                problem = (f"expected {expected} got {_num(buf[idx].item())} at element "
-                           f"{idx} (of {count})")
-        # Every rank learns which ranks saw a wrong value, so all of them stop at the same size
-        # (a rank that stopped alone would leave the others waiting in the next collective).
-        failed.zero_()
-        failed[rank] = 1 if problem else 0
-        dist.all_reduce(failed)
-        bad_ranks = failed.nonzero().flatten().tolist()
-        if bad_ranks:
-            if problem:
-                die(f"rank {rank} on {launch.host}: wrong all-reduce result for size {size} "
-                    f"bytes ({args.dtype}): {problem}")
+            algbw = size / time_s / 1e9
+            busbw = algbw * factor
+            # 6 significant digits: more than the measurement's precision, fine for tiny values.
+            results.append({"size_bytes": size, "count": count, "time_us": _sig6(time_s * 1e6),
+                            "algbw_GBps": _sig6(algbw), "busbw_GBps": _sig6(busbw)})
             if rank == 0:
-                print(f"{size:>12} {count:>12} {args.dtype:>9} {'':>12} {'':>12} {'':>12} "
-                      f"{'FAIL':>6}", flush=True)
-                die(f"all-reduce result check failed on rank(s) {bad_ranks} at size {size} "
-                    "bytes; see their messages")
-            sys.stdout.flush()
-            os._exit(1)
+                print(f"{size:>12} {count:>12} {args.dtype:>9} {time_s * 1e6:>12.2f} "
+                      f"{algbw:>12.4f} {busbw:>12.4f} {'OK':>6}", flush=True)
+            del buf
+    except KeyboardInterrupt:  # keep the sizes measured so far (every rank agreed on them)
+        interrupted = True
 
-        algbw = size / time_s / 1e9
-        busbw = algbw * factor
-        # 6 significant digits: more than the measurement's precision, fine for tiny values.
-        results.append({"size_bytes": size, "count": count, "time_us": _sig6(time_s * 1e6),
-                        "algbw_GBps": _sig6(algbw), "busbw_GBps": _sig6(busbw)})
-        if rank == 0:
-            print(f"{size:>12} {count:>12} {args.dtype:>9} {time_s * 1e6:>12.2f} "
-                  f"{algbw:>12.4f} {busbw:>12.4f} {'OK':>6}", flush=True)
-        del buf
-
-    stage[0] = "final barrier"
-    dist.barrier()
-    peak = max(results, key=lambda r: r["busbw_GBps"])
-    if rank == 0:
+    if not interrupted:
+        stage[0] = "final barrier"
+        dist.barrier()
+    elif rank == 0:
+        print(f"# interrupted: {len(results)} of {len(args.size_list)} sizes done; results so far:")
+    if rank == 0 and results:
+        peak = max(results, key=lambda r: r["busbw_GBps"])
         print(f"# peak busbw: {peak['busbw_GBps']:.4f} GBps at size {peak['size_bytes']} bytes "
               f"({format_size(peak['size_bytes'])})", flush=True)
         report = {
@@ -767,6 +814,7 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
             "units": {"size": "bytes", "time": "microseconds, max over ranks of the mean "
                       "per-iteration time", "bandwidth": "GBps, 1 GBps = 1e9 bytes/s"},
             "verified": True,
+            "interrupted": interrupted,
         }
         if args.json:
             write_atomic(args.json, json.dumps(report, indent=2) + "\n")
@@ -774,6 +822,9 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
         if args.plot:
             write_plot(args.plot, report)
             print(f"# wrote {args.plot}")
+    if interrupted:  # no teardown: the other ranks may be gone, and it would wait for them
+        sys.stdout.flush()
+        os._exit(128 + _stopped_by[0])
     stage[0] = "destroy_process_group"
     dist.destroy_process_group()
 
@@ -818,11 +869,18 @@ def main(argv: list[str] | None = None) -> None:
                 check_output(path, option)
     if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+    # A shell starts background jobs with SIGINT ignored; Ctrl-C and scancel must still stop
+    # the sweep with the results so far.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     stage = ["starting"]
     try:
         run(args, launch, stage)
     except KeyboardInterrupt:
-        die(f"rank {launch.rank} on {launch.host}: interrupted during {stage[0]}")
+        die(f"rank {launch.rank} on {launch.host}: interrupted during {stage[0]}",
+            128 + _stopped_by[0])
+    except ScriptError:  # a usage error found before joining the group (run_main prints it)
+        raise
     except Exception as exc:  # noqa: BLE001 - every failure must end the job, not hang it
         die(f"rank {launch.rank} on {launch.host}: {stage[0]} failed: "
             f"{type(exc).__name__}: {exc}")

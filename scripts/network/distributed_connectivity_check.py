@@ -19,13 +19,15 @@ What it does
 5. A barrier; then rank 0 prints ``OK: N ranks on M hosts`` and the exit status is 0.
 
 A wrong all-reduce result (the finding this check exists for) ends the job with exit status 3;
-any other failure with exit status 1 (2 for bad arguments or launcher variables, before anything
-starts), always with a one-line message naming the rank and host (``--debug`` adds the
+any other failure with exit status 1 (2 for bad arguments, launcher variables (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_PORT, SLURM_*), a ``--json`` path that cannot be written or a ``--size``
+larger than the device's or host's memory, before anything starts; 130 after Ctrl-C, 143 after
+SIGTERM), always with a one-line message naming the rank and host (``--debug`` adds the
 traceback), e.g.
 ``rank 1 on node07: wrong all-reduce result: row of rank 0 (on node03) expected 1 got 2 ...`` or
 ``rank 0 on node03: waiting for peers in init_process_group failed: ... timed out ...``. A rank
 that is missing or stuck makes the others fail after ``--timeout-s`` seconds (default 60) instead
-of hanging. (With nccl, PyTorch's watchdog enforces that timeout by aborting the process.)
+of hanging, and so does a rank that cannot reach MASTER_ADDR:MASTER_PORT (the error names it). (With nccl, PyTorch's watchdog enforces that timeout by aborting the process.)
 
 Self-tests (environment variables, for the test suite):
 
@@ -83,6 +85,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import socket
 import sys
 import tempfile
@@ -285,8 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Check that all ranks of a distributed job can talk: every rank prints where it runs, "
             "then the ranks join the group, all-reduce a tensor, verify the result and pass a "
-            "barrier; rank 0 prints 'OK: N ranks on M hosts'. Any failure exits 1 with a message "
-            "naming the rank and host. Launch with torchrun (or srun)."),
+            "barrier; rank 0 prints 'OK: N ranks on M hosts'. A wrong result exits 3, any other "
+            "failure 1, with a message naming the rank and host. Launch with torchrun (or srun)."),
         epilog=(
             "Self-test of the failure paths: the environment variable "
             "CONNECTIVITY_CHECK_CORRUPT_RANK=R makes rank R corrupt its all-reduce result; "
@@ -366,6 +369,30 @@ def die(message: str, status: int = EXIT_FAILURE) -> None:
     os._exit(status)
 
 
+# The signal that stopped the run: Ctrl-C (SIGINT) unless SIGTERM (scancel, a job's time limit).
+_stopped_by = [signal.SIGINT]
+
+
+def _on_sigterm(signum, frame):
+    _stopped_by[0] = signal.SIGTERM
+    raise KeyboardInterrupt
+
+
+def check_fits(torch, device, nbytes: int) -> None:
+    """ScriptError (status 2) if the ``--size`` buffer cannot fit in ``device``'s memory (the
+    GPU's, or the host's RAM for cpu); checked before joining the group."""
+    if device.type == "cuda":
+        have, where = torch.cuda.get_device_properties(device).total_memory, "device"
+    else:
+        try:
+            have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "host"
+        except (ValueError, OSError):  # not reported by this OS: let the allocator decide
+            return
+    if nbytes > have:
+        raise ScriptError(f"--size: {nbytes} bytes do not fit in this machine's "
+                          f"{have / 2**30:.1f} GiB of {where} memory", EXIT_USAGE)
+
+
 def _selftest_rank(name: str) -> int | None:
     value = env_int(name, -1)
     return value if value >= 0 else None
@@ -429,6 +456,7 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
     else:
         device = torch.device("cpu")
         device_text = "cpu"
+    check_fits(torch, device, max(args.size, 4 * world))
     nccl_version = "none"
     if cuda_ok and dist.is_nccl_available():
         nccl_version = ".".join(str(v) for v in torch.cuda.nccl.version())
@@ -535,7 +563,7 @@ def _ranges(ranks: list[int]) -> str:
     return ",".join(parts)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     """Entry point: parse arguments (before importing torch, so --help is instant), run the
     check, and turn any failure into a one-line message naming this rank and host (exit 1)."""
     args = parse_args(argv)
@@ -544,11 +572,17 @@ def main(argv: list[str] | None = None) -> None:
         check_output(args.json, "--json")
     if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+    # A shell starts background jobs with SIGINT ignored: Ctrl-C must still stop the check.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     stage = ["starting"]
     try:
         status = run(args, launch, stage)
     except KeyboardInterrupt:
-        die(f"rank {launch.rank} on {launch.host}: interrupted during {stage[0]}")
+        die(f"rank {launch.rank} on {launch.host}: interrupted during {stage[0]}",
+            128 + _stopped_by[0])
+    except ScriptError:  # a usage error found before joining the group (run_main prints it)
+        raise
     except Exception as exc:  # noqa: BLE001 - every failure must end the job, not hang it
         die(f"rank {launch.rank} on {launch.host}: {stage[0]} failed: "
             f"{type(exc).__name__}: {exc}")
@@ -557,6 +591,7 @@ def main(argv: list[str] | None = None) -> None:
         # for process-group teardown.
         sys.stdout.flush()
         os._exit(status)
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused, launcher_cases
+from tests.launchers import clean_env
 
 SCRIPT = "all_reduce_bench.py"
 # Keys and types the notebook helper relies on (the script may add keys, never rename these).
@@ -235,6 +237,15 @@ BAD_INPUT = [
     Case("json-is-folder", ["--sizes", "1K", "--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-folder-missing", ["--sizes", "1K", "--json", "no/r.json"], "no does not exist"),
     Case("plot-unwritable", ["--sizes", "1K", "--plot", "/proc/p.png"], "--plot /proc/p.png: cannot write"),
+    Case("plot-is-folder", ["--sizes", "1K", "--plot", "{tmp}"], "--plot .*: is a folder"),
+    Case("json-parent-is-file", ["--sizes", "1K", "--json", "f/r.json"], "f is not a folder",
+         files={"f": "x"}),
+    Case("json-empty", ["--json", ""], "--json: must not be empty"),
+    Case("iters-huge", ["--iters", "2000000"], "--iters: 2000000 must be <= 1e\\+06"),
+    Case("warmup-nan", ["--warmup", "nan"], "--warmup: 'nan' is not an integer"),
+    # refused before joining the group, not by the allocator halfway through the sweep
+    Case("size-beyond-memory", ["--sizes", "64T", "--backend", "gloo"],
+         r"--sizes: a buffer of 64T does not fit in this machine's .* GiB of host memory"),
     *launcher_cases(["--sizes", "1K"], ["--timeout-s", "3"]),
 ]
 
@@ -242,6 +253,35 @@ BAD_INPUT = [
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused("network/all_reduce_bench.py", case, tmp_path)
+
+
+def test_sigterm_writes_the_sizes_measured(launch, tmp_path):
+    """scancel or a job's time limit (SIGTERM) in the middle of a sweep: rank 0 still prints and
+    writes the sizes finished before it, marked interrupted, and exits 143."""
+    out = tmp_path / "partial.json"
+    proc = subprocess.Popen([sys.executable, str(launch.scripts / SCRIPT), "--min-bytes", "1M",
+                             "--max-bytes", "1G", "--factor", "1.01", "--iters", "50",
+                             "--backend", "gloo", "--json", str(out)],
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        seen = []
+        while sum(bool(ROW.match(line)) for line in seen) < 3:
+            line = proc.stdout.readline()
+            assert line, f"ended early: {seen}"
+            seen.append(line)
+        proc.send_signal(signal.SIGTERM)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "# interrupted:" in rest
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and 3 <= len(report["results"]) < 1000
+    check_report(report, world_size=1, sizes=[r["size_bytes"] for r in report["results"]],
+                 elem_size=4)
+    assert [p.name for p in tmp_path.iterdir()] == ["partial.json"]  # no temporary file left
 
 
 def test_srun_without_master_addr_fails_clearly(launch):

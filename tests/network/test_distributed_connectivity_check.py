@@ -6,12 +6,17 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import signal
 import socket
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
 
 from tests.bad_input import Case, check_refused, launcher_cases
+from tests.launchers import clean_env
 
 SCRIPT = "distributed_connectivity_check.py"
 INFO_KEYS = ("rank", "local_rank", "world_size", "host", "device", "backend", "torch", "cuda",
@@ -107,6 +112,10 @@ BAD_INPUT = [
     Case("json-empty", ["--json", ""], "--json: must not be empty"),
     Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-parent-is-file", ["--json", "f/r.json"], "f is not a folder", files={"f": "x"}),
+    Case("json-folder-missing", ["--json", "no/r.json"], "no does not exist"),
+    Case("json-unwritable", ["--json", "/proc/r.json"], "cannot write in /proc"),
+    Case("size-beyond-memory", ["--size", "64T", "--backend", "gloo"],
+         r"--size: 70368744177664 bytes do not fit in this machine's .* GiB of host memory"),
     *launcher_cases([], ["--timeout-s", "3"]),
 ]
 
@@ -114,6 +123,28 @@ BAD_INPUT = [
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused("network/distributed_connectivity_check.py", case, tmp_path)
+
+
+def test_ctrl_c_ends_with_status_130(launch):
+    """Ctrl-C while a rank waits (here: the self-test stall) ends it with 130 and one line
+    saying where it was, even when started as a background job (SIGINT ignored)."""
+    proc = subprocess.Popen([sys.executable, str(launch.scripts / SCRIPT), "--backend", "gloo"],
+                            env=clean_env({"CONNECTIVITY_CHECK_STALL_RANK": "0"}),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stdout.readline().startswith("rank=0 "), "no rank line"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines() == [f"{SCRIPT}: error: rank 0 on {socket.gethostname()}: "
+                                        "interrupted during starting"], err
 
 
 def test_srun_without_master_addr_fails_clearly(launch):
