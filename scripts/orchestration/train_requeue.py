@@ -336,7 +336,7 @@ def requeue(job_id: str) -> None:
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
 
 
-def load_checkpoint(torch, path: Path) -> dict:
+def read_checkpoint(torch, path: Path) -> dict:
     """The dict ``save_checkpoint`` wrote to ``path``. Raises ScriptError, in one line, for a
     truncated or damaged file, a file holding arbitrary Python objects (it is not unpickled:
     weights_only), or another program's checkpoint, saying what was expected."""
@@ -381,7 +381,7 @@ def train(args: argparse.Namespace) -> int:
 
     step, resumed_from = 0, None
     if ckpt.exists():
-        state = load_checkpoint(torch, ckpt)
+        state = read_checkpoint(torch, ckpt)
         try:
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])

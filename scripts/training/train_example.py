@@ -484,8 +484,14 @@ def run(args: argparse.Namespace) -> int:
         # The store client retries past its timeout; the deadline bounds the whole rendezvous.
         with deadline(args.first_step_timeout_s * 1.1 + 1,
                       f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master}"):
-            dist.init_process_group(backend, rank=rank, world_size=world, timeout=first_timeout,
-                                    device_id=device if use_cuda else None)
+            try:
+                dist.init_process_group(backend, rank=rank, world_size=world,
+                                        timeout=first_timeout,
+                                        device_id=device if use_cuda else None)
+            except RuntimeError as exc:  # DistNetworkError, DistStoreError: a peer is missing
+                raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT "
+                                  f"{master} failed: "
+                                  f"{(str(exc).strip().splitlines() or [''])[0]}") from None
 
     torch.manual_seed(args.seed)  # same initial weights on every rank
 

@@ -142,7 +142,7 @@ BAD_INPUT = [
     Case("dump-margin-negative", ["--dump-margin-s", "-5"], "--dump-margin-s: -5 must be > 0"),
     Case("mode-unknown", ["--mode", "deadlock"], "--mode"),
     Case("master-missing", [], "MASTER_ADDR is not set", env={"RANK": "0", "WORLD_SIZE": "2"}),
-    *launcher_cases([], ["--timeout-s", "3"]),
+    *launcher_cases([], ["--timeout-s", "1"]),
 ]
 
 

@@ -34,7 +34,7 @@ BAD_INPUT = [
     Case("lock-file-missing", ["--lock-file", "/nonexistent/lock"], "cannot read lock file"),
     Case("srun-without-master", [], "MASTER_ADDR and MASTER_PORT must be set",
          env={"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}),
-    *launcher_cases([], ["--timeout-s", "3"], local_rank=False),
+    *launcher_cases([], ["--timeout-s", "1"], local_rank=False),
 ]
 
 

@@ -246,7 +246,7 @@ BAD_INPUT = [
     # refused before joining the group, not by the allocator halfway through the sweep
     Case("size-beyond-memory", ["--sizes", "64T", "--backend", "gloo"],
          r"--sizes: a buffer of 64T does not fit in this machine's .* GiB of host memory"),
-    *launcher_cases(["--sizes", "1K"], ["--timeout-s", "3"]),
+    *launcher_cases(["--sizes", "1K"], ["--timeout-s", "1"]),
 ]
 
 

@@ -116,7 +116,7 @@ BAD_INPUT = [
     Case("json-unwritable", ["--json", "/proc/r.json"], "cannot write in /proc"),
     Case("size-beyond-memory", ["--size", "64T", "--backend", "gloo"],
          r"--size: 70368744177664 bytes do not fit in this machine's .* GiB of host memory"),
-    *launcher_cases([], ["--timeout-s", "3"]),
+    *launcher_cases([], ["--timeout-s", "1"]),
 ]
 
 

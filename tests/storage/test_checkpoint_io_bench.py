@@ -78,7 +78,7 @@ BAD_INPUT = [
     Case("json-folder-missing", [*SMALL, "--json", "no/r.json"], "no does not exist"),
     Case("json-parent-is-file", [*SMALL, "--json", "f/r.json"], "f is not a folder",
          files={"f": "x"}),
-    *launcher_cases([*SMALL, "--dir", "{tmp}"], ["--timeout", "3"]),
+    *launcher_cases([*SMALL, "--dir", "{tmp}"], ["--timeout", "1"]),
 ]
 
 

@@ -163,7 +163,7 @@ BAD_INPUT = [
     Case("export-folder-missing", ["--export", "no/m.pt"], "--export no/m.pt: .*no does not exist"),
     Case("env-crash-at-text", ["--steps", "2"], "DCP_RESUME_EXAMPLE_CRASH_AT='x' is not an integer",
          env={"DCP_RESUME_EXAMPLE_CRASH_AT": "x"}),
-    *launcher_cases(["--steps", "2"], ["--timeout-s", "3"]),
+    *launcher_cases(["--steps", "2"], ["--timeout-s", "1"]),
 ]
 
 

@@ -172,7 +172,7 @@ BAD_INPUT = [
          env={"SLURM_PROCID": "0", "SLURM_NTASKS": "x"}),
     Case("env-stall-hook-text", ["--steps", "1", *SMALL], "TRAIN_EXAMPLE_STALL='x' is not RANK:STEP",
          env={"TRAIN_EXAMPLE_STALL": "x"}),
-    *launcher_cases(["--steps", "2"], ["--first-step-timeout-s", "3"]),
+    *launcher_cases(["--steps", "2"], ["--first-step-timeout-s", "1"]),
 ]
 
 
