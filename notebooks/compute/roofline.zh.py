@@ -49,6 +49,11 @@ plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
 # 中文标签需要 CJK 字体（Debian/Ubuntu：apt-get install fonts-noto-cjk）。
 # 缺少字体时照常运行，但汉字会显示成方框。
 CJK_FONT = "Noto Sans CJK SC"
+if not any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
+    # matplotlib 的字体缓存可能建于字体安装之前：到系统字体目录里找一次。
+    for font_file in font_manager.findSystemFonts():
+        if "NotoSansCJK" in font_file:
+            font_manager.fontManager.addfont(font_file)
 if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"

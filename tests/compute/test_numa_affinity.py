@@ -14,9 +14,11 @@ import pytest
 from tests.bad_input import Case, check_refused
 
 SCRIPT = "numa_affinity.py"
+# One os.write per line: the tests run Python unbuffered, where print() writes each argument
+# separately and two ranks' lines interleave ("AFFINITYAFFINITY [1] 1 1" failed a CI run).
 PRINT_AFFINITY = [sys.executable, "-c",
-                  "import os; print('AFFINITY', sorted(os.sched_getaffinity(0)), "
-                  "os.environ.get('LOCAL_RANK'), os.environ.get('RANK'))"]
+                  "import os; os.write(1, f'AFFINITY {sorted(os.sched_getaffinity(0))} "
+                  "{os.environ.get(\"LOCAL_RANK\")} {os.environ.get(\"RANK\")}\\n'.encode())"]
 
 
 def fake_sysfs(root: Path, nodes: dict[int, str], gpus: list[tuple[str, int, str]],
