@@ -92,9 +92,21 @@ def _embed_script(rel: str, page, config) -> str:
     )
 
 
+# The script contract (CONTRIBUTING.md): one block of code, identical in every Python script.
+_CONTRACT = re.compile(r"^# --- script contract.*?^# --- end of script contract ---$", re.M | re.S)
+
+
+def _listing(rel: str, contract_elided: str) -> str:
+    """The script's text for the PDF appendix, with the contract block (printed once, at the
+    start of the appendix) replaced by one comment line saying so."""
+    source = (ROOT / rel).read_text(encoding="utf-8")
+    return _CONTRACT.sub(lambda _: f"# {contract_elided}", source).rstrip("\n")
+
+
 def _appendix(page, config) -> str:
-    """Every embedded script, one section each: in the PDF its full listing; on the site (whose
-    chapters show the listings) its purpose, the chapters that use it and a download link."""
+    """Every embedded script, one section each: in the PDF its full listing (the contract block
+    that every Python script shares printed once, first); on the site (whose chapters show the
+    listings) its purpose, the chapters that use it and a download link."""
     text = strings(config)
     pdf = config.extra.get("pdf_build")
     lang = page_language(page)
@@ -102,10 +114,16 @@ def _appendix(page, config) -> str:
     for src, rel in embedded_scripts(config):
         chapters.setdefault(rel, []).append(src)
     sections = []
+    if pdf:
+        first = next(rel for rel in chapters if rel.endswith(".py"))
+        block = _CONTRACT.search((ROOT / first).read_text(encoding="utf-8"))[0]
+        sections.append(f"## {text['appendix_contract_title']} {{#script-contract}}\n\n"
+                        f"{text['appendix_contract_intro']}\n\n```python\n{block}\n```\n")
     for rel, used_in in chapters.items():
         section = f"## `{rel}` {{#{script_anchor(rel)}}}\n\n"
         if pdf:
-            section += f'```{_LEXERS.get(Path(rel).suffix, "text")}\n--8<-- "{rel}"\n```\n'
+            lexer = _LEXERS.get(Path(rel).suffix, "text")
+            section += f"```{lexer}\n{_listing(rel, text['appendix_contract_elided'])}\n```\n"
         else:
             purpose = script_summary(ROOT / rel).split("\n\n")[0].replace("\n", " ")
             links = ", ".join(
