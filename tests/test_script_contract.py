@@ -6,6 +6,7 @@ keep the copies identical and check that each script wires the block in: errors 
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 
@@ -76,3 +77,49 @@ def test_shared_helpers_are_identical_copies(name):
                     path.read_text(encoding="utf-8"), node)
     assert len(copies) >= 2, f"{name} is no longer shared: {sorted(copies)}"
     assert len(set(copies.values())) == 1, f"copies of {name} differ: {sorted(copies)}"
+
+
+@pytest.fixture(scope="module")
+def contract():
+    """The block itself, run on its own: its functions, without any script around them."""
+    import argparse, contextlib, math, os, tempfile, threading, traceback  # noqa: E401
+    namespace = dict(argparse=argparse, contextlib=contextlib, math=math, os=os, sys=sys,
+                     tempfile=tempfile, threading=threading, traceback=traceback)
+    exec(block(SCRIPTS[0]), namespace)  # noqa: S102 - our own file, checked identical above
+    return argparse, namespace
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e400", "-1", "0", "x", "", "9" * 400])
+def test_number_refuses_as_a_usage_error(contract, text):
+    """Every refusal is argparse's ArgumentTypeError (a one-line usage error naming the option):
+    a 400-digit integer once escaped as OverflowError from math.isfinite, a traceback."""
+    argparse, c = contract
+    for kind in (int, float):
+        with pytest.raises(argparse.ArgumentTypeError):
+            c["number"](kind, lo=0, lo_open=True, hi=1e300)(text)
+
+
+def test_number_accepts_the_range(contract):
+    _, c = contract
+    assert c["number"](int, 1, 10)("10") == 10
+    assert c["number"](float, 0, lo_open=True)("1e-9") == 1e-9
+    assert c["number"](int)("9" * 400) == int("9" * 400)
+
+
+def test_check_output_refuses_what_write_atomic_would_destroy(contract, tmp_path):
+    """A rename over a FIFO or device replaces it with a plain file (as root, /dev/null once);
+    an input named as the output would be emptied; a folder cannot be renamed over."""
+    _, c = contract
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("{}\n")
+    for path, inputs, words in ((fifo, (), "not a regular file"), ("/dev/null", (), "not a regular file"),
+                                (corpus, (str(corpus),), "also an input"), (tmp_path, (), "is a folder"),
+                                (tmp_path / "no" / "x.json", (), "does not exist"),
+                                (corpus / "x.json", (), "is not a folder")):
+        with pytest.raises(c["ScriptError"], match=words) as err:
+            c["check_output"](str(path), "--json", inputs)
+        assert err.value.status == c["EXIT_USAGE"] and "--json" in str(err.value)
+    assert c["check_output"](str(tmp_path / "new.json"), "--json") == str(tmp_path / "new.json")
+    assert fifo.exists() and not fifo.is_file() and not list(tmp_path.glob(".probe-*"))

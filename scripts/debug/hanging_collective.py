@@ -19,9 +19,12 @@ process group's timeout (``--timeout-s``) into a one-line error naming the colle
 
     hanging_collective.py: error: rank 0 (pid 123): all_reduce #1 (shape [4], float32) did not complete within 10 s: the other ranks are not in the same collective
 
-and exits with status 1. As a backstop for hangs that no timeout can interrupt (a rank stuck in a
-CUDA kernel, or NCCL without its watchdog), ``faulthandler.dump_traceback_later`` prints every
-thread's Python stack to stderr after ``--timeout-s`` + ``--dump-margin-s`` and exits.
+and exits with status 1. A rank that cannot reach MASTER_ADDR:MASTER_PORT also ends within about
+``--timeout-s``, status 1, with one line naming the address; a bad option or launcher variable
+(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_PORT) is status 2; ``--debug`` adds the traceback. As a
+backstop for hangs that no timeout can interrupt (a rank stuck in a CUDA kernel, or NCCL without
+its watchdog), ``faulthandler.dump_traceback_later`` prints every thread's Python stack to stderr
+after ``--timeout-s`` + ``--dump-margin-s`` and exits.
 
 With NCCL, PyTorch's watchdog enforces the timeout and tears the process down itself; its log
 names the collective too (``WorkNCCL(SeqNum=1, OpType=ALLREDUCE, ...)``), and the flight recorder
@@ -93,16 +96,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -133,12 +138,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -250,18 +258,13 @@ def say(line: str, stream=sys.stdout) -> None:
     stream.flush()
 
 
-def fail(msg: str, status: int = 2) -> None:
-    """Print a one-line error naming the problem and exit with ``status``."""
-    say(f"{PROG}: error: {msg}", sys.stderr)
-    sys.exit(status)
-
-
 def rank_and_world() -> tuple[int, int]:
     """(rank, world size) from torchrun's RANK/WORLD_SIZE, else SLURM's, else (0, 1)."""
     rank = env_int("RANK", env_int("SLURM_PROCID", 0))
     world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
     if rank >= world:
-        fail(f"rank {rank} is outside world size {world} (check RANK and WORLD_SIZE)")
+        raise ScriptError(f"rank {rank} is outside world size {world} (check RANK and "
+                          "WORLD_SIZE)", EXIT_USAGE)
     return rank, world
 
 
@@ -269,8 +272,8 @@ class Collectives:
     """Counts the collectives this rank calls and names the one that times out.
 
     ``with coll.watch("all_reduce", tensor): dist.all_reduce(tensor)`` re-raises a timeout (or any
-    other error the backend raises) as SystemExit(1) after printing which collective, which call
-    number on this rank and which tensor it was, and how long it waited (seconds).
+    other error the backend raises) as a ScriptError naming the collective, its call number on
+    this rank, the tensor and how long it waited (seconds): one line on stderr and status 1.
     """
 
     def __init__(self, rank: int, timeout_s: float):
@@ -292,7 +295,7 @@ class Collectives:
                       f"{self.timeout_s:g} s: the other ranks are not in the same collective"
                       if "timed out" in str(exc).lower() or "timeout" in str(exc).lower()
                       else f"failed after {waited:.1f} s: {str(exc).splitlines()[0][:200]}")
-            fail(f"rank {self.rank} (pid {os.getpid()}): {what} {reason}", status=1)
+            raise ScriptError(f"rank {self.rank} (pid {os.getpid()}): {what} {reason}") from exc
         say(f"rank {self.rank}: {name} #{self.count} done")
 
 
@@ -318,11 +321,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     rank, world = rank_and_world()
     if world < 2:
-        fail(f"needs at least 2 ranks (world size is {world}); launch with torchrun "
-             "--nproc-per-node 2")
+        raise ScriptError(f"needs at least 2 ranks (world size is {world}); launch with "
+                          "torchrun --nproc-per-node 2", EXIT_USAGE)
     for var in ("MASTER_ADDR", "MASTER_PORT"):
         if var not in os.environ:
-            fail(f"{var} is not set; launch with torchrun, or export it for srun")
+            raise ScriptError(f"{var} is not set; launch with torchrun, or export it for "
+                              "srun", EXIT_USAGE)
     master = f"{os.environ['MASTER_ADDR']}:{env_int('MASTER_PORT')}"
     local = env_int("LOCAL_RANK", env_int("SLURM_LOCALID", 0))
 
@@ -339,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl" and not torch.cuda.is_available():
-        fail("--backend nccl needs CUDA, and no GPU is visible")
+        raise ScriptError("--backend nccl needs CUDA, and no GPU is visible", EXIT_USAGE)
     device = torch.device("cpu")
     if backend == "nccl":
         device = torch.device("cuda", local)
@@ -351,8 +355,8 @@ def main(argv: list[str] | None = None) -> int:
             dist.init_process_group(backend, rank=rank, world_size=world,
                                     timeout=datetime.timedelta(seconds=args.timeout_s))
         except RuntimeError as exc:
-            fail(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master} failed: "
-                 f"{(str(exc).strip().splitlines() or [''])[0]}", 1)
+            raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master} "
+                              f"failed: {(str(exc).strip().splitlines() or [''])[0]}") from exc
     coll = Collectives(rank, args.timeout_s)
     t = torch.full((4,), float(rank + 1), device=device)
 

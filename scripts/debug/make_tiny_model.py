@@ -20,6 +20,14 @@ the three pieces a training script needs, with no download and no network:
 prints the loss (cross-entropy, nats per character) every ``--log-every`` steps; ``--json PATH``
 writes the config, parameter count and loss curve.
 
+Every file is written atomically (a temporary file, then a rename). Options are checked before
+torch is imported: sizes have caps (a "tiny" model of d_model 10^6 is a typo), ``--out`` must be a
+folder that can hold files (it is created), ``--json`` a file in an existing folder. Exit status:
+0 done; 2 bad options; 130 Ctrl-C during training, after writing the model and ``--json`` as
+trained so far (``"interrupted": true``); 1 anything else. Failures are one line
+``make_tiny_model.py: error: ...``, with the traceback under ``--debug``. ``TinyLM.from_dir`` and
+``CharTokenizer.load`` raise ValueError naming the file for a truncated, foreign or mismatched one.
+
 How to launch
 -------------
 ::
@@ -71,6 +79,7 @@ PROG = "make_tiny_model.py"
 DEFAULT_CONFIG = {"vocab_size": 0, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128,
                   "max_seq_len": 64, "dropout": 0.0, "seed": 0}
 SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
+OUT_FILES = ("config.json", "model.pt", "tokenizer.json", "data.txt")   # what --out DIR holds
 
 _WORDS = {"det": ["the", "a", "one", "every"], "adj": ["red", "big", "small", "old", "quick"],
           "noun": ["cat", "dog", "bird", "fish", "horse", "mouse"],
@@ -96,16 +105,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -136,12 +147,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -316,6 +330,11 @@ def check_config(cfg: dict) -> None:
             raise ValueError(f"config field {key} must be a positive integer, got {cfg.get(key)!r}")
     if cfg["d_model"] % cfg["n_heads"]:
         raise ValueError(f"d_model {cfg['d_model']} is not divisible by n_heads {cfg['n_heads']}")
+    dropout = cfg.get("dropout", 0.0)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise ValueError(f"config field dropout must be a number in [0, 1), got {dropout!r}")
+    if not isinstance(cfg.get("seed", 0), int) or cfg.get("seed", 0) < 0:
+        raise ValueError(f"config field seed must be an integer >= 0, got {cfg.get('seed')!r}")
 
 
 def _torch_classes():
@@ -333,7 +352,8 @@ def _torch_classes():
             d = cfg["d_model"]
             self.tok = nn.Embedding(cfg["vocab_size"], d)
             self.pos = nn.Embedding(cfg["max_seq_len"], d)
-            layer = nn.TransformerEncoderLayer(d, cfg["n_heads"], cfg["d_ff"], cfg["dropout"],
+            layer = nn.TransformerEncoderLayer(d, cfg["n_heads"], cfg["d_ff"],
+                                               cfg.get("dropout", 0.0),
                                                activation="gelu", batch_first=True,
                                                norm_first=True)
             self.blocks = nn.TransformerEncoder(layer, cfg["n_layers"], enable_nested_tensor=False)
@@ -426,7 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "data.txt (default: write nothing)")
     for key in ("d_model", "n_layers", "n_heads", "d_ff", "max_seq_len", "seed"):
         p.add_argument("--" + key.replace("_", "-").replace("n-layers", "layers")
-                       .replace("n-heads", "heads"), dest=key, type=number(int, 1, CAPS[key]),
+                       .replace("n-heads", "heads"), dest=key,
+                       type=number(int, 0 if key == "seed" else 1, CAPS[key]),
                        default=DEFAULT_CONFIG[key], help=f"(default {DEFAULT_CONFIG[key]})")
     p.add_argument("--sentences", type=number(int, 1, 1_000_000), default=2000,
                    help="sentences in the synthetic data set (default 2000)")
@@ -450,10 +471,18 @@ def main(argv: list[str] | None = None) -> int:
         check_config(cfg)
     except ValueError as exc:
         raise ScriptError(str(exc), EXIT_USAGE) from None
+    tokens = sum(len(t) + 2 for t in texts)          # what batches() encodes: <bos> text <eos>
+    if args.train_steps and tokens <= cfg["max_seq_len"] + 1:
+        raise ScriptError(f"--sentences {args.sentences} make {tokens} tokens, too few for "
+                          f"windows of --max-seq-len {cfg['max_seq_len']} + 1", EXIT_USAGE)
     if args.out:
         check_output_dir(args.out, "--out")
     if args.json:
         check_output(args.json, "--json")
+        if args.out and os.path.realpath(os.path.dirname(os.path.abspath(args.json))) == \
+                os.path.realpath(args.out) and os.path.basename(args.json) in OUT_FILES:
+            raise ScriptError(f"--json {args.json}: is one of the files --out writes "
+                              f"({', '.join(OUT_FILES)}); give another name", EXIT_USAGE)
     torch, TinyLM = _torch_classes()
     torch.set_num_threads(1)
     model = TinyLM(cfg)
@@ -461,19 +490,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {PROG}: {n_params:,} parameters, vocab {len(tok)} characters, "
           f"{len(texts)} sentences; config {json.dumps(cfg)}")
     print(f"# sample: {texts[0]!r} -> {tok.encode(texts[0])[:12]}...")
-    losses = []
+    losses, interrupted = [], False
     if args.train_steps:
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
         data = batches(tok, texts, args.batch_size, cfg["max_seq_len"], args.seed)
-        for step in range(1, args.train_steps + 1):
-            x, y = next(data)
-            loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            if step % args.log_every == 0 or step == 1:
-                print(f"step {step:5d}  loss {loss.item():.3f}")
+        try:
+            for step in range(1, args.train_steps + 1):
+                x, y = next(data)
+                loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+                if step % args.log_every == 0 or step == 1:
+                    print(f"step {step:5d}  loss {loss.item():.3f}")
+        except KeyboardInterrupt:       # Ctrl-C: keep what was trained, say so, exit 130
+            interrupted = True
+            print(f"# interrupted after {len(losses)} of {args.train_steps} steps; writing "
+                  "what was trained", flush=True)
     if args.out:
         model.save(args.out)
         tok.save(os.path.join(args.out, "tokenizer.json"))
@@ -484,7 +518,10 @@ def main(argv: list[str] | None = None) -> int:
         write_atomic(args.json, json.dumps({
             "config": cfg, "parameters": n_params, "vocab": tok.itos, "sentences": len(texts),
             "train_steps": args.train_steps, "lr": args.lr, "batch_size": args.batch_size,
-            "losses": losses}, indent=1) + "\n")
+            "losses": losses, "interrupted": interrupted}, indent=1) + "\n")
+    if interrupted:
+        raise ScriptError(f"interrupted after {len(losses)} of {args.train_steps} steps (the "
+                          "files hold the model as trained so far)", EXIT_INTERRUPTED)
     return 0
 
 

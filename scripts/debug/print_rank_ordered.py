@@ -29,6 +29,11 @@ How to launch
 Library use: copy the two functions, or ``from print_rank_ordered import print_locked,
 print_rank_ordered`` with this file on ``sys.path``.
 
+Exit status: 0 done; 2 for a bad option, an unreadable ``--lock-file`` or a launcher variable
+(RANK, WORLD_SIZE, MASTER_PORT, SLURM_PROCID, SLURM_NTASKS) that is not an integer or out of range;
+1 when a rank cannot reach MASTER_ADDR:MASTER_PORT within about ``--timeout-s`` (one line naming the
+address) or a collective fails. ``--debug`` adds the traceback to the one-line error.
+
 Example output (2 ranks, 2-core cloud VM, torch 2.13.0+cpu, gloo)::
 
     $ torchrun --standalone --nproc-per-node 2 scripts/debug/print_rank_ordered.py --only ordered
@@ -79,16 +84,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -119,12 +126,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -271,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lines", type=number(int, 1, 100_000), default=4, help="lines per message (default 4)")
     p.add_argument("--only", choices=("plain", "locked", "ordered"),
                    help="run only one of the three demos")
-    p.add_argument("--lock-file", default=__file__,
+    p.add_argument("--lock-file", type=nonempty, default=__file__,
                    help="file to flock for print_locked (default: this script)")
     p.add_argument("--timeout-s", type=number(float, 0, lo_open=True), default=60.0,
                    help="process-group timeout in seconds (default 60)")
@@ -280,9 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not os.access(args.lock_file, os.R_OK):
-        print(f"{PROG}: error: cannot read lock file {args.lock_file!r}", file=sys.stderr)
-        return 2
+    if not os.path.isfile(args.lock_file) or not os.access(args.lock_file, os.R_OK):
+        raise ScriptError(f"--lock-file: cannot read lock file {args.lock_file!r}", EXIT_USAGE)
     rank = env_int("RANK", env_int("SLURM_PROCID", 0))
     world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
     if rank >= world:

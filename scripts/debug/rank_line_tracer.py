@@ -7,7 +7,7 @@ Runs a Python script (``runpy``, as ``python script.py args`` would) with ``sys.
 installed, and appends one line per executed source line of the traced files to
 ``OUT/rank<R>.trace`` (R from RANK or SLURM_PROCID, default 0)::
 
-    hanging_collective.py:166 main
+    /home/me/scripts/debug/hanging_collective.py:364 main
 
 The file is line-buffered, so it is up to date even if the process hangs or is killed: after a hang,
 ``python rank_line_tracer.py --show OUT`` prints the last recorded line of every rank, with the
@@ -20,6 +20,10 @@ train.
 ``--every S`` additionally dumps every thread's full stack to ``OUT/rank<R>.stacks`` every S
 seconds with ``faulthandler.dump_traceback_later(S, repeat=True)``: no per-line cost, and it shows
 library frames too (the collective a rank is blocked in), but only the latest dump is current.
+
+Exit status: the traced script's own (``sys.exit``); 1 when it raises (one line naming the
+exception, its traceback with ``--debug``) or ``--show`` finds no trace lines; 2 for bad options, a
+missing script, an ``--out`` that cannot hold files, or a RANK/SLURM_PROCID that is not an integer.
 
 How to launch
 -------------
@@ -35,8 +39,8 @@ shown while it hangs)::
     $ torchrun --standalone --nproc-per-node 2 scripts/debug/rank_line_tracer.py --out /tmp/tr -- \\
           scripts/debug/hanging_collective.py --timeout-s 30 &
     $ python scripts/debug/rank_line_tracer.py --show /tmp/tr
-    rank 0: hanging_collective.py:174 in main: dist.all_reduce(t)
-    rank 1: hanging_collective.py:177 in main: dist.broadcast(t, src=1)
+    rank 0: hanging_collective.py:364 in main: dist.all_reduce(t)
+    rank 1: hanging_collective.py:367 in main: dist.broadcast(t, src=1)
 """
 
 from __future__ import annotations
@@ -77,16 +81,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -117,12 +123,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -257,7 +266,8 @@ def start_line_trace(out_path: str, match: str):
 def last_lines(out_dir: str) -> list[tuple[int, str, int, str, str]]:
     """Last recorded line of each ``rank<R>.trace`` in ``out_dir``, in rank order, as
     (rank, file, line number, function, source text). Empty trace files are left out.
-    Raises FileNotFoundError if ``out_dir`` does not exist.
+    Raises FileNotFoundError if ``out_dir`` does not exist, ValueError naming the file if its last
+    line is not ``file:line function``.
     """
     rows = []
     for name in os.listdir(out_dir):
@@ -273,6 +283,9 @@ def last_lines(out_dir: str) -> list[tuple[int, str, int, str, str]]:
             continue
         where, _, func = last.strip().rpartition(" ")
         path, _, lineno = where.rpartition(":")
+        if not (path and func and lineno.isdigit()):
+            raise ValueError(f"{os.path.join(out_dir, name)}: last line {last.strip()[:80]!r} is "
+                             "not 'file:line function' (not written by this tracer?)")
         text = linecache.getline(path, int(lineno)).strip()
         rows.append((int(m.group(1)), path, int(lineno), func, text))
     return sorted(rows)
@@ -286,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
               "       %(prog)s --show DIR")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
     p.add_argument("--out", type=nonempty, help="directory for rank<R>.trace (and rank<R>.stacks) files")
-    p.add_argument("--match", help="trace only files whose path contains this text "
+    p.add_argument("--match", type=nonempty, help="trace only files whose path contains this text "
                    "(default: the script's own path)")
     p.add_argument("--every", type=number(float, 0), default=0.0,
                    help="also dump all stacks to rank<R>.stacks every S seconds (default off)")
@@ -301,23 +314,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.show:
         if not os.path.isdir(args.show):
-            print(f"{PROG}: error: no such directory {args.show!r}", file=sys.stderr)
-            return 2
-        rows = last_lines(args.show)
+            raise ScriptError(f"--show: no such directory {args.show!r}", EXIT_USAGE)
+        try:
+            rows = last_lines(args.show)
+        except ValueError as exc:
+            raise ScriptError(str(exc)) from exc
         if not rows:
-            print(f"{PROG}: error: no rank<R>.trace files with lines in {args.show!r}",
-                  file=sys.stderr)
-            return 1
+            raise ScriptError(f"--show: no rank<R>.trace files with lines in {args.show!r}")
         for rank, path, lineno, func, text in rows:
             print(f"rank {rank}: {os.path.basename(path)}:{lineno} in {func}: {text}")
         return 0
     if not args.out or not args.script:
-        print(f"{PROG}: error: give --out DIR and a script to run (or --show DIR)",
-              file=sys.stderr)
-        return 2
+        parser.error("give --out DIR and a script to run (or --show DIR)")
     if not os.path.isfile(args.script):
-        print(f"{PROG}: error: no such script {args.script!r}", file=sys.stderr)
-        return 2
+        raise ScriptError(f"no such script {args.script!r}", EXIT_USAGE)
     check_output_dir(args.out, "--out")
     rank = rank_from_env()
     script = os.path.abspath(args.script)
@@ -325,13 +335,18 @@ def main(argv: list[str] | None = None) -> int:
         stacks = open(os.path.join(args.out, f"rank{rank}.stacks"), "w")
         faulthandler.dump_traceback_later(args.every, repeat=True, file=stacks)
     script_args = args.args[1:] if args.args[:1] == ["--"] else args.args
-    sys.argv = [script, *script_args]
+    own_argv, sys.argv = sys.argv, [script, *script_args]
     sys.path.insert(0, os.path.dirname(script))
     start_line_trace(os.path.join(args.out, f"rank{rank}.trace"), args.match or script)
     try:
         runpy.run_path(script, run_name="__main__")
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise ScriptError(f"{args.script} failed: {type(exc).__name__}: {first} (--debug, before "
+                          "--, shows its traceback)") from exc
     finally:
         sys.settrace(None)
+        sys.argv = own_argv                  # our own error line names this script, not it
         faulthandler.cancel_dump_traceback_later()
     return 0
 

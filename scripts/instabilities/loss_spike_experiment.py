@@ -45,6 +45,13 @@ Configurations (``--configs``, comma-separated; ``--list`` prints every setting)
 Units: loss in nats/token, gradient norms dimensionless (L2 of the gradient), attention logits and
 log Z dimensionless.
 
+Exit status: 0 done; 2 usage error (an option out of range, an unknown or repeated configuration, a
+``--window`` that would hide the injected bad batches from the detector, a run too large for the
+CPU it is sized for, a ``--device`` that cannot run, a ``--json`` that cannot be written; all but
+the device checked before torch is imported); 1 any other failure; 130 Ctrl-C or 143 SIGTERM,
+after printing the runs that finished and writing them to ``--json`` (``"interrupted": true``).
+Errors are one line ``loss_spike_experiment.py: error: ...``; ``--debug`` adds the traceback.
+
 How to launch
 -------------
 One process, CPU (torch picks its threads; the experiment is sized for a laptop core)::
@@ -75,6 +82,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -120,16 +128,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -160,12 +170,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -309,6 +322,35 @@ def spike_steps(z: list[float], threshold: float) -> list[int]:
     return steps
 
 
+def bad_steps(cfg: dict, steps: int) -> list[int]:
+    """The steps whose batch a configuration replaces by a bad one."""
+    return sorted({int(f * steps) + i for f in cfg["bad_at"] for i in range(cfg["bad_len"])})
+
+
+# What one CPU process can hold: float32 elements of the logits and of the attention scores of a
+# batch, parameters (AdamW keeps three more copies), and per-step values kept for --json.
+MAX_ACTIVATION = 1 << 27
+MAX_PARAMS = 200_000_000
+MAX_RECORDS = 50_000_000
+
+
+def check_size(args: argparse.Namespace) -> None:
+    """Refuse, before torch is imported, a run too large for the machine it is sized for."""
+    b, t, d = args.batch_size, args.seq_len, args.d_model
+    sizes = [
+        (b * t * args.vocab, MAX_ACTIVATION, "--batch-size x --seq-len x --vocab logits"),
+        (b * args.heads * t * t, MAX_ACTIVATION,
+         "--batch-size x --heads x --seq-len^2 attention scores per layer"),
+        (12 * d * d * args.layers + 2 * args.vocab * d + t * d, MAX_PARAMS, "parameters"),
+        (args.steps * (args.layers + 6) * len(args.config_names), MAX_RECORDS,
+         "per-step values (--steps x (--layers + 6) x configurations)"),
+    ]
+    for value, cap, what in sizes:
+        if value > cap:
+            fail(f"{value:,} {what} exceed this CPU experiment's cap of {cap:,}: make the run "
+                 "smaller")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Train a tiny transformer with spiking and non-spiking recipes "
@@ -320,11 +362,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=number(int, 1, 1_000_000), default=700, help="training steps per run (default 700)")
     p.add_argument("--batch-size", type=number(int, 1, 4096), default=16, help="sequences per batch (default 16)")
     p.add_argument("--seq-len", type=number(int, 2, 8192), default=32, help="tokens per sequence (default 32)")
-    p.add_argument("--vocab", type=number(int, 4, 1_000_000), default=64, help="vocabulary size (default 64)")
+    p.add_argument("--vocab", type=number(int, 4, 8192), default=64,
+                   help="vocabulary size, at most 8192: the chain's V x V matrix (default 64)")
     p.add_argument("--d-model", type=number(int, 1, 8192), default=64, help="model width (default 64)")
     p.add_argument("--layers", type=number(int, 1, 256), default=2, help="transformer blocks (default 2)")
     p.add_argument("--heads", type=number(int, 1, 256), default=4, help="attention heads (default 4)")
-    p.add_argument("--seed", type=number(int), default=0, help="seed for data, init and order (default 0)")
+    p.add_argument("--seed", type=number(int, 0, 2**32 - 1), default=0,
+                   help="seed for data, init and order, 0 to 2**32-1 (default 0)")
     p.add_argument("--window", type=number(int, 1), default=50,
                    help="steps in the rolling z-score window (default 50)")
     p.add_argument("--z-threshold", type=number(float, 0, lo_open=True), default=6.0,
@@ -345,12 +389,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not names or unknown:
         fail(f"unknown configuration {', '.join(unknown) or repr(args.configs)} "
              f"(choose from {', '.join(CONFIGS)})")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        fail(f"--configs: {', '.join(twice)} given more than once (a run is deterministic: the "
+             "second would repeat the first and replace it in --json)")
     args.config_names = names
     if args.d_model % args.heads:
         fail(f"--d-model {args.d_model} is not divisible by --heads {args.heads}")
     if args.window >= args.steps:
         fail(f"--window {args.window} must be below --steps {args.steps}: no step would have "
              "a z-score, so no spike could be detected")
+    for name in names:  # injected bad batches the detector cannot see would read as "no spike"
+        cfg = {**DEFAULTS, **CONFIGS[name]}
+        bad = bad_steps(cfg, args.steps)
+        if bad and bad[0] < args.window:
+            fail(f"--window {args.window}: configuration {name} injects its first bad batch at "
+                 f"step {bad[0]} ({cfg['bad_at'][0]:.0%} of --steps {args.steps}), before the "
+                 f"window is full, where no spike can be detected: use a --window below "
+                 f"{bad[0]} or more --steps")
+        if bad and bad[-1] >= args.steps:
+            fail(f"--steps {args.steps} is too short for configuration {name}: its bad batches "
+                 f"would run past the last step")
+    check_size(args)
     if args.json:
         check_output(args.json, "--json")
     return args
@@ -362,6 +422,16 @@ def main(argv: list[str] | None = None) -> int:
         for name, cfg in CONFIGS.items():
             print(f"{name:22s} {json.dumps({**DEFAULTS, **cfg})}")
         return 0
+
+    # Ctrl-C (even where a shell started us with SIGINT ignored) and SIGTERM (scancel, a time
+    # limit) stop the sweep between steps; the runs that finished are still printed and written.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    stopped_by = [signal.SIGINT]
+
+    def on_sigterm(signum, frame):
+        stopped_by[0] = signal.SIGTERM
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_sigterm)
 
     import torch
     import torch.nn as nn
@@ -442,88 +512,94 @@ def main(argv: list[str] | None = None) -> int:
 
     runs = {}
     t_start = time.time()
-    for name in args.config_names:
-        cfg = {**DEFAULTS, **CONFIGS[name]}
-        torch.manual_seed(args.seed)
-        model = TinyLM(args.vocab, args.d_model, args.layers, args.heads, args.seq_len,
-                       cfg["qk_norm"]).to(device)
-        decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-        no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
-                                 {"params": no_decay, "weight_decay": 0.0}],
-                                lr=cfg["lr"], betas=(0.9, cfg["beta2"]), eps=cfg["eps"])
-        data_gen = torch.Generator().manual_seed(args.seed + 1)
-        bad = sorted({int(f * args.steps) + i for f in cfg["bad_at"]
-                      for i in range(cfg["bad_len"])})
-        accepted: list[float] = []      # losses of the batches that were not skipped
-        rec = {"loss": [], "grad_norm": [], "max_attn_logit": [], "log_z": [],
-               "layer_grad_norms": [], "skipped_steps": []}
-        for step in range(args.steps):
-            seq = batch(data_gen)
-            if step in bad:
-                seq = torch.full_like(seq, step % args.vocab)   # one token, repeated
-            seq = seq.to(device)
-            lr = cfg["lr"] * min(1.0, (step + 1) / cfg["warmup"]) if cfg["warmup"] else cfg["lr"]
-            for group in opt.param_groups:
-                group["lr"] = lr
-            logits, peak = model(seq[:, :-1])
-            flat = logits.reshape(-1, args.vocab).float()
-            loss = F.cross_entropy(flat, seq[:, 1:].reshape(-1))
-            log_z = torch.logsumexp(flat, dim=-1)
-            total = loss + cfg["z_loss"] * (log_z ** 2).mean() if cfg["z_loss"] else loss
-            opt.zero_grad(set_to_none=True)
-            total.backward()
-            grads = [p.grad for p in model.parameters() if p.grad is not None]
-            gnorm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g)
-                                                          for g in grads]))
-            layer_norms = [float(torch.linalg.vector_norm(torch.stack(
-                [torch.linalg.vector_norm(p.grad) for p in blk.parameters()])))
-                for blk in model.blocks]
-            # Skipping decision: z-score against recent *accepted* batches, so that a run of bad
-            # batches does not raise the mean and hide the next one.
-            z_now = rolling_z(accepted[-args.window:] + [float(loss.detach())], args.window)[-1]
-            if cfg["skip_z"] and z_now > cfg["skip_z"]:
-                rec["skipped_steps"].append(step)      # drop this batch: no update
-            else:
-                accepted.append(float(loss.detach()))
-                if cfg["clip"]:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["clip"])
-                opt.step()
-            rec["loss"].append(float(loss.detach()))
-            rec["grad_norm"].append(float(gnorm))
-            rec["max_attn_logit"].append(float(peak))
-            rec["log_z"].append(float(log_z.detach().mean()))
-            rec["layer_grad_norms"].append(layer_norms)
-            if not math.isfinite(rec["loss"][-1]):
-                break
-        loss_z = rolling_z(rec["loss"], args.window)
-        grad_z = rolling_z(rec["grad_norm"], args.window)
-        finite_z = [z for z in loss_z if math.isfinite(z)]
-        tail = rec["loss"][-20:]
-        summary = {
-            "config": cfg,
-            "steps_run": len(rec["loss"]),
-            "diverged": not all(math.isfinite(v) for v in rec["loss"]),
-            "final_loss": sum(tail) / len(tail),
-            "min_loss": min(v for v in rec["loss"] if math.isfinite(v)),
-            "max_loss_z": max(loss_z) if loss_z else 0.0,
-            "max_finite_loss_z": max(finite_z) if finite_z else 0.0,
-            "max_grad_z": max(grad_z) if grad_z else 0.0,
-            "loss_spike_steps": spike_steps(loss_z, args.z_threshold),
-            "grad_spike_steps": spike_steps(grad_z, args.z_threshold),
-            "max_attn_logit": max(rec["max_attn_logit"]),
-            "bad_steps": bad,
-            "skipped_steps": rec["skipped_steps"],
-        }
-        runs[name] = {"summary": summary, **rec, "loss_z": loss_z, "grad_z": grad_z}
-        print(f"{name:22s} final_loss {summary['final_loss']:.3f}  max_loss_z "
-              f"{summary['max_loss_z']:7.1f}  max_grad_z {summary['max_grad_z']:7.1f}  "
-              f"spikes {len(summary['loss_spike_steps']):2d}  max|attn logit| "
-              f"{summary['max_attn_logit']:6.1f}  diverged {summary['diverged']}", flush=True)
+    interrupted = False
+    try:
+        for name in args.config_names:
+            cfg = {**DEFAULTS, **CONFIGS[name]}
+            torch.manual_seed(args.seed)
+            model = TinyLM(args.vocab, args.d_model, args.layers, args.heads, args.seq_len,
+                           cfg["qk_norm"]).to(device)
+            decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+            no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+            opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
+                                     {"params": no_decay, "weight_decay": 0.0}],
+                                    lr=cfg["lr"], betas=(0.9, cfg["beta2"]), eps=cfg["eps"])
+            data_gen = torch.Generator().manual_seed(args.seed + 1)
+            bad = bad_steps(cfg, args.steps)
+            accepted: list[float] = []      # losses of the batches that were not skipped
+            rec = {"loss": [], "grad_norm": [], "max_attn_logit": [], "log_z": [],
+                   "layer_grad_norms": [], "skipped_steps": []}
+            for step in range(args.steps):
+                seq = batch(data_gen)
+                if step in bad:
+                    seq = torch.full_like(seq, step % args.vocab)   # one token, repeated
+                seq = seq.to(device)
+                lr = cfg["lr"] * min(1.0, (step + 1) / cfg["warmup"]) if cfg["warmup"] else cfg["lr"]
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                logits, peak = model(seq[:, :-1])
+                flat = logits.reshape(-1, args.vocab).float()
+                loss = F.cross_entropy(flat, seq[:, 1:].reshape(-1))
+                log_z = torch.logsumexp(flat, dim=-1)
+                total = loss + cfg["z_loss"] * (log_z ** 2).mean() if cfg["z_loss"] else loss
+                opt.zero_grad(set_to_none=True)
+                total.backward()
+                grads = [p.grad for p in model.parameters() if p.grad is not None]
+                gnorm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g)
+                                                              for g in grads]))
+                layer_norms = [float(torch.linalg.vector_norm(torch.stack(
+                    [torch.linalg.vector_norm(p.grad) for p in blk.parameters()])))
+                    for blk in model.blocks]
+                # Skipping decision: z-score against recent *accepted* batches, so that a run of bad
+                # batches does not raise the mean and hide the next one.
+                z_now = rolling_z(accepted[-args.window:] + [float(loss.detach())], args.window)[-1]
+                if cfg["skip_z"] and z_now > cfg["skip_z"]:
+                    rec["skipped_steps"].append(step)      # drop this batch: no update
+                else:
+                    accepted.append(float(loss.detach()))
+                    if cfg["clip"]:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["clip"])
+                    opt.step()
+                rec["loss"].append(float(loss.detach()))
+                rec["grad_norm"].append(float(gnorm))
+                rec["max_attn_logit"].append(float(peak))
+                rec["log_z"].append(float(log_z.detach().mean()))
+                rec["layer_grad_norms"].append(layer_norms)
+                if not math.isfinite(rec["loss"][-1]):
+                    break
+            loss_z = rolling_z(rec["loss"], args.window)
+            grad_z = rolling_z(rec["grad_norm"], args.window)
+            finite_z = [z for z in loss_z if math.isfinite(z)]
+            tail = rec["loss"][-20:]
+            summary = {
+                "config": cfg,
+                "steps_run": len(rec["loss"]),
+                "diverged": not all(math.isfinite(v) for v in rec["loss"]),
+                "final_loss": sum(tail) / len(tail),
+                "min_loss": min(v for v in rec["loss"] if math.isfinite(v)),
+                "max_loss_z": max(loss_z) if loss_z else 0.0,
+                "max_finite_loss_z": max(finite_z) if finite_z else 0.0,
+                "max_grad_z": max(grad_z) if grad_z else 0.0,
+                "loss_spike_steps": spike_steps(loss_z, args.z_threshold),
+                "grad_spike_steps": spike_steps(grad_z, args.z_threshold),
+                "max_attn_logit": max(rec["max_attn_logit"]),
+                "bad_steps": bad,
+                "skipped_steps": rec["skipped_steps"],
+            }
+            runs[name] = {"summary": summary, **rec, "loss_z": loss_z, "grad_z": grad_z}
+            print(f"{name:22s} final_loss {summary['final_loss']:.3f}  max_loss_z "
+                  f"{summary['max_loss_z']:7.1f}  max_grad_z {summary['max_grad_z']:7.1f}  "
+                  f"spikes {len(summary['loss_spike_steps']):2d}  max|attn logit| "
+                  f"{summary['max_attn_logit']:6.1f}  diverged {summary['diverged']}", flush=True)
 
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep the runs that finished
+        interrupted = True
     elapsed = time.time() - t_start
+    if interrupted:
+        print(f"# interrupted by {stopped_by[0].name}: {len(runs)} of {len(args.config_names)} "
+              "runs finished" + (f"; writing them to {args.json}" if args.json else ""))
     print(f"# loss floor (entropy rate of the data) {floor:.3f} nats/token; "
-          f"{len(runs)} runs x {args.steps} steps in {elapsed:.0f} s")
+          f"{len(runs)} runs x {args.steps} steps in {elapsed:.0f} s", flush=True)
     if args.json:
         import platform
         report = {
@@ -533,10 +609,11 @@ def main(argv: list[str] | None = None) -> int:
             "settings": {k: getattr(args, k) for k in ("steps", "batch_size", "seq_len", "vocab",
                                                        "d_model", "layers", "heads", "seed",
                                                        "window", "z_threshold", "threads")},
-            "loss_floor": floor, "elapsed_s": round(elapsed, 1), "runs": runs,
+            "loss_floor": floor, "elapsed_s": round(elapsed, 1), "interrupted": interrupted,
+            "runs": runs,
         }
         write_atomic(args.json, json.dumps(report, allow_nan=True) + "\n")
-    return 0
+    return 128 + stopped_by[0] if interrupted else 0
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ when one of these happens:
   and starts again from the top; exit 0.
 * SIGTERM (SLURM's first step when it kills a job: time limit reached, ``scancel``, node set
   down): save and exit 143 (128 + SIGTERM).
+* SIGINT (Ctrl-C): save and exit 130.
 * ``--run-steps N``: this run has done N steps: save and exit 0 (a self-imposed budget, for job
   chains where each job does a slice of the training).
 
@@ -56,8 +57,12 @@ file is opened in append mode; step lines left out)::
     train_requeue.py: resumed from step 24 (restart count 1)
     train_requeue.py: finished step 120 loss 0.015463 weights_sha256 d6d113db38542d35b14f8506cb3de70e2ed1907fd088e464284150d195022a73
 
-Errors (bad arguments, unreadable checkpoint) end with one line ``train_requeue.py: error: ...``
-and a non-zero status.
+Exit status: 0 done (or stopped by SIGUSR1 / ``--run-steps`` after saving), 1 runtime failure
+(an unreadable or foreign checkpoint, a loss that turned nan/inf, a failed requeue), 2 usage
+error (an option, ``SLURM_RESTART_COUNT``/``SLURM_PROCID`` that is not an integer, a
+``--ckpt-dir`` or ``--json`` that cannot be written; checked before torch is imported),
+130 Ctrl-C, 143 SIGTERM. Errors are one line ``train_requeue.py: error: ...``; ``--debug``
+adds the traceback.
 """
 
 from __future__ import annotations
@@ -82,6 +87,8 @@ from pathlib import Path
 
 PROG = "train_requeue.py"
 CKPT_NAME = "checkpoint.pt"
+MAX_STEPS = 100_000_000  # a demonstration loop: more steps than this is a typo
+MAX_BATCH_FLOATS = 100_000_000  # --batch x --dim, float32
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
@@ -103,16 +110,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -143,12 +152,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -263,17 +275,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
     p.add_argument("--ckpt-dir", required=True, type=lambda t: Path(nonempty(t)),
                    help="directory for checkpoint.pt (created if missing)")
-    p.add_argument("--steps", type=number(int, 1), default=200, help="total training steps (default 200)")
+    p.add_argument("--steps", type=number(int, 1, MAX_STEPS), default=200,
+                   help=f"total training steps, at most {MAX_STEPS:,} (default 200)")
     p.add_argument("--save-every", type=number(int, 1), default=50,
                    help="periodic checkpoint interval in steps, >= 1 (default 50)")
     p.add_argument("--run-steps", type=number(int, 1), default=None,
                    help="stop this run after N steps (save, exit 0); default: run to the end")
-    p.add_argument("--lr", type=number(float, 0, lo_open=True), default=0.05, help="SGD learning rate, > 0 (default 0.05)")
+    p.add_argument("--lr", type=number(float, 0, 10, lo_open=True), default=0.05,
+                   help="SGD learning rate, in (0, 10] (default 0.05)")
     p.add_argument("--dim", type=number(int, 1, 1_000_000), default=16, help="number of features (default 16)")
     p.add_argument("--batch", type=number(int, 1, 1_000_000), default=64, help="batch size (default 64)")
-    p.add_argument("--seed", type=number(int), default=0, help="seed of the data and init (default 0)")
-    p.add_argument("--step-time", type=number(float, 0), default=0.0,
-                   help="extra seconds of sleep per step, to emulate work (default 0)")
+    p.add_argument("--seed", type=number(int, 0, 2**32 - 1), default=0,
+                   help="seed of the data and init, 0 to 2**32-1 (default 0)")
+    p.add_argument("--step-time", type=number(float, 0, 3600), default=0.0,
+                   help="extra seconds of sleep per step, to emulate work, at most 3600 (default 0)")
     p.add_argument("--log-every", type=number(int, 1), default=20, help="print every N steps (default 20)")
     p.add_argument("--no-requeue", action="store_true",
                    help="on SIGUSR1 only save and exit; do not call scontrol requeue")
@@ -285,19 +300,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse and validate; any problem exits with status 2 and a one-line message."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    env_int("SLURM_RESTART_COUNT", 0)
+    if args.batch * args.dim > MAX_BATCH_FLOATS:
+        parser.error(f"--batch {args.batch} x --dim {args.dim} = {args.batch * args.dim:,} "
+                     f"floats per batch, more than {MAX_BATCH_FLOATS:,} (400 MB): this is a "
+                     "small CPU stand-in for a training")
+    args.restarts = env_int("SLURM_RESTART_COUNT", 0)
+    args.leader = env_int("SLURM_PROCID", 0) == 0
     check_output_dir(str(args.ckpt_dir), "--ckpt-dir")
+    ckpt = args.ckpt_dir / CKPT_NAME
+    if ckpt.exists() and not ckpt.is_file():
+        raise ScriptError(f"--ckpt-dir {args.ckpt_dir}: {ckpt} is not a file (expected this "
+                          f"script's torch.save checkpoint or nothing)", EXIT_USAGE)
     if args.json:
         check_output(args.json, "--json", inputs=[str(args.ckpt_dir / CKPT_NAME)])
     return args
-
-
-def die(message: str, status: int = 1) -> None:
-    """Print ``train_requeue.py: error: message`` on stderr and exit with ``status``."""
-    # One write, newline included: ranks share stderr, and print() writes the newline apart.
-    sys.stderr.write(f"{PROG}: error: {message}\n")
-    sys.stderr.flush()
-    sys.exit(status)
 
 
 class Stop:
@@ -310,6 +326,7 @@ class Stop:
     def install(self) -> None:
         signal.signal(signal.SIGUSR1, self._handler)
         signal.signal(signal.SIGTERM, self._handler)
+        signal.signal(signal.SIGINT, self._handler)  # Ctrl-C: save too (set even if inherited ignored)
 
     def _handler(self, signum, frame) -> None:
         self.reason = signal.Signals(signum).name
@@ -355,11 +372,13 @@ def read_checkpoint(torch, path: Path) -> dict:
                           f"{(str(exc).strip().splitlines() or [''])[0]}); delete it to start "
                           "over, or restore a copy") from None
     expected = {"step", "model", "optimizer"}
-    if not isinstance(state, dict) or not expected <= set(state) or \
-            not isinstance(state["step"], int):
+    if not isinstance(state, dict) or not expected <= set(state):
         found = sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__
         raise ScriptError(f"checkpoint {path}: expected a dict with step, model and optimizer "
                           f"(a checkpoint of {PROG}); found {found}")
+    if not isinstance(state["step"], int) or state["step"] < 0:
+        raise ScriptError(f"checkpoint {path}: expected a step count (an int >= 0); found "
+                          f"{type(state['step']).__name__} {state['step']!r:.40}")
     return state
 
 
@@ -370,7 +389,7 @@ def train(args: argparse.Namespace) -> int:
     import torch
 
     ckpt = args.ckpt_dir / CKPT_NAME
-    restarts = env_int("SLURM_RESTART_COUNT", 0)
+    restarts = args.restarts
 
     gen = torch.Generator().manual_seed(args.seed)
     true_w = torch.randn(args.dim, 1, generator=gen)
@@ -387,8 +406,8 @@ def train(args: argparse.Namespace) -> int:
             opt.load_state_dict(state["optimizer"])
         except (RuntimeError, ValueError, KeyError) as exc:  # a checkpoint we cannot use must
             first = (str(exc).strip().splitlines() or [""])[0]  # stop the job, loudly
-            die(f"checkpoint {ckpt} does not fit this model (written with another --dim?): "
-                f"{first}")
+            raise ScriptError(f"checkpoint {ckpt} does not fit this model (written with another "
+                              f"--dim?): {first}") from None
         step = resumed_from = state["step"]
         print(f"{PROG}: resumed from step {step} (restart count {restarts})", flush=True)
     else:
@@ -409,6 +428,9 @@ def train(args: argparse.Namespace) -> int:
         loss.backward()
         opt.step()
         step += 1
+        if not math.isfinite(loss.item()):  # a nan checkpoint would poison every resumption
+            raise ScriptError(f"loss is {loss.item()} at step {step}: the training diverged "
+                              f"(--lr {args.lr:g} too high?); no checkpoint written for it")
         if args.step_time:
             time.sleep(args.step_time)
         if step % args.save_every == 0 and step < args.steps:
@@ -418,17 +440,16 @@ def train(args: argparse.Namespace) -> int:
         if stop.reason is not None and step < args.steps:
             save_checkpoint(ckpt, state_now())
             job_id = os.environ.get("SLURM_JOB_ID")
-            leader = os.environ.get("SLURM_PROCID", "0") == "0"
-            if stop.reason == "SIGTERM":
-                print(f"{PROG}: SIGTERM: saved step {step} to {ckpt}; exiting", flush=True)
-                return 128 + signal.SIGTERM
-            if job_id and leader and not args.no_requeue:
+            if stop.reason in ("SIGTERM", "SIGINT"):
+                print(f"{PROG}: {stop.reason}: saved step {step} to {ckpt}; exiting", flush=True)
+                return 128 + signal.Signals[stop.reason]
+            if job_id and args.leader and not args.no_requeue:
                 print(f"{PROG}: SIGUSR1: saved step {step} to {ckpt}; requeueing job {job_id}",
                       flush=True)
                 try:
                     requeue(job_id)
                 except (OSError, subprocess.SubprocessError) as exc:
-                    die(f"scontrol requeue {job_id} failed: {exc}")
+                    raise ScriptError(f"scontrol requeue {job_id} failed: {exc}") from None
             else:
                 print(f"{PROG}: SIGUSR1: saved step {step} to {ckpt}; exiting", flush=True)
             return 0

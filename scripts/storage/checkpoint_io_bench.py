@@ -54,13 +54,17 @@ Any number of processes; CPU tensors use gloo, ``--device cuda`` puts the state 
 Plain ``srun`` (one task per GPU, no torchrun) works too: rank and world size come from
 SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID, and MASTER_ADDR/MASTER_PORT must be exported.
 
-Bad input (missing or read-only ``--dir``, a ``--json`` that cannot be written, a size below one
-tensor, launcher variables that are not integers) exits with status 2 and a one-line error from
+Bad input (a ``--dir`` that is missing, a file or read-only, a ``--json`` that cannot be written,
+a size below one tensor or one that does not fit in the free space of ``--dir`` or, on CPU, in
+memory, launcher variables that are not integers) exits with status 2 and a one-line error from
 rank 0 (every rank checks) before any work; ``--debug`` adds the traceback. Rendezvous is bounded
 by ``--timeout`` too, whatever the store's retries. Collectives have a ``--timeout`` (default 300 s),
-so a dead rank ends the job instead of hanging it. Self-test (for the test suite only):
-``CHECKPOINT_IO_BENCH_EXIT_RANK=R`` makes rank R exit right after joining the process group. The checkpoint files are removed at the end
-unless ``--keep``.
+so a dead rank ends the job instead of hanging it; that, a failed save or load, or an unreachable
+MASTER_ADDR:MASTER_PORT exits with status 1 and one line naming the rank. Self-test (for the test
+suite only): ``CHECKPOINT_IO_BENCH_EXIT_RANK=R`` makes rank R exit right after joining the process
+group. The checkpoint files are removed at the end unless ``--keep``. Ctrl-C or SIGTERM (``scancel``,
+a job's time limit) stops the run: rank 0 still prints and writes to ``--json`` the methods that
+finished (``"interrupted": true``), the checkpoint files are removed, and the status is 130 or 143.
 
 Example output (2 CPU processes on the 2-core cloud VM, local ext4 disk; the committed file
 results/storage/checkpoint_io_bench-cpu-2proc.json holds the whole run)::
@@ -69,6 +73,9 @@ results/storage/checkpoint_io_bench-cpu-2proc.json holds the whole run)::
           scripts/storage/checkpoint_io_bench.py \\
           --dir /var/tmp --size 2G --iters 3 --async-save \\
           --json results/storage/checkpoint_io_bench-cpu-2proc.json
+    # finished torch.save (1 of 3 methods)
+    # finished dcp (2 of 3 methods)
+    # finished dcp_async (3 of 3 methods)
     # checkpoint_io_bench.py: torch 2.13.0+cpu, 2 rank(s), backend gloo, device cpu, dtype bfloat16
     # checkpoint 2.147 GB in /var/tmp (ext4), cold reads, median of 3; GBps = 1e9 bytes/s; time = max over ranks
         method            op       GB   time(s)     GBps
@@ -93,6 +100,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -124,16 +132,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -164,12 +174,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -313,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warm-read", action="store_true",
                    help="do not drop the files from the page cache before reading")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--timeout", type=number(float, 0, lo_open=True), default=300.0,
+    p.add_argument("--timeout", type=number(float, 0, 7 * 86400, lo_open=True), default=300.0,
                    help="seconds before a collective gives up (default 300)")
     p.add_argument("--keep", action="store_true", help="keep the checkpoint files")
     p.add_argument("--json", type=nonempty, metavar="PATH", help="write the results as JSON")
@@ -327,10 +340,32 @@ def check_args(args) -> list[str]:
     if bad or not methods:
         raise BenchError(f"--methods must name torch.save and/or dcp, got {args.methods!r}")
     if not args.dir.is_dir():
-        raise BenchError(f"--dir {args.dir} does not exist or is not a directory")
+        existing = args.dir
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if existing.exists() and not existing.is_dir():
+            raise BenchError(f"--dir {args.dir}: {existing} is a file, not a folder")
+        raise BenchError(f"--dir {args.dir} does not exist (give an existing folder)")
     check_output_dir(str(args.dir), "--dir")  # exists: only checks that files can be made there
     if args.json:
         check_output(args.json, "--json")
+    # The checkpoint lands in --dir (all of it on a shared file system; every method's copies
+    # with --keep), and each process holds its shard and the copy read back in memory.
+    if args.device == "cpu" and hasattr(os, "sysconf"):
+        with contextlib.suppress(ValueError, OSError):
+            ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            local = env_int("LOCAL_WORLD_SIZE", 1, lo=1)
+            world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
+            need = 2 * args.size // world * min(local, world)
+            if need > 0.9 * ram:
+                raise BenchError(f"--size {args.size / 1e9:.3f} GB needs about {need / 1e9:.3f} GB "
+                                 f"of memory on this node (each rank's shard and the copy read "
+                                 f"back) but it has {ram / 1e9:.3f} GB")
+    copies = args.iters * (len(methods) + args.async_save) if args.keep else 1
+    free = shutil.disk_usage(args.dir).free
+    if args.size * copies > 0.95 * free:
+        raise BenchError(f"--size {args.size / 1e9:.3f} GB x {copies} cop{'y' if copies == 1 else 'ies'}"
+                         f" does not fit in the {free / 1e9:.3f} GB free in --dir {args.dir}")
     return methods
 
 
@@ -444,6 +479,16 @@ def main(argv=None) -> int:
     if env.get("CHECKPOINT_IO_BENCH_EXIT_RANK") == str(rank):  # self-test: a rank dies
         os._exit(3)
     workdir = None
+    report, results, interrupted = None, [], False
+    # Ctrl-C (even where a shell started us with SIGINT ignored) and SIGTERM (scancel, a time
+    # limit) stop the run between operations; the finished results are still reported.
+    stopped_by = [signal.SIGINT]
+
+    def on_sigterm(signum, frame):
+        stopped_by[0] = signal.SIGTERM
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         # Every rank checks the directory; rank 0 creates the run directory for all.
         name = [None]
@@ -488,7 +533,39 @@ def main(argv=None) -> int:
                             "time_s": _sig(med), "times_s": [_sig(t) for t in times],
                             "GBps": _sig(total_bytes / med / 1e9)})
 
-        for method in methods + (["dcp_async"] if args.async_save else []):
+        def report(interrupted: bool) -> None:
+            """Rank 0 prints the table and writes --json: every method, or those finished."""
+            dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+            fs = filesystem_of(workdir)
+            print(f"# {PROG}: torch {torch.__version__}, {world} rank(s), backend {backend}, "
+                  f"device {dev_name}, dtype {args.dtype}")
+            print(f"# checkpoint {total_bytes / 1e9:.3f} GB in {args.dir} ({fs}), "
+                  f"{'warm' if args.warm_read else 'cold'} reads, median of {args.iters}; "
+                  "GBps = 1e9 bytes/s; time = max over ranks")
+            if interrupted:
+                print(f"# interrupted: {len(results)} results finished before the signal")
+            print(f"{'method':>10} {'op':>13} {'GB':>8} {'time(s)':>9} {'GBps':>8}")
+            for r in results:
+                print(f"{r['method']:>10} {r['op']:>13} {r['bytes'] / 1e9:>8.3f} "
+                      f"{r['time_s']:>9.3f} {r['GBps']:>8.3f}")
+            print("# verified: every tensor read back equals what was written")
+            if args.json:
+                summary = {
+                    "benchmark": "checkpoint_io", "schema_version": 1, "world_size": world,
+                    "backend": backend, "device": dev_name, "dtype": args.dtype,
+                    "size_bytes": total_bytes, "tensor_bytes": args.tensor_size,
+                    "iters": args.iters, "directory": str(args.dir), "filesystem": fs,
+                    "cold_read": not args.warm_read, "torch_version": torch.__version__,
+                    "hostname": platform.node(),
+                    "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "command": _command(world), "units": {"GBps": "1e9 bytes/s", "time": "s"},
+                    "results": results, "verified": True,
+                    **({"interrupted": True} if interrupted else {}),
+                }
+                write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
+
+        todo = methods + (["dcp_async"] if args.async_save else [])
+        for done, method in enumerate(todo, 1):
             saves, loads, blocking = [], [], []
             for it in range(args.iters):
                 target = workdir / f"{method}.{it}"
@@ -539,44 +616,44 @@ def main(argv=None) -> int:
                 record(method, "save_blocking", blocking)
             record(method, "save", saves)
             record(method, "load", loads)
+            if rank == 0:  # progress, and what an interrupted run will still report
+                print(f"# finished {method} ({done} of {len(todo)} methods)", flush=True)
 
         if rank == 0:
-            dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-            fs = filesystem_of(workdir)
-            print(f"# {PROG}: torch {torch.__version__}, {world} rank(s), backend {backend}, "
-                  f"device {dev_name}, dtype {args.dtype}")
-            print(f"# checkpoint {total_bytes / 1e9:.3f} GB in {args.dir} ({fs}), "
-                  f"{'warm' if args.warm_read else 'cold'} reads, median of {args.iters}; "
-                  "GBps = 1e9 bytes/s; time = max over ranks")
-            print(f"{'method':>10} {'op':>13} {'GB':>8} {'time(s)':>9} {'GBps':>8}")
-            for r in results:
-                print(f"{r['method']:>10} {r['op']:>13} {r['bytes'] / 1e9:>8.3f} "
-                      f"{r['time_s']:>9.3f} {r['GBps']:>8.3f}")
-            print("# verified: every tensor read back equals what was written")
-            if args.json:
-                summary = {
-                    "benchmark": "checkpoint_io", "schema_version": 1, "world_size": world,
-                    "backend": backend, "device": dev_name, "dtype": args.dtype,
-                    "size_bytes": total_bytes, "tensor_bytes": args.tensor_size,
-                    "iters": args.iters, "directory": str(args.dir), "filesystem": fs,
-                    "cold_read": not args.warm_read, "torch_version": torch.__version__,
-                    "hostname": platform.node(),
-                    "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "command": _command(world), "units": {"GBps": "1e9 bytes/s", "time": "s"},
-                    "results": results, "verified": True,
-                }
-                write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
+            report(interrupted=False)
         dist.barrier()
         return 0
+    except KeyboardInterrupt:
+        # No teardown collective: the other ranks may be gone and it would wait for them.
+        interrupted = True
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut the writing
+            signal.signal(sig, signal.SIG_IGN)
+        if rank == 0 and report is not None and results:
+            report(interrupted=True)
+        name = signal.Signals(stopped_by[0]).name
+        kept = (f" after {len(results)} results" + (f"; wrote them to {args.json}"
+                if args.json and results else "")) if rank == 0 else ""
+        raise ScriptError(f"rank {rank}: interrupted by {name}{kept}", 128 + stopped_by[0]) from None
     except BenchError as err:
         return fail(str(err), 1)
     except (RuntimeError, OSError) as err:  # a collective timed out, a peer died, disk full
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         return fail(f"rank {rank}: {first}", 1)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        # it maps each failing rank to its (error, traceback): name the lowest one's error
+        failures = getattr(err, "failures", None)
+        if failures:
+            item = min(failures.items())[1]
+            err = item[0] if isinstance(item, tuple) else item
+        first = (str(err).strip().splitlines() or [""])[0]
+        return fail(f"rank {rank}: checkpoint in {args.dir} failed: {type(err).__name__}"
+                    f"{': ' + first if first else ''}", 1)
     finally:
         if rank == 0 and workdir is not None and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-        if dist.is_initialized():
+        if dist.is_initialized() and not interrupted:
             dist.destroy_process_group()
 
 

@@ -51,12 +51,14 @@ One process (the DataLoader starts its own worker processes)::
     python dataloader_bench.py --workers 0,1,2,4,8 --sample-ms 5 --batch-size 64 --json dl.json
     srun --ntasks 1 --cpus-per-task 16 python dataloader_bench.py --workers 0,4,8,16 --device cuda
 
-Bad input (a non-positive batch size, negative workers or cost, nan or inf, a ``--json`` that
-cannot be written) exits with status 2 and a one-line error before anything is measured;
+Bad input (a non-positive batch size, negative workers or cost, nan or inf, a batch above 4 GiB
+or more than 1e7 samples per setting, a ``--json`` that cannot be written) exits with status 2
+and a one-line error before anything is measured;
 ``--debug`` adds the traceback. A batch that takes longer than ``--timeout`` seconds fails the run
-(status 1) instead of hanging it: DataLoader's own ``timeout`` with workers, a deadline of the
-script's with ``--workers 0``. Ctrl-C or SIGTERM stops the sweep and still writes the settings
-measured so far (``"interrupted": true``; exit status 130 or 143).
+(status 1) instead of hanging it: DataLoader's own ``timeout`` with workers (the settings measured
+before it are still written, with the error under ``"failed"``), a deadline of the script's with
+``--workers 0`` (it ends the process at once). Ctrl-C or SIGTERM stops the sweep and still writes
+the settings measured so far (``"interrupted": true``; exit status 130 or 143).
 
 Example output (2-core cloud VM, no GPU, heavily loaded by other jobs during the run: every row is
 far below the ideal, and extra workers kept winning CPU time from the other jobs; the committed
@@ -115,16 +117,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -155,12 +159,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -269,6 +276,10 @@ def run_main(main, argv=None) -> None:
 MAX_WORKERS = 1024
 # One synthetic sample is allocated per item; above this a typo in --sample-shape eats the node.
 MAX_SAMPLE_BYTES = 2**30
+# A batch is held by the main process plus up to 2 prefetched per worker: beyond this, memory.
+MAX_BATCH_BYTES = 2**32
+# Samples drawn per setting: beyond this a typo in --batches/--batch-size runs for days.
+MAX_SAMPLES_PER_SETTING = 10_000_000
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -303,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-ms", type=number(float, 0), default=0.0,
                    help="simulated training step per batch in ms (default 0)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--timeout", type=number(float, 0, lo_open=True), default=120.0,
+    p.add_argument("--timeout", type=number(float, 0, 7 * 86400, lo_open=True), default=120.0,
                    help="seconds to wait for one batch before failing, also with --workers 0 "
                         "(default 120)")
     p.add_argument("--json", metavar="PATH", type=nonempty, help="write the results as JSON")
@@ -322,6 +333,15 @@ def check_args(args) -> list[int]:
     if math.prod(shape) > MAX_SAMPLE_BYTES:
         raise ValueError(f"--sample-shape {args.sample_shape} is {math.prod(shape)} bytes per "
                          f"sample; at most {MAX_SAMPLE_BYTES} (1 GiB)")
+    batch_bytes = math.prod(shape) * args.batch_size
+    if batch_bytes > MAX_BATCH_BYTES:
+        raise ValueError(f"--batch-size {args.batch_size} x --sample-shape {args.sample_shape} is "
+                         f"{batch_bytes} bytes per batch; at most {MAX_BATCH_BYTES} (4 GiB: the "
+                         "main process and every worker hold batches in memory)")
+    samples = (args.warmup + args.batches) * args.batch_size
+    if samples > MAX_SAMPLES_PER_SETTING:
+        raise ValueError(f"(--warmup + --batches) x --batch-size = {samples} samples per setting; "
+                         f"at most {MAX_SAMPLES_PER_SETTING} (a measurement needs far fewer)")
     if args.json:
         check_output(args.json, "--json")
     return shape
@@ -427,8 +447,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     cuda = torch.cuda.is_available()
     if args.device == "cuda" and not cuda:
-        print(f"{PROG}: error: --device cuda but CUDA is not available", file=sys.stderr)
-        return 2
+        raise ScriptError("--device cuda but CUDA is not available", EXIT_USAGE)
     device = torch.device("cuda" if (args.device == "cuda" or (args.device == "auto" and cuda))
                           else "cpu")
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -456,6 +475,7 @@ def main(argv=None) -> int:
           f"{'ideal':>9} {'first(s)':>8} {'wait(ms)':>8}")
     rows = []
     stopped_by = []
+    failure = None  # a setting that failed after others were measured: keep theirs
 
     def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit: keep the finished rows
         stopped_by.append(signum)
@@ -478,15 +498,23 @@ def main(argv=None) -> int:
                 print(f"{w:>7} {str(pin):>5} {str(nb):>6} {res['samples_per_s']:>10.1f} "
                       f"{res['MBps']:>9.1f} {ideal:>9.1f} {res['first_batch_s']:>8.2f} "
                       f"{res['wait_ms_per_batch']:>8.2f}", flush=True)
-    except (RuntimeError, OSError) as err:
+    except (RuntimeError, OSError) as err:  # a DataLoader timeout, a worker that died, a wrong batch
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        print(f"{PROG}: error: {msg}", file=sys.stderr)
-        return 1
+        if "timed out" in msg:
+            msg += f" waiting for a batch from the workers (--timeout {args.timeout:g})"
+        if not rows:
+            raise ScriptError(msg) from err
+        failure = msg
+        print(f"# stopped: {msg}")
     except KeyboardInterrupt:
         stopped_by.append(signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not lose the rows
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print(f"# interrupted: {len(rows)} of {len(workers) * len(flags)} settings measured")
         if not rows:
-            return 128 + stopped_by[0]
+            raise ScriptError(f"interrupted by {signal.Signals(stopped_by[0]).name} before the "
+                              "first setting was measured; nothing written",
+                              128 + stopped_by[0]) from None
     rec = recommend(rows)
     print(f"# recommended: num_workers={rec['num_workers']}, pin_memory={rec['pin_memory']}, "
           f"non_blocking={rec['non_blocking']} ({rec['samples_per_s']:.1f} samples/s, within 5% "
@@ -506,9 +534,17 @@ def main(argv=None) -> int:
                         for r in rows],
             "recommended": {k: rec[k] for k in ("num_workers", "pin_memory", "non_blocking")},
             "interrupted": bool(stopped_by),
+            **({"failed": failure} if failure else {}),
         }
         write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
-    return 128 + stopped_by[0] if stopped_by else 0
+    if failure:
+        kept = f"; wrote the {len(rows)} settings measured before it to {args.json}" if args.json else ""
+        raise ScriptError(f"{failure}{kept}")
+    if stopped_by:
+        kept = f"; wrote them to {args.json}" if args.json else ""
+        raise ScriptError(f"interrupted by {signal.Signals(stopped_by[0]).name} after {len(rows)} "
+                          f"of {len(workers) * len(flags)} settings{kept}", 128 + stopped_by[0])
+    return 0
 
 
 if __name__ == "__main__":

@@ -45,9 +45,12 @@ Safety
 Refuses, with a one-line error and exit status 2, a DIR that is empty, does not exist, is not a
 directory or cannot be written (checked by creating the scratch directory, which also works for root
 on a read-only file system), a budget that is not a positive finite number of seconds (at most a
-week), a ``--json``/``--plot`` path that cannot be written (checked before fio starts), a matrix
-whose files do not fit in the free space, and a missing fio. A fio run that fails or outlives its
-time limit ends the scan with exit status 1; fio and every job process it forked are killed. The
+week) or too short for the matrix (0.5 s per job at least), a ``--numjobs`` above 1024, a
+``--bs`` larger than a ``--size``, a ``--json``/``--plot`` path that cannot be written (checked
+before fio starts), a matrix whose files do not fit in the free space, and a missing fio. A fio
+run that fails or outlives its time limit ends the scan with exit status 1; fio and every job
+process it forked are killed (fio writes its output to temporary files, not pipes, so a job
+process that outlives fio cannot block the scan). The
 scratch directory and everything fio wrote in it are removed when the scan ends, fails, or is
 interrupted with Ctrl-C (SIGINT) or SIGTERM (exit status 130 or 143), after fio has stopped; an
 interrupted scan still writes the jobs it finished to ``--json`` (``"interrupted": true``).
@@ -106,6 +109,8 @@ from pathlib import Path
 PROG = "fio_scan.py"
 PATTERNS = ("read", "write", "randread", "randwrite")
 MIN_RUNTIME_S = 0.5  # fio's runtime has 1 ms resolution; below this, ramp-up dominates
+MAX_NUMJOBS = 1024     # fio forks one process per job: more than this is a typo
+MAX_IODEPTH = 65536    # fio's own limit on iodepth
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
@@ -127,16 +132,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -167,12 +174,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -332,10 +342,10 @@ def _pattern(text: str) -> str:
     return text
 
 
-def _positive_int(text: str) -> int:
+def _positive_int(text: str, hi: int = MAX_NUMJOBS) -> int:
     value = int(text)
-    if value < 1:
-        raise ValueError(f"must be >= 1, got {value}")
+    if not 1 <= value <= hi:
+        raise ValueError(f"must be from 1 to {hi}, got {value}")
     return value
 
 
@@ -382,9 +392,9 @@ def parse_fio_json(text: str, rw: str) -> dict:
         data = json.loads(text[start:])
         job = data["jobs"][0]
     except (ValueError, KeyError, IndexError) as err:
-        raise ScanError(f"could not parse fio's JSON output ({err})") from err
+        raise ScriptError(f"could not parse fio's JSON output ({err})") from err
     if job.get("error"):
-        raise ScanError(f"fio job failed with error {job['error']}")
+        raise ScriptError(f"fio job failed with error {job['error']}")
     side = job["write" if "write" in rw else "read"]
     lat = side.get("lat_ns", {})
     pct = lat.get("percentile") or side.get("clat_ns", {}).get("percentile") or {}
@@ -469,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "RAM for buffered reads")
     parser.add_argument("--numjobs", type=_csv(_positive_int), default=[1],
                         help="parallel jobs (processes), e.g. 1,8 (default 1)")
-    parser.add_argument("--iodepth", type=_positive_int, default=16,
+    parser.add_argument("--iodepth", type=number(int, 1, MAX_IODEPTH), default=16,
                         help="IOs in flight per job (queue depth; default 16)")
     parser.add_argument("--ioengine", default="libaio" if sys.platform.startswith("linux")
                         else "posixaio", help="fio ioengine (default libaio on Linux)")
@@ -515,25 +525,33 @@ def fio_version(fio: str) -> str:
 
 
 def run_fio(cmd: list[str], timeout_s: float, state: dict) -> str:
-    """Run one fio command, return its stdout; ScanError with fio's last error line if it fails.
+    """Run one fio command, return its stdout; ScriptError with fio's last error line if it
+    fails or outlives ``timeout_s``.
 
     The child is recorded in ``state['child']`` so that a signal handler can stop it.
     """
-    # A session of its own: fio forks one process per job, and stopping fio means stopping them
-    # all (one of them left alive keeps the pipes open, and reading them would block); see
-    # stop_fio.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    state["child"] = proc
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        stop_fio(proc)
+    # fio's output goes to unnamed temporary files, not pipes: a job process that outlives fio
+    # would hold a pipe open and reading it to the end would block; the scan waits for fio
+    # itself only. A session of its own: stopping fio means stopping its job processes too
+    # (see stop_fio).
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        proc = subprocess.Popen(cmd, stdout=out_file, stderr=err_file, start_new_session=True)
+        state["child"] = proc
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stop_fio(proc)
+            state["child"] = None
+            raise ScriptError(f"fio did not finish within {timeout_s:.0f} s (stopped it and its "
+                              "job processes)") from None
+        # (a signal raised inside wait() leaves state["child"] set: stop_scan stops it)
         state["child"] = None
-        raise ScriptError(f"fio did not finish within {timeout_s:.0f} s (stopped it and its job "
-                          "processes)") from None
-    # (a signal raised inside communicate() leaves state["child"] set: stop_scan stops it)
-    state["child"] = None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever fio left behind in its group
+        out_file.seek(0)
+        err_file.seek(0)
+        out = out_file.read().decode("utf-8", errors="replace")
+        err = err_file.read().decode("utf-8", errors="replace")
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (err + "\n" + out).splitlines() if ln.strip()]
         msgs = [ln for ln in lines if "fio:" in ln or "error" in ln.lower()] or lines or ["?"]
@@ -559,30 +577,56 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
-def stop_fio(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    """Send ``sig`` to fio and every process it forked, wait (at most 30 s) for fio, and close its
-    pipes without reading them: a job process that survived could hold them open for ever.
-    fio's job processes start sessions of their own, so the process group is not enough: the
-    tree is collected before anything is killed (orphans are adopted by init)."""
-    for pid in process_tree(proc.pid):
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def stop_fio(proc: subprocess.Popen, sig: int = signal.SIGKILL, wait_s: float = 30) -> None:
+    """Send ``sig`` to fio and every process it forked and wait (at most ``wait_s``) until they
+    are all gone, so that nothing writes in the scan's files once this returns. fio's job
+    processes start sessions of their own, so the process group is not enough: the tree is
+    collected before anything is killed (orphans are adopted by init)."""
+    tree = process_tree(proc.pid)
+    for pid in tree:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
+    end = time.monotonic() + wait_s
     with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=30)
+        proc.wait(timeout=wait_s)
+    # the job processes are fio's children, not ours: wait until they have exited
+    while time.monotonic() < end and any(_running(pid) for pid in tree[1:]):
+        time.sleep(0.05)
     for pipe in (proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()
 
 
+def check_matrix(args) -> float:
+    """Seconds per fio job of the matrix ``args`` asks for; ScanError if the matrix cannot run
+    (too many points for the budget, a block larger than its file). Counted before the matrix
+    is built: a long list on every axis would not fit in memory."""
+    points = len(args.size) * len(args.numjobs) * len(args.rw) * len(args.bs)
+    runtime_s = args.budget / points
+    if runtime_s < MIN_RUNTIME_S:
+        raise ScanError(f"--budget {args.budget:g} s gives {runtime_s:.2g} s per job for "
+                        f"{points} jobs; need at least {MIN_RUNTIME_S} s each")
+    if max(args.bs) > min(args.size):
+        raise ScanError(f"--bs {human_size(max(args.bs))} is larger than --size "
+                        f"{human_size(min(args.size))}: a block must fit in the file")
+    return runtime_s
+
+
 def scan(args, state: dict) -> dict:
     """Run the matrix; returns the JSON-able summary. Raises ScanError on a problem."""
+    runtime_s = check_matrix(args)
     matrix = list(product(args.size, args.numjobs, args.rw, args.bs))
-    runtime_s = args.budget / len(matrix)
-    if runtime_s < MIN_RUNTIME_S:
-        raise ScanError(f"--budget {args.budget:g} s gives {runtime_s:.2f} s per job for "
-                        f"{len(matrix)} jobs; need at least {MIN_RUNTIME_S} s each")
     version = fio_version(args.fio)
     scratch = make_scratch(args.directory)
     state["scratch"] = scratch

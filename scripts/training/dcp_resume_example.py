@@ -50,6 +50,14 @@ LOCAL_RANK). Plain ``python dcp_resume_example.py`` runs a single process. ``--j
 the results (rank 0): steps run, losses as hex strings, the next batch of every rank, the next
 loss, and the SHA-256 of the model parameters and optimizer state.
 
+Exit status: 0 success; 2 bad input, refused in one line ``dcp_resume_example.py: error: ...``
+before training (an option out of range, launcher variables that are not integers, a
+``--ckpt-dir``/``--json``/``--export`` that cannot be written, a ``--resume`` that is not a
+complete DCP checkpoint folder); 1 a runtime failure (a peer that cannot be reached within
+``--timeout-s``, a checkpoint written by another script or with a truncated shard, a save that
+fails), also one line saying what was expected and what was found. ``--debug`` adds the
+traceback.
+
 Self-test (for the test suite only): ``DCP_RESUME_EXAMPLE_CRASH_AT=K`` makes rank 1 exit with
 status 3 at the start of step K, on the first attempt only (TORCHELASTIC_RESTART_COUNT 0);
 ``DCP_RESUME_EXAMPLE_SIGNAL_AT=K`` makes rank 0 send itself SIGUSR1 at the start of step K.
@@ -127,16 +135,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -167,12 +177,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -277,12 +290,11 @@ def run_main(main, argv=None) -> None:
 # --- end of script contract ---
 
 
-def fail(message: str, status: int = 2) -> None:
-    """Print ``PROG: error: message`` on stderr and exit with ``status`` (one line, no traceback)."""
-    # One write, newline included: ranks share stderr, and print() writes the newline apart.
-    sys.stderr.write(f"{PROG}: error: {message}\n")
-    sys.stderr.flush()
-    sys.exit(status)
+# Caps on the sizes of the toy run: beyond them a typo would run for days or exhaust memory.
+MAX_STEPS = 1_000_000
+MAX_SAMPLES = 10_000_000
+MAX_BATCH = 1_000_000
+MAX_TIMEOUT_S = 7 * 86400
 
 
 def parse_steps(text: str) -> list[int]:
@@ -299,15 +311,20 @@ def parse_steps(text: str) -> list[int]:
     return steps
 
 
-def positive_int(text: str) -> int:
-    """``int(text)`` if it is >= 1, else argparse.ArgumentTypeError."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer {text!r}")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def describe_resume(path: str) -> str | None:
+    """What ``--resume path`` is when it is not a complete DCP checkpoint folder (None if it is)."""
+    target = Path(path)
+    if (target / ".metadata").is_file():
+        return None
+    if not target.exists():
+        return "nothing there (it does not exist)"
+    if not target.is_dir():
+        return "a file"
+    entries = sorted(e.name for e in target.iterdir())
+    if not entries:
+        return "an empty folder"
+    shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    return f"a folder without .metadata ({shown}: an interrupted save, or not DCP)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -317,34 +334,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "torch.distributed.checkpoint and resume it exactly (model, optimizer, scheduler, "
         "per-rank RNG states, data position).")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--steps", type=positive_int, default=30,
+    p.add_argument("--steps", type=number(int, 1, MAX_STEPS), default=30,
                    help="total optimizer steps of the run, counting those before a resume "
                         "(default 30)")
-    p.add_argument("--samples", type=positive_int, default=96,
+    p.add_argument("--samples", type=number(int, 1, MAX_SAMPLES), default=96,
                    help="size of the synthetic data set (default 96)")
-    p.add_argument("--batch-size", type=positive_int, default=4,
+    p.add_argument("--batch-size", type=number(int, 1, MAX_BATCH), default=4,
                    help="samples per rank per step (default 4)")
     p.add_argument("--lr", type=number(float, 0, lo_open=True), default=1e-2, help="peak learning rate (default 1e-2)")
-    p.add_argument("--seed", type=number(int), default=1234, help="base seed (default 1234)")
+    p.add_argument("--seed", type=number(int, -2**62, 2**62), default=1234,
+                   help="base seed (default 1234; torch's generators take 64-bit seeds)")
     p.add_argument("--save-at", type=parse_steps, default=[],
                    help="save a checkpoint after these steps, e.g. 17 or 10,20")
     p.add_argument("--stop-after-save", action="store_true",
                    help="exit right after the first save (simulates an interrupted run)")
     p.add_argument("--ckpt-dir", default="ckpt", type=nonempty,
                    help="checkpoints go to CKPT_DIR/step-K (default ./ckpt)")
-    p.add_argument("--resume", metavar="DIR",
+    p.add_argument("--resume", metavar="DIR", type=nonempty,
                    help="resume from this DCP checkpoint directory, or 'auto' for the newest "
                         "complete one under --ckpt-dir (none: start from scratch)")
     p.add_argument("--forget", action="append", choices=["rng", "data"], default=[],
                    help="on resume, ignore this part of the saved state (demonstration)")
     p.add_argument("--async-save", action="store_true",
                    help="save with dcp.async_save on a separate gloo process group")
-    p.add_argument("--export", metavar="FILE",
+    p.add_argument("--export", metavar="FILE", type=nonempty,
                    help="after the run, convert the last checkpoint written into one torch.save "
                         "file (rank 0)")
     p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
                    help="process group backend (auto: nccl with CUDA, else gloo)")
-    p.add_argument("--timeout-s", type=positive_int, default=60,
+    p.add_argument("--timeout-s", type=number(int, 1, MAX_TIMEOUT_S), default=60,
                    help="seconds before a collective waiting for a dead rank fails (default 60)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.add_argument("--json", metavar="PATH", type=nonempty,
@@ -361,16 +379,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise ScriptError(f"rank {env_int('RANK')} is outside world size {world} (check RANK and "
                           "WORLD_SIZE)", EXIT_USAGE)
     env_int("LOCAL_RANK", 0)
+    if "MASTER_ADDR" in os.environ:
+        env_int("MASTER_PORT", 0)
+    env_int("DCP_RESUME_EXAMPLE_CRASH_AT", 0)  # self-test variables: checked before torch
+    env_int("DCP_RESUME_EXAMPLE_SIGNAL_AT", 0)
     if args.samples < world * args.batch_size:
         p.error(f"{args.samples} samples do not fill one global batch of {world} ranks x "
                 f"{args.batch_size}")
     if args.resume and args.resume != "auto":
-        meta = Path(args.resume) / ".metadata"
-        if not meta.is_file():
-            p.error(f"--resume {args.resume}: not a complete DCP checkpoint "
-                    f"(no .metadata file in it)")
+        found = describe_resume(args.resume)
+        if found:
+            p.error(f"--resume {args.resume}: expected a complete DCP checkpoint folder (with a "
+                    f".metadata file), found {found}")
     if args.save_at:  # every rank writes its shard there
         check_output_dir(args.ckpt_dir, "--ckpt-dir")
+        for k in args.save_at:
+            target = Path(args.ckpt_dir) / f"step-{k}"
+            if target.exists() and not target.is_dir():
+                raise ScriptError(f"--ckpt-dir {args.ckpt_dir}: {target} is a file; the "
+                                  f"checkpoint of step {k} goes there as a folder", EXIT_USAGE)
     if env_int("RANK", 0) == 0:
         for option, path in (("--json", args.json), ("--export", args.export)):
             if path:
@@ -492,6 +519,17 @@ def load_checkpoint(dcp, state: dict, path, expected: str) -> None:
         dcp_log.setLevel(level)
 
 
+def first_failure(exc: BaseException) -> str:
+    """``Type: first line`` of the error behind ``exc``; for DCP's CheckpointException (which
+    maps each failing rank to its error) the lowest failing rank's error."""
+    failures = getattr(exc, "failures", None)
+    if failures:
+        item = min(failures.items())[1]
+        exc = item[0] if isinstance(item, tuple) else item
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}{': ' + text if text else ''}"
+
+
 def newest_checkpoint(ckpt_dir: Path) -> Path | None:
     """The ``step-K`` directory under ``ckpt_dir`` with the largest K that holds a ``.metadata``
     file (DCP writes it after every rank's data, so an interrupted save never counts)."""
@@ -521,7 +559,7 @@ def run(args: argparse.Namespace) -> dict:
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl" and not torch.cuda.is_available():
-        fail("--backend nccl needs CUDA, and torch sees no GPU")
+        raise ScriptError("--backend nccl needs CUDA, and torch sees no GPU", EXIT_USAGE)
     device = torch.device(f"cuda:{local_rank}" if backend == "nccl" else "cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -554,7 +592,7 @@ def run(args: argparse.Namespace) -> dict:
     try:
         sampler = ResumableShardSampler(args.samples, rank, world, args.batch_size, args.seed)
     except ValueError as e:
-        fail(str(e))
+        raise ScriptError(str(e), EXIT_USAGE) from None
 
     # Model: the same initial weights on every rank (DDP would broadcast rank 0's anyway).
     torch.manual_seed(args.seed)
@@ -598,8 +636,9 @@ def run(args: argparse.Namespace) -> dict:
         meta = {"meta": {"world_size": -1, "step": -1}}
         load_checkpoint(dcp, meta, resume_dir, CHECKPOINT_ENTRIES)
         if meta["meta"]["world_size"] != world:
-            fail(f"{resume_dir} was written by {meta['meta']['world_size']} ranks and this run "
-                 f"has {world}: the per-rank RNG states do not map onto the new ranks")
+            raise ScriptError(f"{resume_dir} was written by {meta['meta']['world_size']} ranks "
+                              f"and this run has {world}: the per-rank RNG states do not map "
+                              "onto the new ranks")
         state = app_state(0)
         load_checkpoint(dcp, state, resume_dir, CHECKPOINT_ENTRIES)
         set_state_dict(model, optim, model_state_dict=state["model"],
@@ -619,7 +658,8 @@ def run(args: argparse.Namespace) -> dict:
             f"{time.perf_counter() - t0:.2f} s"
             + (f"; ignoring saved {', '.join(args.forget)} (--forget)" if args.forget else ""))
         if step >= args.steps:
-            fail(f"{resume_dir} is at step {step}, not before --steps {args.steps}")
+            raise ScriptError(f"{resume_dir} is at step {step}, not before --steps {args.steps}",
+                              EXIT_USAGE)
 
     stop_requested = {"signal": None}
 
@@ -633,17 +673,33 @@ def run(args: argparse.Namespace) -> dict:
     last_saved = None
     save_times = []
 
+    def finish(future) -> None:
+        """Wait for an async save; its failure (a CheckpointException) becomes one line."""
+        try:
+            future.result()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
+            raise ScriptError(f"--ckpt-dir: rank {rank} could not finish an async save under "
+                              f"{args.ckpt_dir}: {first_failure(exc)}") from None
+
     def save(step_done: int) -> None:
         nonlocal pending, last_saved
         path = Path(args.ckpt_dir) / f"step-{step_done}"
         t0 = time.perf_counter()
         if pending is not None:
-            pending.result()     # one save in flight at a time
+            finish(pending)      # one save in flight at a time
         state = app_state(step_done)
-        if args.async_save:
-            pending = dcp.async_save(state, checkpoint_id=str(path), process_group=ckpt_group)
-        else:
-            dcp.save(state, checkpoint_id=str(path))
+        try:
+            if args.async_save:
+                pending = dcp.async_save(state, checkpoint_id=str(path), process_group=ckpt_group)
+            else:
+                dcp.save(state, checkpoint_id=str(path))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
+            raise ScriptError(f"--ckpt-dir: rank {rank} cannot save step {step_done} to {path}: "
+                              f"{first_failure(exc)}") from None
         blocked = time.perf_counter() - t0
         save_times.append(blocked)
         last_saved = path
@@ -696,7 +752,7 @@ def run(args: argparse.Namespace) -> dict:
                 say("# stopping after the save (--stop-after-save)")
                 break
     if pending is not None:
-        pending.result()
+        finish(pending)
 
     # What the next step would see: its batch on every rank and its loss (this forward pass
     # draws noise and dropout masks from the RNG, so it also checks the RNG states).
@@ -727,9 +783,9 @@ def run(args: argparse.Namespace) -> dict:
     dist.barrier()
     if args.export and rank == 0:
         if last_saved is None:
-            fail("--export: this run wrote no checkpoint (use --save-at)")
+            raise ScriptError("--export: this run wrote no checkpoint (use --save-at)", EXIT_USAGE)
         from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-        dcp_to_torch_save(str(last_saved), args.export)
+        export_atomic(dcp_to_torch_save, str(last_saved), args.export)
         say(f"# exported {last_saved} to {args.export} "
             f"({os.path.getsize(args.export)} bytes)")
     if args.json and rank == 0:
@@ -748,8 +804,26 @@ def main(argv: list[str] | None = None) -> int:
     except ScriptError:
         raise
     except Exception as e:  # a dead peer or a bad checkpoint: one line, non-zero status
-        fail(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", status=1)
+        raise ScriptError(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     return 0
+
+
+def export_atomic(convert, checkpoint: str, path: str) -> None:
+    """``convert(checkpoint, tmp)`` into a temporary file next to ``path``, then rename it to
+    ``path``: an interrupted export never leaves half a file under the name asked for."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        convert(checkpoint, tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private; a plain file would not be
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 if __name__ == "__main__":

@@ -62,8 +62,11 @@ reports 46.2% MFU)::
     MFU (6N only)                   45.73 %
     HFU                             46.23 %
 
-Bad input (a missing or non-positive number, conflicting options) exits with status 2 and a
-one-line ``error:`` message naming the problem.
+Exit status: 0 success; 2 bad input, with a one-line ``flops_mfu_calculator.py: error: ...``
+naming the option: a missing, non-finite or non-positive number, a count above 1e12 (or
+``--params`` above 1e16), conflicting options, an unusable ``--json`` path, or inputs that put a
+device above its peak (HFU over 100 %: the message repeats the throughput, device count, peak and
+parameter count that give it). ``--debug`` also prints the traceback of a failure.
 """
 
 from __future__ import annotations
@@ -115,16 +118,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -155,12 +160,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -265,6 +273,8 @@ def run_main(main, argv=None) -> None:
 # --- end of script contract ---
 
 
+
+
 class InputError(ValueError):
     """Raised for impossible or missing inputs; main() turns it into a one-line error."""
 
@@ -329,8 +339,12 @@ def utilization(flops_token: float, tokens_per_s: float, devices: int, peak_tflo
 
 
 # argparse types (the contract's number(): finite, in range, the option named in the error)
+# Caps: no transformer has a dimension, vocabulary, sequence, batch or device count near 1e12 or
+# 1e16 parameters, and far larger values overflow the float arithmetic (to inf or an error).
+MAX_COUNT = 10**12
+MAX_PARAMS = 1e16
 positive_float = number(float, 0, lo_open=True)
-positive_int = number(int, 1)
+positive_int = number(int, 1, MAX_COUNT)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -341,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "the device's peak. Decimal units: 1 TFLOPS = 1e12 FLOP/s.")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
     m = p.add_argument_group("model (give --params, or the shape to count them)")
-    m.add_argument("--params", type=positive_float,
+    m.add_argument("--params", type=number(float, 0, MAX_PARAMS, lo_open=True),
                    help="N, parameters used in matmuls (for MoE: the parameters active per token)")
     m.add_argument("--layers", type=positive_int, help="number of transformer layers L")
     m.add_argument("--hidden", type=positive_int, help="model width d")
@@ -375,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
 def model_counts(args) -> dict:
     """Resolve N, the layer share of N and the attention width from the arguments."""
     attn_width = None
+    for option, value in (("--head-dim", args.head_dim), ("--kv-heads", args.kv_heads)):
+        if value is not None and args.heads is None:
+            raise InputError(f"{option} {value} needs --heads (it would be ignored)")
     if args.heads:
         head_dim = args.head_dim
         if head_dim is None:
@@ -457,15 +474,33 @@ def compute(args) -> dict:
     }
     if hfu > 1:
         raise InputError(
-            f"these inputs mean {hw_tflops:.4g} TFLOPS per device, {100 * hfu:.4g} % of the "
-            f"{peak:g} TFLOPS peak: no device runs above its peak, so the throughput "
-            "(--tokens-per-s/--step-time-s/--global-batch/--achieved-tflops), --devices or the "
-            "peak (--peak-tflops/--device) is wrong")
+            f"{given_inputs(args, counts)} mean {hw_tflops:.4g} TFLOPS per device, "
+            f"{100 * hfu:.4g} % of the {peak:g} TFLOPS peak: no device runs above its peak, so "
+            "one of them is wrong")
     if args.train_tokens:
         seconds = args.train_tokens / tokens_per_s
         out["train_tokens"] = args.train_tokens
         out["train_days"] = seconds / 86400
+    bad = [k for k, v in out.items() if isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        extra = f", --train-tokens {args.train_tokens:g}" if args.train_tokens else ""
+        raise InputError(f"{given_inputs(args, counts)}{extra} give a non-finite {bad[0]} (the "
+                         "numbers overflow double precision): check them")
     return out
+
+
+def given_inputs(args, counts: dict) -> str:
+    """The inputs that set the achieved FLOPS, as given ('--tokens-per-s 1e+09 on --devices 1
+    with --device a100, N = 1.75e+11 parameters (given)'), for error messages."""
+    if args.step_time_s is not None:
+        rate = f"--step-time-s {args.step_time_s:g} with --global-batch {args.global_batch}"
+    elif args.achieved_tflops is not None:
+        rate = f"--achieved-tflops {args.achieved_tflops:g}"
+    else:
+        rate = f"--tokens-per-s {args.tokens_per_s:g}"
+    peak = f"--device {args.device}" if args.device else f"--peak-tflops {args.peak_tflops:g}"
+    return (f"{rate} on --devices {args.devices} with {peak}, N = "
+            f"{counts['matmul_params']:.4g} parameters ({counts['source']})")
 
 
 def report(r: dict, device: str | None) -> str:
@@ -499,7 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     if argv is None:
         argv = sys.argv[1:]
-    if "--list-devices" in argv:
+    if "--list-devices" in argv:  # before parse_args, which would ask for the model's options
+        rest = [a for a in argv if a not in ("--list-devices", "--debug")]
+        if rest:
+            parser.error(f"--list-devices takes no other option (got {' '.join(rest)})")
         for name, (peak, note, url) in DEVICES.items():
             print(f"{name:10s} {peak:8.1f} TFLOPS  {note}  {url}")
         return 0

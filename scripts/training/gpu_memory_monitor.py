@@ -43,6 +43,13 @@ How to launch the demo
 more memory than the device has, catches the error and shows ``ooms`` go up. ``--json PATH``
 writes the per-step snapshots. Under torchrun every rank monitors its own GPU (LOCAL_RANK).
 
+Exit status: 0 success; 2 bad input (a non-positive or non-integer ``--steps``/``--mib``, more
+than 64 GiB kept alive or more than the GPU (without CUDA: the host) has free, an unusable
+``--json`` path, a LOCAL_RANK that is not an integer or has no GPU, ``--provoke-oom`` without
+CUDA), with one line ``gpu_memory_monitor.py: error: ...``;
+1 an unexpected failure; 130 interrupted (Ctrl-C), after writing the steps measured so far to
+``--json`` with ``"interrupted": true``. ``--debug`` also prints the traceback of a failure.
+
 Example output (CPU-only machine, torch 2.13.0+cpu)::
 
     $ python scripts/training/gpu_memory_monitor.py --steps 3 --mib 64
@@ -90,16 +97,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -130,12 +139,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -240,6 +252,8 @@ def run_main(main, argv=None) -> None:
 # --- end of script contract ---
 
 
+
+
 def _host_memory() -> dict[str, int]:
     """Resident set size of this process now and its peak, in bytes (Linux /proc, else
     getrusage; ``rss`` is then the peak too)."""
@@ -334,7 +348,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=PROG, description="Demo of MemoryMonitor: allocate a growing "
                                 "set of tensors and print the allocator's counters each step.")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--steps", type=_positive_int, default=5, help="demo steps (default 5)")
+    p.add_argument("--steps", type=number(int, 1, 1_000_000), default=5,
+                   help="demo steps, at most 1e6 (default 5)")
     p.add_argument("--mib", type=_positive_int, default=64,
                    help="MiB allocated and kept per step (default 64)")
     p.add_argument("--provoke-oom", action="store_true",
@@ -353,45 +368,83 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    local_rank = env_int("LOCAL_RANK", 0)
     import torch
 
-    local_rank = env_int("LOCAL_RANK", 0)
     if torch.cuda.is_available():
         if local_rank >= torch.cuda.device_count():
-            print(f"{PROG}: error: LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} "
-                  "CUDA devices are visible", file=sys.stderr)
-            return 1
+            raise ScriptError(f"environment variable LOCAL_RANK={local_rank} but only "
+                              f"{torch.cuda.device_count()} CUDA devices are visible", EXIT_USAGE)
         torch.cuda.set_device(local_rank)
     elif args.provoke_oom:
-        print(f"{PROG}: error: --provoke-oom needs CUDA (no device allocator on CPU)",
-              file=sys.stderr)
-        return 2
+        raise ScriptError("--provoke-oom needs CUDA (no device allocator on CPU)", EXIT_USAGE)
     mon = MemoryMonitor()
     device = mon.device or torch.device("cpu")
+    check_fits(args, torch, mon.device)
     kept, steps = [], []
-    for step in range(args.steps):
-        mon.reset_peaks()
-        kept.append(torch.ones(args.mib * 2**20 // 4, dtype=torch.float32, device=device))
-        # a temporary twice as large, freed before the snapshot: it shows in the peak only
-        tmp = torch.empty(2 * args.mib * 2**20 // 4, dtype=torch.float32, device=device)
-        tmp.fill_(1.0)
-        del tmp
-        snap = mon.snapshot()
-        steps.append({"step": step, **snap})
-        print(f"step {step} | {mon.format(snap)}", flush=True)
-    if args.provoke_oom:
-        _free, total = torch.cuda.mem_get_info(device)
-        try:
-            torch.empty(2 * total, dtype=torch.uint8, device=device)
-        except torch.OutOfMemoryError:
+    try:
+        for step in range(args.steps):
+            mon.reset_peaks()
+            kept.append(torch.ones(args.mib * 2**20 // 4, dtype=torch.float32, device=device))
+            # a temporary twice as large, freed before the snapshot: it shows in the peak only
+            tmp = torch.empty(2 * args.mib * 2**20 // 4, dtype=torch.float32, device=device)
+            tmp.fill_(1.0)
+            del tmp
             snap = mon.snapshot()
-            steps.append({"step": "oom", **snap})
-            print(f"after OOM | {mon.format(snap)}", flush=True)
-    if args.json:
-        write_atomic(args.json, json.dumps({"tool": "gpu_memory_monitor", "schema_version": 1,
-                                            "units": "bytes", "mib_per_step": args.mib,
-                                            "steps": steps}, indent=2))
+            steps.append({"step": step, **snap})
+            print(f"step {step} | {mon.format(snap)}", flush=True)
+        if args.provoke_oom:
+            _free, total = torch.cuda.mem_get_info(device)
+            try:
+                torch.empty(2 * total, dtype=torch.uint8, device=device)
+            except torch.OutOfMemoryError:
+                snap = mon.snapshot()
+                steps.append({"step": "oom", **snap})
+                print(f"after OOM | {mon.format(snap)}", flush=True)
+    except KeyboardInterrupt:
+        write_steps(args, steps, interrupted=True)  # the steps measured so far are kept
+        raise
+    write_steps(args, steps)
     return 0
+
+
+def check_fits(args: argparse.Namespace, torch, device) -> None:
+    """Refuse a demo that cannot fit: it keeps --steps x --mib MiB and, in its last step, a
+    temporary of 2 x --mib more. On the GPU compare with the device's free memory; on the CPU
+    with the host's MemAvailable, where a run past it wakes the kernel's OOM killer."""
+    need = (args.steps + 2) * args.mib * 2**20
+    if device is not None:
+        free, where = torch.cuda.mem_get_info(device)[0], f"GPU {device}"
+    else:
+        free, where = _host_available(), "host"
+        if free is None:
+            return
+    if need > free:
+        raise ScriptError(f"--steps {args.steps} x --mib {args.mib} (and a temporary of 2 x "
+                          f"--mib) needs {need // 2**20} MiB; the {where} has "
+                          f"{free // 2**20} MiB free", EXIT_USAGE)
+
+
+def _host_available() -> int | None:
+    """MemAvailable from /proc/meminfo in bytes (None where there is no such file)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def write_steps(args: argparse.Namespace, steps: list[dict], interrupted: bool = False) -> None:
+    """--json's file: the per-step snapshots (and ``"interrupted": true`` after Ctrl-C)."""
+    if args.json:
+        doc = {"tool": "gpu_memory_monitor", "schema_version": 1, "units": "bytes",
+               "mib_per_step": args.mib, "steps": steps}
+        if interrupted:
+            doc["interrupted"] = True
+        write_atomic(args.json, json.dumps(doc, indent=2))
 
 
 if __name__ == "__main__":

@@ -76,7 +76,10 @@ Plain ``python``; no GPU and no torch needed (the module imports only the standa
         --micro-batch 1 --recipe bf16-fp32-grads --dp 8 --zero 1 --recompute selective
 
 ``--json PATH`` writes the inputs and every per-GPU term in bytes; ``--json -`` prints it.
-Bad input ends with a one-line ``memory_estimator.py: error: ...`` and exit status 2.
+Exit status: 0 success; 2 bad input (a non-finite or non-positive number, ``--params`` above
+1e16 or a size, count or degree above 1e9, an inconsistent shape or parallel layout, an unusable
+``--json`` path), with a one-line ``memory_estimator.py: error: ...`` naming the option.
+``--debug`` also prints the traceback of a failure.
 
 Example output (the ZeRO paper's Figure 1 example, 7.5B parameters on 64 GPUs, stage 1)::
 
@@ -133,16 +136,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -173,12 +178,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -281,6 +289,8 @@ def run_main(main, argv=None) -> None:
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
 # --- end of script contract ---
+
+
 
 
 @dataclass(frozen=True)
@@ -501,9 +511,13 @@ def estimate(params: float | None = None, model: Model | None = None, recipe: st
                               "temporary": temp, "total": total}}
 
 
-# argparse types (the contract's number(): finite, in range, the option named in the error)
-_positive_number = number(float, 0, lo_open=True)
-_positive_int = number(int, 1)
+# argparse types (the contract's number(): finite, in range, the option named in the error).
+# Caps: no model has 1e16 parameters, nor a dimension, sequence, batch or parallel degree near
+# 1e9; far larger values overflow the arithmetic (an OverflowError, or "inf" printed as a size).
+MAX_PARAMS = 1e16
+MAX_COUNT = 10**9
+_positive_number = number(float, 0, MAX_PARAMS, lo_open=True)
+_positive_int = number(int, 1, MAX_COUNT)
 
 
 SHAPE = ("layers", "hidden", "heads", "vocab", "seq", "micro_batch")

@@ -61,8 +61,12 @@ and recall. ``--json PATH`` writes::
                "cluster_correct": <int>, "cluster_precision": <float>,
                "cluster_recall": <float>} | null}
 
-Bad arguments or input stop the script with a one-line ``minhash_dedup.py: error: ...`` and exit
-status 2.
+Exit status: 0 success; 2 bad arguments or input, with a one-line ``minhash_dedup.py: error:
+...`` naming the option or the file and line: a missing corpus, a line that is not JSON or not
+UTF-8, no text field, ``--num-perm`` above 8192 (the signature's standard error is already below
+0.6 % there, and the cost grows with it), more than 2,000,000 candidate pairs (large groups of
+identical documents: drop exact duplicates first), an unusable ``--json`` path. ``--debug`` also
+prints the traceback of a failure.
 
 Example output (the corpus this book ships, 208 documents, on a 2-core VM in about 1 s)::
 
@@ -126,16 +130,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -166,12 +172,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -276,6 +285,8 @@ def run_main(main, argv=None) -> None:
 # --- end of script contract ---
 
 
+
+
 class InputError(Exception):
     """A problem with the input corpus; the message names the file and line."""
 
@@ -356,8 +367,12 @@ def lsh_threshold(bands: int, rows: int) -> float:
     return (1.0 / bands) ** (1.0 / rows)
 
 
-def lsh_candidates(signatures: list[list[int]], bands: int, rows: int) -> set[tuple[int, int]]:
-    """Index pairs (i < j) whose signatures agree on all rows of at least one band."""
+def lsh_candidates(signatures: list[list[int]], bands: int, rows: int,
+                   max_pairs: int | None = None) -> set[tuple[int, int]]:
+    """Index pairs (i < j) whose signatures agree on all rows of at least one band.
+
+    Raises InputError when there are more than ``max_pairs`` (None: no limit): m identical
+    documents make m(m-1)/2 pairs, which can exhaust memory before any is verified."""
     pairs: set[tuple[int, int]] = set()
     for band in range(bands):
         buckets: dict[tuple, list[int]] = defaultdict(list)
@@ -365,7 +380,16 @@ def lsh_candidates(signatures: list[list[int]], bands: int, rows: int) -> set[tu
         for i, sig in enumerate(signatures):
             buckets[tuple(sig[lo:lo + rows])].append(i)
         for members in buckets.values():
+            m = len(members)
+            if max_pairs is not None and max(m * (m - 1) // 2, len(pairs)) > max_pairs:
+                raise InputError(
+                    f"more than {max_pairs} candidate pairs (a group of {m} documents shares "
+                    f"band {band}): memory and the verification grow with their number; drop "
+                    "exact duplicates (and empty texts, which are all alike) first")
             pairs.update(combinations(members, 2))
+    if max_pairs is not None and len(pairs) > max_pairs:
+        raise InputError(f"more than {max_pairs} candidate pairs: memory and the verification "
+                         "grow with their number; drop exact duplicates first")
     return pairs
 
 
@@ -390,6 +414,18 @@ def clusters_from_pairs(n: int, pairs: list[tuple[int, int]]) -> list[list[int]]
     return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
 
 
+def read_txt(path: Path) -> str:
+    """The UTF-8 text of ``path``; InputError naming the file and line when it is not UTF-8."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        raise InputError(f"{path}:{line}: not UTF-8 text (byte {exc.start - start + 1} of the "
+                         "line); convert the file to UTF-8") from None
+
+
 def read_corpus(path: Path, text_key: str, id_key: str) -> list[dict]:
     """Records (dicts with at least ``id_key`` and ``text_key``) from a JSONL file or a folder
     of .txt files (id = relative path). Raises InputError naming the file and line."""
@@ -399,8 +435,7 @@ def read_corpus(path: Path, text_key: str, id_key: str) -> list[dict]:
         files = sorted(path.rglob("*.txt"))
         if not files:
             raise InputError(f"{path}: folder holds no .txt files")
-        return [{id_key: str(p.relative_to(path)),
-                 text_key: p.read_text(encoding="utf-8", errors="replace")} for p in files]
+        return [{id_key: str(p.relative_to(path)), text_key: read_txt(p)} for p in files]
     records = []
     with open(path, "rb") as f:
         for n, raw in enumerate(f, 1):
@@ -476,6 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
 # The estimate's standard error is sqrt(J(1-J)/k): at k = 8192 it is below 0.6 % for any J, and
 # every extra permutation costs a hash of every shingle of every document.
 MAX_PERM = 8192
+# Each candidate pair costs a set entry (~150 bytes) and a Jaccard computation: 2e6 pairs are about
+# 300 MB and minutes of verification in pure Python.
+MAX_PAIRS = 2_000_000
 
 
 def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -485,6 +523,10 @@ def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Non
                      f"{args.num_perm})")
     if args.json:
         check_output(args.json, "--json", inputs=[args.corpus])
+        if args.corpus.is_dir() and os.path.realpath(args.json).startswith(
+                os.path.realpath(args.corpus) + os.sep):
+            raise ScriptError(f"--json {args.json}: is inside the corpus folder {args.corpus}",
+                              EXIT_USAGE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -496,15 +538,17 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, OSError) as exc:
         raise ScriptError(str(exc), EXIT_USAGE) from None
     if args.truth_key and not any(args.truth_key in r for r in records):
-        sys.stderr.write(f"{PROG}: error: --truth-key {args.truth_key!r}: "
-                         f"no record has that field\n")
-        return 2
+        raise ScriptError(f"--truth-key {args.truth_key!r}: no record of {args.corpus} has "
+                          "that field", EXIT_USAGE)
 
     ids = [str(r[args.id_key]) for r in records]
     sets = [shingles(r[args.text_key], args.shingle, args.ngram) for r in records]
     params = hash_params(args.num_perm, args.seed)
     sigs = [signature(s, params) for s in sets]
-    candidates = sorted(lsh_candidates(sigs, args.bands, args.rows))
+    try:
+        candidates = sorted(lsh_candidates(sigs, args.bands, args.rows, MAX_PAIRS))
+    except InputError as exc:
+        raise ScriptError(f"{args.corpus}: {exc}", EXIT_USAGE) from None
 
     kept, rows = [], []
     for i, j in candidates:

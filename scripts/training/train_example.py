@@ -74,8 +74,14 @@ Example output (2 CPU processes on a shared 2-core VM, default tiny model)::
 (The MFU column is meaningless on a CPU unless ``--peak-tflops`` is the CPU's real peak; it is
 shown here only to exercise the column.)
 
-Errors (bad arguments, a missing checkpoint, a dead peer after ``--timeout-s``) end the process
-with a one-line ``train_example.py: error: ...`` and a non-zero status.
+Exit status: 0 done; 1 runtime failure (an unreachable MASTER_ADDR:MASTER_PORT or a dead peer
+after the timeout, an unreadable or foreign checkpoint, a loss that turned nan/inf); 2 usage error
+(an option, a launcher variable such as RANK or WORLD_SIZE that is not an integer, an output
+folder or ``--json`` that cannot be written, a ``--resume-from`` that is no checkpoint of this
+script, a model whose state cannot fit in memory; all checked before training starts); 130 Ctrl-C.
+Errors are one line ``train_example.py: error: ...``; ``--debug`` adds the traceback (and keeps
+PyTorch's C++ log messages, which are silenced otherwise). An MFU above 100% (a ``--peak-tflops``
+below what the device achieved) is reported as a warning at the end.
 """
 
 from __future__ import annotations
@@ -119,16 +125,18 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
     excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
     option."""
     def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
         if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
         if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{text} must be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
         return value
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -159,12 +167,15 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
 
 
 def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: not a
-    folder, not one of ``inputs``, its folder exists and a file can be created there. Returns
-    the path; raises ScriptError naming the option otherwise."""
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
     for item in inputs:
         if os.path.realpath(item) == os.path.realpath(path):
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
@@ -273,6 +284,8 @@ def run_main(main, argv=None) -> None:
 positive_int = number(int, 1)
 non_negative_int = number(int, 0)
 positive_float = number(float, 0, lo_open=True)
+# Timeouts end up as int32 milliseconds in c10d: a week is far below that and above any real need.
+timeout_s = number(float, 0, 7 * 24 * 3600, lo_open=True)
 
 
 def step_range(text: str) -> tuple[int, int]:
@@ -297,25 +310,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
     p.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp",
                    help="ddp (replicated model) or fsdp (FSDP2 fully_shard, ZeRO-3 layout)")
-    p.add_argument("--steps", type=positive_int, default=30, help="last step to run (default 30)")
-    p.add_argument("--batch-size", type=positive_int, default=8,
+    p.add_argument("--steps", type=number(int, 1, 10_000_000), default=30,
+                   help="last step to run (default 30)")
+    p.add_argument("--batch-size", type=number(int, 1, 65536), default=8,
                    help="sequences per rank per step (micro-batch, default 8)")
-    p.add_argument("--seq-len", type=positive_int, default=128, help="tokens per sequence (128)")
-    p.add_argument("--layers", type=positive_int, default=4, help="transformer blocks (4)")
-    p.add_argument("--hidden", type=positive_int, default=128, help="model width (128)")
-    p.add_argument("--heads", type=positive_int, default=4, help="attention heads (4)")
-    p.add_argument("--vocab", type=positive_int, default=256, help="vocabulary size (256)")
-    p.add_argument("--lr", type=positive_float, default=3e-3, help="AdamW learning rate (3e-3)")
-    p.add_argument("--seed", type=number(int), default=0, help="seed for weights and data (0)")
+    p.add_argument("--seq-len", type=number(int, 1, 1 << 20), default=128, help="tokens per sequence (128)")
+    p.add_argument("--layers", type=number(int, 1, 1024), default=4, help="transformer blocks (4)")
+    p.add_argument("--hidden", type=number(int, 1, 65536), default=128, help="model width (128)")
+    p.add_argument("--heads", type=number(int, 1, 1024), default=4, help="attention heads (4)")
+    p.add_argument("--vocab", type=number(int, 2, 1 << 22), default=256, help="vocabulary size (256)")
+    p.add_argument("--lr", type=number(float, 0, 10, lo_open=True), default=3e-3,
+                   help="AdamW learning rate, in (0, 10] (3e-3)")
+    p.add_argument("--seed", type=number(int, 0, 2**32 - 1), default=0,
+                   help="seed for weights and data, 0 to 2**32-1 (0)")
     p.add_argument("--dtype", choices=("auto", "fp32", "bf16"), default="auto",
                    help="compute dtype: auto = bf16 on CUDA, fp32 on CPU")
-    p.add_argument("--bucket-mb", type=positive_float, default=25.0,
+    p.add_argument("--bucket-mb", type=number(float, 0, 65536, lo_open=True), default=25.0,
                    help="DDP gradient bucket size in MiB (default 25, DDP's default)")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="auto: nccl if CUDA is available, else gloo")
-    p.add_argument("--timeout-s", type=positive_float, default=60.0,
+    p.add_argument("--timeout-s", type=timeout_s, default=60.0,
                    help="collective timeout after the first step, seconds (default 60)")
-    p.add_argument("--first-step-timeout-s", type=positive_float, default=600.0,
+    p.add_argument("--first-step-timeout-s", type=timeout_s, default=600.0,
                    help="collective timeout until the first step ends (rendezvous, warm-up, "
                         "checkpoint load), seconds (default 600)")
     p.add_argument("--peak-tflops", type=positive_float,
@@ -329,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory for checkpoints; resumes from its latest")
     p.add_argument("--checkpoint-every", type=positive_int,
                    help="save every N steps (and at the last step); needs --checkpoint-dir")
-    p.add_argument("--resume-from", metavar="DIR",
+    p.add_argument("--resume-from", metavar="DIR", type=nonempty,
                    help="resume from this checkpoint directory (a step_XXXXXXXX folder)")
     p.add_argument("--profile-steps", type=step_range, metavar="A:B",
                    help="profile steps A..B with torch.profiler; Chrome traces go to "
@@ -349,18 +365,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
     if args.checkpoint_every and not args.checkpoint_dir:
         parser.error("--checkpoint-every needs --checkpoint-dir")
-    if args.resume_from and not os.path.isdir(args.resume_from):
-        parser.error(f"--resume-from {args.resume_from}: no such checkpoint directory")
+    if args.resume_from:
+        check_checkpoint_folder(args.resume_from)
     if args.profile_steps and args.profile_steps[1] > args.steps:
         parser.error(f"--profile-steps ends after --steps {args.steps}")
     args.launch = launch_info()  # the launcher's variables, checked before anything starts
     if args.checkpoint_every:
         check_output_dir(args.checkpoint_dir, "--checkpoint-dir")
+    elif args.checkpoint_dir and os.path.exists(args.checkpoint_dir) \
+            and not os.path.isdir(args.checkpoint_dir):  # only read, to resume from
+        raise ScriptError(f"--checkpoint-dir {args.checkpoint_dir}: is a file, not a folder",
+                          EXIT_USAGE)
     if args.profile_steps:
         check_output_dir(args.profile_dir, "--profile-dir")
     if args.json and args.launch[0] == 0:
         check_output(args.json, "--json")
     return args
+
+
+def check_checkpoint_folder(path: str) -> None:
+    """--resume-from must be a folder DCP wrote (it holds ``.metadata``, written last): say what
+    was found instead, before any rank starts."""
+    if not os.path.exists(path):
+        raise ScriptError(f"--resume-from {path}: no such checkpoint folder", EXIT_USAGE)
+    if not os.path.isdir(path):
+        raise ScriptError(f"--resume-from {path}: is a file; expected a checkpoint folder "
+                          f"({CKPT_PREFIX}XXXXXXXX, written by {PROG} with --checkpoint-every)",
+                          EXIT_USAGE)
+    if not os.path.isfile(os.path.join(path, ".metadata")):
+        found = sorted(os.listdir(path))
+        listing = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "") if found else "nothing"
+        raise ScriptError(f"--resume-from {path}: not a torch.distributed.checkpoint folder (no "
+                          f".metadata; found {listing}): expected a {CKPT_PREFIX}XXXXXXXX folder "
+                          f"written by {PROG}, complete", EXIT_USAGE)
 
 
 def die(message: str, code: int = 1) -> None:
@@ -409,7 +446,12 @@ def launch_info() -> tuple[int, int, int, str]:
     if rank >= world:
         raise ScriptError(f"rank {rank} is outside world size {world} (check RANK and "
                           "WORLD_SIZE)", EXIT_USAGE)
-    env_int("MASTER_PORT", 0)
+    if not env.get("MASTER_ADDR", "").strip():
+        raise ScriptError("environment variable MASTER_ADDR is not set (the address of rank 0)",
+                          EXIT_USAGE)
+    if not 1 <= env_int("MASTER_PORT") <= 65535:
+        raise ScriptError(f"environment variable MASTER_PORT={env['MASTER_PORT'].strip()} is not "
+                          "a TCP port (1-65535)", EXIT_USAGE)
     return rank, world, local, launcher
 
 
@@ -445,6 +487,19 @@ def load_checkpoint(dcp, state: dict, path, expected: str) -> None:
         dcp_log.setLevel(level)
 
 
+def check_fits(args: argparse.Namespace, world: int, memory: int, where: str) -> None:
+    """Refuse, before the rendezvous, a model whose weights, gradients and AdamW moments (16
+    bytes per parameter in fp32; FSDP splits them over the ranks) alone exceed ``memory``."""
+    params = (matmul_params(args.layers, args.hidden, args.vocab)
+              + (args.vocab + args.seq_len) * args.hidden)
+    need = 16 * params / (world if args.strategy == "fsdp" else 1)
+    if need > memory:
+        raise ScriptError(f"the model ({params:.3g} parameters) needs {need / 2**30:.1f} "
+                          f"GiB per rank for weights, gradients and AdamW state, more than the "
+                          f"{memory / 2**30:.1f} GiB of {where}: make --layers, --hidden or "
+                          "--vocab smaller", EXIT_USAGE)
+
+
 def latest_checkpoint(ckpt_dir: str) -> str | None:
     """The newest complete checkpoint under ``ckpt_dir`` (a folder named step_XXXXXXXX holding
     DCP's ``.metadata`` file, which DCP writes last), or None."""
@@ -473,6 +528,9 @@ def run(args: argparse.Namespace) -> int:
         torch.cuda.set_device(device)
     dtype = {"auto": torch.bfloat16 if use_cuda else torch.float32, "fp32": torch.float32,
              "bf16": torch.bfloat16}[args.dtype]
+    check_fits(args, world, torch.cuda.get_device_properties(device).total_memory if use_cuda
+               else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+               torch.cuda.get_device_name(device) if use_cuda else "this machine's RAM")
 
     # A long timeout while ranks start, load checkpoints and warm up; shortened after step 1.
     first_timeout = datetime.timedelta(seconds=args.first_step_timeout_s)
@@ -480,7 +538,7 @@ def run(args: argparse.Namespace) -> int:
         store = dist.HashStore()
         dist.init_process_group(backend, store=store, rank=0, world_size=1, timeout=first_timeout)
     else:
-        master = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+        master = f"{os.environ['MASTER_ADDR'].strip()}:{os.environ['MASTER_PORT'].strip()}"
         # The store client retries past its timeout; the deadline bounds the whole rendezvous.
         with deadline(args.first_step_timeout_s * 1.1 + 1,
                       f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master}"):
@@ -676,6 +734,9 @@ def run(args: argparse.Namespace) -> int:
                 avg = loss.detach().clone()
                 dist.all_reduce(avg)  # one extra, tiny collective, only on logging steps
                 loss_value = avg.item() / world
+                if not math.isfinite(loss_value):  # every rank has the same mean: all stop here
+                    raise ScriptError(f"loss is {loss_value} at step {step}: the training "
+                                      f"diverged (--lr {args.lr:g} too high?)")
                 first_loss = loss_value if first_loss is None else first_loss
                 tok_s = tokens_per_step / t_step
                 tflops = flops_token * tok_s / world / 1e12
@@ -710,6 +771,12 @@ def run(args: argparse.Namespace) -> int:
     mean_tok_s = (tokens_per_step * timed_steps / timed_s if timed_steps
                   else records[-1]["tokens_per_s"])
     if rank == 0:
+        top = max(records, key=lambda r: r["mfu"] or 0.0)
+        if top["mfu"] and top["mfu"] > 1:  # the peak is wrong, not the device faster than it
+            sys.stderr.write(f"{PROG}: warning: MFU up to {100 * top['mfu']:.0f}% at step "
+                             f"{top['step']}: the peak of {peak:g} TFLOPS is below the "
+                             f"{top['model_tflops']:.4g} TFLOPS achieved; give the device's "
+                             "dense peak with --peak-tflops\n")
         span = f"steps {start_step + 2}-{args.steps}" if timed_steps else f"step {args.steps}"
         print(f"# done: {args.steps - start_step} steps, loss {first_loss:.4f} -> "
               f"{records[-1]['loss']:.4f}, mean {mean_tok_s:.0f} tokens/s ({span})", flush=True)

@@ -53,6 +53,8 @@ def test_nccl_mismatch_ends_by_timeout(launch):
 
 TRACER_BAD_INPUT = [
     Case("no-out", ["x.py"], "give --out DIR and a script to run", files={"x.py": ""}),
+    Case("match-empty", ["--out", "tr", "--match", "", "x.py"], "--match: must not be empty",
+         files={"x.py": ""}),
     Case("out-empty", ["--out", "", "x.py"], "--out: must not be empty", files={"x.py": ""}),
     Case("out-is-file", ["--out", "x.py", "x.py"], "x.py is a file, not a folder",
          files={"x.py": ""}),
@@ -63,7 +65,14 @@ TRACER_BAD_INPUT = [
          files={"x.py": ""}),
     Case("every-nan", ["--out", "tr", "--every", "nan", "x.py"], "--every: 'nan' is not a finite",
          files={"x.py": ""}),
-    Case("show-missing", ["--show", "nowhere"], "no such directory 'nowhere'"),
+    Case("show-missing", ["--show", "nowhere"], "--show: no such directory 'nowhere'"),
+    # a trace file this tracer did not write: name it instead of "ValueError: invalid literal"
+    Case("show-foreign-trace", ["--show", "d"], r"d/rank0.trace: last line 'hello world' is not "
+         "'file:line function'", status=1, files={"d/rank0.trace": "hello world\n"}),
+    # the traced script's own failure: one line naming it, its traceback only with --debug
+    Case("script-raises", ["--out", "tr", "--", "x.py"],
+         r"x.py failed: ZeroDivisionError: division by zero \(--debug", status=1,
+         files={"x.py": "1 / 0\n"}),
     Case("show-empty-folder", ["--show", "d"], "no rank<R>.trace files", status=1,
          files={"d/other.txt": ""}),
     Case("env-rank-text", ["--out", "tr", "x.py"], "RANK='abc' is not an integer",
@@ -74,3 +83,15 @@ TRACER_BAD_INPUT = [
 @pytest.mark.parametrize("case", [c.param() for c in TRACER_BAD_INPUT])
 def test_rank_line_tracer_bad_input(case, tmp_path):
     check_refused("debug/rank_line_tracer.py", case, tmp_path)
+
+
+def test_rank_line_tracer_keeps_the_script_status_and_traces_its_lines(tmp_path):
+    script = tmp_path / "x.py"
+    script.write_text("import sys\nx = 1\nsys.exit(7)\n")
+    res = subprocess.run([sys.executable, str(REPO / "scripts/debug/rank_line_tracer.py"), "--out",
+                          str(tmp_path / "tr"), "--", str(script)], env=clean_env({"RANK": "3"}),
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 7, res.stderr
+    assert "error:" not in res.stderr
+    lines = (tmp_path / "tr" / "rank3.trace").read_text().splitlines()
+    assert [line.rsplit(":", 1)[1] for line in lines] == ["1 <module>", "2 <module>", "3 <module>"]

@@ -6,14 +6,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
+import signal
+import subprocess
 import sys
 
 import pytest
 import torch
 
 from tests.bad_input import Case, check_refused
-
-from tests.launchers import REPO
+from tests.launchers import REPO, clean_env
 
 SCRIPT = "make_tiny_model.py"
 
@@ -80,6 +82,16 @@ BAD_INPUT = [
     Case("out-unwritable", ["--out", "/proc/tiny"], "--out /proc/tiny: cannot write there"),
     Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-folder-missing", ["--json", "no/t.json"], "no does not exist"),
+    Case("json-unwritable", ["--json", "/proc/t.json"], "--json /proc/t.json: cannot write in /proc"),
+    # --json onto one of the files --out writes: one of the two results would be lost
+    Case("json-is-an-out-file", ["--out", "d", "--json", "d/model.pt"],
+         "--json d/model.pt: is one of the files --out writes"),
+    Case("seed-negative", ["--seed", "-1"], "--seed: -1 must be >= 0"),
+    Case("lr-zero", ["--lr", "0"], "--lr: 0 must be > 0"),
+    Case("sentences-huge", ["--sentences", "10000000000"], "--sentences: 10000000000 must be <= "),
+    # training windows longer than the whole corpus: refused before torch, not a ValueError later
+    Case("corpus-too-short-to-train", ["--sentences", "1", "--train-steps", "5"],
+         r"--sentences 1 make \d+ tokens, too few for windows of --max-seq-len 64"),
 ]
 
 
@@ -100,10 +112,46 @@ def test_loading_a_damaged_or_foreign_model_names_the_file(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**cfg, "d_model": 32}))
     with pytest.raises(ValueError, match=r"model.pt: does not match .*config.json"):
         mod.TinyLM.from_dir(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "dropout": "x"}))
+    with pytest.raises(ValueError, match=r"config.json: config field dropout"):
+        mod.TinyLM.from_dir(str(tmp_path))
     (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"config.json: not a model config"):
+        mod.TinyLM.from_dir(str(tmp_path))
+    (tmp_path / "config.json").write_bytes(b"\xff\xfe")
     with pytest.raises(ValueError, match=r"config.json: not a model config"):
         mod.TinyLM.from_dir(str(tmp_path))
     (tmp_path / "tokenizer.json").write_text('{"type": "bpe"}')
     with pytest.raises(ValueError, match=r"tokenizer.json is not a CharTokenizer file"):
         mod.CharTokenizer.load(str(tmp_path / "tokenizer.json"))
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_seed_zero_is_accepted():
+    # the default seed is 0: the option must accept it (it once required >= 1)
+    assert load_module().build_parser().parse_args(["--seed", "0"]).seed == 0
+
+
+def test_ctrl_c_during_training_writes_what_was_trained(tmp_path):
+    out, report = tmp_path / "tiny", tmp_path / "tiny.json"
+    proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "debug" / SCRIPT), "--out",
+                             str(out), "--json", str(report), "--train-steps", "1000000",
+                             "--log-every", "1", "--d-model", "16", "--heads", "2", "--layers",
+                             "1"], env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        for line in proc.stdout:
+            if line.startswith("step     2"):
+                break
+        proc.send_signal(signal.SIGINT)
+        out_text, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("make_tiny_model.py: error: interrupted after ")
+    data = json.loads(report.read_text())
+    assert data["interrupted"] is True and len(data["losses"]) >= 2
+    mod = load_module()
+    assert sum(p.numel() for p in mod.TinyLM.from_dir(str(out)).parameters()) == data["parameters"]

@@ -32,6 +32,8 @@ BAD_INPUT = [
     Case("lines-huge", ["--lines", "10000000"], "--lines: 10000000 must be <= 100000"),
     Case("timeout-nan", ["--timeout-s", "nan"], "--timeout-s: 'nan' is not a finite number"),
     Case("lock-file-missing", ["--lock-file", "/nonexistent/lock"], "cannot read lock file"),
+    Case("lock-file-is-folder", ["--lock-file", "{tmp}"], "--lock-file: cannot read lock file"),
+    Case("lock-file-empty", ["--lock-file", ""], "--lock-file: must not be empty"),
     Case("srun-without-master", [], "MASTER_ADDR and MASTER_PORT must be set",
          env={"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}),
     *launcher_cases([], ["--timeout-s", "1"], local_rank=False),

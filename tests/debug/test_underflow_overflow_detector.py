@@ -66,6 +66,8 @@ BAD_INPUT = [
     Case("dtype-unknown", ["--dtype", "float7"], "--dtype"),
     Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-unwritable", ["--json", "/proc/r.json"], "cannot write in /proc"),
+    Case("json-folder-missing", ["--json", "no/r.json"], "--json no/r.json: .*no does not exist"),
+    Case("json-empty", ["--json", ""], "--json: must not be empty"),
 ]
 
 

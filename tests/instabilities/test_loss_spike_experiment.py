@@ -12,11 +12,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import signal
+import subprocess
+import sys
 
 import pytest
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO
+from tests.launchers import REPO, clean_env
 
 SCRIPT = "loss_spike_experiment.py"
 RESULTS = REPO / "results" / "instabilities" / "loss_spike_experiment.json"
@@ -101,15 +104,54 @@ BAD_INPUT = [
     Case("z-threshold-nan", ["--z-threshold", "nan"], "--z-threshold: 'nan' is not a finite"),
     Case("z-threshold-zero", ["--z-threshold", "0"], "--z-threshold: 0 must be > 0"),
     Case("threads-zero", ["--threads", "0"], "--threads: 0 must be >= 1"),
-    Case("device-unknown", ["--steps", "60", "--device", "tpu"], "device 'tpu' is not usable"),
+    Case("device-unknown", ["--configs", "baseline", "--steps", "60", "--device", "tpu"],
+         "device 'tpu' is not usable"),
     Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-folder-missing", ["--json", "no/r.json"], "no does not exist"),
+    Case("json-parent-is-file", ["--json", "f/r.json"], "f is not a folder", files={"f": "x"}),
+    Case("json-unwritable", ["--json", "/proc/x.json"], "--json /proc/x.json: cannot write"),
+    Case("configs-repeated", ["--configs", "baseline,high_lr,baseline"],
+         "--configs: baseline given more than once"),
+    Case("seed-negative", ["--seed", "-1"], "--seed: -1 must be >= 0"),
+    # Bad batches injected where the window is not yet full would be reported as "no spike".
+    Case("bad-batches-before-window", ["--configs", "bad_batches", "--steps", "60"],
+         r"--window 50: configuration bad_batches injects its first bad batch at step 21 .*"
+         r"use a --window below 21"),
+    Case("bad-batches-past-last-step", ["--configs", "bad_batches", "--steps", "7", "--window", "1"],
+         "--steps 7 is too short for configuration bad_batches"),
+    Case("logits-too-big", ["--batch-size", "4096", "--seq-len", "8192"],
+         r"2,147,483,648 --batch-size x --seq-len x --vocab logits exceed .* cap"),
+    Case("attention-too-big", ["--seq-len", "4096"], r"attention scores per layer exceed"),
+    Case("model-too-big", ["--d-model", "8192", "--layers", "256"], r"parameters exceed"),
+    Case("records-too-big", ["--steps", "1000000", "--layers", "256"], r"per-step values .* exceed"),
 ]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused("instabilities/loss_spike_experiment.py", case, tmp_path)
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_interrupted_sweep_keeps_the_finished_runs(launch, tmp_path, sig, status):
+    out = tmp_path / "run.json"
+    proc = subprocess.Popen(
+        [sys.executable, str(launch.scripts / SCRIPT), "--configs",
+         "baseline,high_lr,high_lr_qknorm_zloss", "--steps", "300", "--window", "20",
+         "--d-model", "16", "--layers", "1", "--batch-size", "4", "--seq-len", "16",
+         "--json", str(out)], cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    first = proc.stdout.readline()  # the first run's summary line: the sweep is in its second
+    assert first.startswith("baseline "), first + proc.stderr.read()
+    proc.send_signal(sig)
+    rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, rest + err
+    assert f"# interrupted by {sig.name}: 1 of 3 runs finished" in rest
+    assert "Traceback" not in err
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and list(report["runs"]) == ["baseline"]
+    assert len(report["runs"]["baseline"]["loss"]) == 300
 
 
 def test_committed_results_are_self_consistent():

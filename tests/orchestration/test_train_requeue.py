@@ -72,6 +72,11 @@ BAD_INPUT = [
     Case("steps-zero", ["--ckpt-dir", "ck", "--steps", "0"], "--steps: 0 must be >= 1"),
     Case("run-steps-zero", [*CK, "--run-steps", "0"], "--run-steps: 0 must be >= 1"),
     Case("step-time-inf", [*CK, "--step-time", "inf"], "--step-time: 'inf' is not a finite"),
+    Case("step-time-huge", [*CK, "--step-time", "1e300"], "--step-time: 1e300 must be <= 3600"),
+    Case("steps-huge", ["--ckpt-dir", "ck", "--steps", str(10**20)], "--steps: .* must be <= 1e"),
+    Case("seed-negative", [*CK, "--seed", "-1"], "--seed: -1 must be >= 0"),
+    Case("batch-too-big", [*CK, "--batch", "1000000", "--dim", "1000000"],
+         r"--batch 1000000 x --dim 1000000 = 1,000,000,000,000 floats per batch, more than"),
     Case("ckpt-dir-missing-option", ["--steps", "5"], "required: --ckpt-dir"),
     Case("ckpt-dir-empty", ["--ckpt-dir", ""], "--ckpt-dir: must not be empty"),
     Case("ckpt-dir-is-file", ["--ckpt-dir", "f"], "f is a file, not a folder", files={"f": "x"}),
@@ -80,8 +85,17 @@ BAD_INPUT = [
     Case("ckpt-dir-unwritable", ["--ckpt-dir", "/proc/ck"], "--ckpt-dir /proc/ck: cannot write"),
     Case("json-is-folder", [*CK, "--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-is-the-checkpoint", [*CK, "--json", "ck/checkpoint.pt"], "is also an input"),
+    Case("json-parent-is-file", [*CK, "--json", "f/r.json"], "--json f/r.json: .*f is not a folder",
+         files={"f": "x"}),
+    Case("json-unwritable", [*CK, "--json", "/proc/x.json"], "--json /proc/x.json: cannot write"),
     Case("env-restart-count-text", CK, "SLURM_RESTART_COUNT='x' is not an integer",
          env={"SLURM_RESTART_COUNT": "x"}),
+    Case("env-procid-text", CK, "SLURM_PROCID='abc' is not an integer",
+         env={"SLURM_PROCID": "abc"}),
+    Case("checkpoint-is-folder", CK, "ck/checkpoint.pt is not a file", files={"ck/checkpoint.pt/x": "x"}),
+    # A loss that turned inf/nan ends the run instead of saving (and finishing with) nan weights.
+    Case("lr-diverges", [*CK, "--steps", "100", "--lr", "10"],
+         r"loss is (nan|inf) at step \d+: the training diverged \(--lr 10 too high\?\)", status=1),
     Case("checkpoint-garbage", CK, r"checkpoint ck/checkpoint.pt: truncated or damaged",
          status=1, files={"ck/checkpoint.pt": b"not a checkpoint"}),
     Case("checkpoint-truncated", CK, r"checkpoint ck/checkpoint.pt: truncated or damaged",
@@ -91,6 +105,8 @@ BAD_INPUT = [
          files={"ck/checkpoint.pt": saved({"weights": torch.ones(3)})}),
     Case("checkpoint-with-objects", CK, "holds a argparse.Namespace object, which this script will not unpickle", status=1,
          files={"ck/checkpoint.pt": saved({"step": 1, "args": argparse.Namespace(lr=1)})}),
+    Case("checkpoint-step-not-int", CK, r"expected a step count .*found float 1\.5", status=1,
+         files={"ck/checkpoint.pt": saved({"step": 1.5, "model": {}, "optimizer": {}})}),
     Case("checkpoint-other-dim", [*CK, "--dim", "8"], r"does not fit this model \(written with "
          r"another --dim\?\)", status=1, files={"ck/checkpoint.pt": this_scripts_checkpoint(16)}),
 ]
@@ -142,12 +158,17 @@ def test_sigusr1_and_sigkill_then_resume_match_an_uninterrupted_run(launch, tmp_
     assert FINISHED.search(res.stdout)[2] == expected
 
 
-def test_sigterm_saves_and_exits_143(launch, tmp_path):
+@pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)],
+                         ids=["SIGTERM", "SIGINT"])
+def test_stop_signal_saves_and_exits_128_plus_signal(launch, tmp_path, sig, status):
+    # SIGTERM is what SLURM sends at the time limit; SIGINT is Ctrl-C: both keep the work done.
     proc = start(launch, ["--ckpt-dir", str(tmp_path), "--steps", "1000", "--step-time", "0.02",
                           "--save-every", "1000"])
     wait_for_line(proc, r"^step 20 ")
-    proc.terminate()
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 143
-    assert re.search(r"SIGTERM: saved step \d+ to ", out)
-    assert (tmp_path / "checkpoint.pt").exists()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err
+    saved_step = int(re.search(rf"{sig.name}: saved step (\d+) to ", out)[1])
+    assert saved_step >= 20
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["step"] == saved_step
+    assert "Traceback" not in err

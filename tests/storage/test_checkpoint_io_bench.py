@@ -6,11 +6,16 @@ clean-up and the refusals."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
 
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
+from tests.launchers import REPO, clean_env
 
 SCRIPT = "checkpoint_io_bench.py"
 SIZE = 2 * 1024 ** 2
@@ -64,9 +69,18 @@ def test_single_process_keep(launch, tmp_path):
 SMALL = ["--size", "1M", "--timeout", "30"]
 BAD_INPUT = [
     Case("dir-unwritable", [*SMALL, "--dir", "/proc"], "--dir /proc: cannot write there"),
-    Case("dir-missing", [*SMALL, "--dir", "{tmp}/missing"], "does not exist"),
-    Case("dir-is-file", [*SMALL, "--dir", "f"], "f does not exist or is not a directory",
+    Case("dir-missing", [*SMALL, "--dir", "{tmp}/missing"], "missing does not exist"),
+    Case("dir-is-file", [*SMALL, "--dir", "f"], "--dir f: f is a file, not a folder",
          files={"f": "x"}),
+    Case("dir-parent-is-file", [*SMALL, "--dir", "f/ck"], "--dir f/ck: f is a file, not a folder",
+         files={"f": "x"}),
+    # (on CUDA the state is not held in host memory: only the free space is checked)
+    Case("size-exceeds-disk", ["--size", "1000T", "--dir", "{tmp}", "--device", "cuda"],
+         r"--size 1099511.628 GB x 1 copy does not fit in the .* GB free in --dir"),
+    Case("size-exceeds-memory", ["--size", "1000T", "--dir", "{tmp}"],
+         r"--size 1099511.628 GB needs about 2199023.256 GB of memory on this node"),
+    Case("timeout-inf", ["--size", "1M", "--timeout", "inf"], "--timeout: 'inf' is not a finite"),
+    Case("timeout-huge", ["--size", "1M", "--timeout", "1e12"], "--timeout: 1e12 must be <= 604800"),
     Case("dir-empty", [*SMALL, "--dir", ""], "--dir: must not be empty"),
     Case("methods-unknown", [*SMALL, "--methods", "pickle"], "--methods must name"),
     Case("iters-zero", [*SMALL, "--iters", "0"], "--iters: 0 must be >= 1"),
@@ -123,3 +137,38 @@ def test_srun_without_master_addr_is_refused(launch, tmp_path):
     assert res.returncode == 2
     errors = launch.error_lines(res.stderr)
     assert len(errors) == 1 and "MASTER_ADDR and MASTER_PORT must be set" in errors[0]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_keeps_the_methods_finished(tmp_path, sig):
+    """Ctrl-C or SIGTERM during the second method: --json still holds the first, marked
+    interrupted; no checkpoint file is left in --dir; the status is 128 + the signal."""
+    ckpt, out = tmp_path / "ckpt", tmp_path / "ck.json"
+    ckpt.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "scripts" / "storage" / SCRIPT), "--dir", str(ckpt),
+         "--size", "4M", "--iters", "1000", "--methods", "torch.save,dcp", "--warm-read",
+         "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
+        start_new_session=True)
+    try:
+        while True:  # the first method's progress line, then interrupt the second
+            line = proc.stdout.readline()
+            assert line, proc.communicate()
+            if line.startswith("# finished torch.save"):
+                break
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 128 + sig, err
+    errors = [ln for ln in err.splitlines() if ": error: " in ln]
+    assert errors == [f"{SCRIPT}: error: rank 0: interrupted by {signal.Signals(sig).name} "
+                      f"after 2 results; wrote them to {out}"], err
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True
+    assert [(r["method"], r["op"]) for r in report["results"]] == [("torch.save", "save"),
+                                                                   ("torch.save", "load")]
+    assert list(ckpt.iterdir()) == [], "checkpoint files left behind"

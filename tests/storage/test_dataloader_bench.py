@@ -6,11 +6,16 @@ refusals, never a speed."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 
 import pytest
 
 from tests.bad_input import Case, check_refused
+from tests.launchers import REPO, clean_env
 
 SCRIPT = "dataloader_bench.py"
 ROW = re.compile(r"^\s*(\d+)\s+(True|False)\s+(True|False)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
@@ -64,6 +69,11 @@ BAD_INPUT = [
     Case("step-ms-inf", ["--step-ms", "inf"], "--step-ms: 'inf' is not a finite number"),
     Case("timeout-nan", ["--timeout", "nan"], "--timeout: 'nan' is not a finite number"),
     Case("timeout-zero", ["--timeout", "0"], "--timeout: 0 must be > 0"),
+    Case("timeout-huge", ["--timeout", "1e300"], "--timeout: 1e300 must be <= 604800"),
+    Case("batch-too-large", ["--sample-shape", "1000,1000,3", "--batch-size", "2000"],
+         r"6000000000 bytes per batch; at most 4294967296"),
+    Case("sweep-too-long", ["--sample-shape", "4", "--batch-size", "100000", "--batches", "1000"],
+         r"100300000 samples per setting; at most 10000000"),
     Case("sample-shape-text", ["--sample-shape", "3,x"], "--sample-shape must be"),
     Case("sample-shape-huge", ["--sample-shape", "100000,100000,3"], "at most 1073741824"),
     Case("workers-negative", ["--workers", "-1"], "integers from 0 to 1024"),
@@ -78,12 +88,50 @@ BAD_INPUT = [
                                "--cost", "sleep", "--timeout", "2"],
          r"batch 0 with --workers 0 \(--timeout\) did not finish within 2 s", status=1,
          limit_s=20),
+    # (a sample of 1.5 s: past the 1 s timeout, and the worker then ends without the DataLoader
+    # waiting 5 s to join it)
+    Case("workers-1-timeout", ["--workers", "1", "--batch-size", "1", "--sample-ms", "1500",
+                               "--cost", "sleep", "--timeout", "1", "--device", "cpu"],
+         r"DataLoader timed out after 1(\.0)? seconds waiting for a batch from the workers "
+         r"\(--timeout 1\)", status=1, limit_s=20),
 ]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused("storage/dataloader_bench.py", case, tmp_path)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_keeps_the_settings_measured(tmp_path, sig):
+    """Ctrl-C or SIGTERM after the first setting: the JSON still holds it, marked interrupted,
+    and the run ends with 128 + the signal and one error line."""
+    out = tmp_path / "dl.json"
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "scripts" / "storage" / SCRIPT), "--workers", "0,0",
+         "--sample-shape", "4", "--batch-size", "1", "--batches", "4", "--warmup", "0",
+         "--sample-ms", "300", "--cost", "sleep", "--device", "cpu", "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
+        start_new_session=True)
+    try:
+        while True:  # wait for the first setting's row, then interrupt the second
+            line = proc.stdout.readline()
+            assert line, proc.communicate()
+            if ROW.match(line):
+                break
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 128 + sig, err
+    errors = [ln for ln in err.splitlines() if ": error: " in ln]
+    assert errors == [f"{SCRIPT}: error: interrupted by {signal.Signals(sig).name} after 1 of 2 "
+                      f"settings; wrote them to {out}"], err
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and len(report["results"]) == 1
+    assert report["recommended"]["num_workers"] == 0
 
 
 @pytest.mark.gpu
@@ -94,3 +142,39 @@ def test_cuda_measures_pinning_and_non_blocking(launch, tmp_path):
     res, report = run(launch, tmp_path, ["--workers", "0,1", "--sample-ms", "1", "--device",
                                          "cuda", "--step-ms", "2"])
     check(res, report, [0, 1], [(False, False), (True, False), (True, True)])
+
+
+def test_a_failing_setting_keeps_the_ones_measured(tmp_path, monkeypatch, capsys):
+    """The second setting fails the way a DataLoader timeout does (RuntimeError): the first
+    setting's row is still written, with the error under "failed", and the run fails (status 1)
+    in one message that says where the rows went."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("dataloader_bench",
+                                                  REPO / "scripts" / "storage" / SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    real, calls = bench.measure, []
+
+    def measure(*args, **kwargs):
+        calls.append(args[3])
+        if len(calls) == 2:
+            raise RuntimeError("DataLoader timed out after 1 seconds")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(bench, "measure", measure)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    out = tmp_path / "dl.json"
+    try:
+        with pytest.raises(bench.ScriptError) as err:
+            bench.main(["--workers", "0,0", "--sample-shape", "4", "--batch-size", "1", "--batches",
+                        "2", "--warmup", "0", "--device", "cpu", "--timeout", "1", "--json",
+                        str(out)])
+    finally:  # main() installs its own handlers: give pytest back its own
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert err.value.status == bench.EXIT_FAILURE
+    assert str(err.value) == ("DataLoader timed out after 1 seconds waiting for a batch from the "
+                              f"workers (--timeout 1); wrote the 1 settings measured before it "
+                              f"to {out}")
+    report = json.loads(out.read_text())
+    assert len(report["results"]) == 1 and report["failed"].startswith("DataLoader timed out")
+    assert "# stopped: DataLoader timed out" in capsys.readouterr().out

@@ -91,7 +91,18 @@ BAD_INPUT = [
     Case("budget-too-short", ["{tmp}", "--budget", "1", "--bs", "4K,8K,16K"], "need at least"),
     Case("bs-not-size", ["{tmp}", "--bs", "4X"], "--bs"),
     Case("rw-unknown", ["{tmp}", "--rw", "readwrite"], "unknown pattern 'readwrite'"),
-    Case("numjobs-zero", ["{tmp}", "--numjobs", "0"], "--numjobs"),
+    Case("numjobs-zero", ["{tmp}", "--numjobs", "0"], "--numjobs: .*must be from 1 to 1024"),
+    Case("numjobs-huge", ["{tmp}", "--numjobs", "100000"], "--numjobs: .*must be from 1 to 1024"),
+    Case("iodepth-nan", ["{tmp}", "--iodepth", "nan"], "--iodepth: 'nan' is not an integer"),
+    Case("iodepth-huge", ["{tmp}", "--iodepth", "1000000"], "--iodepth: 1000000 must be <= 65536"),
+    Case("bs-larger-than-size", ["{tmp}", "--bs", "1M", "--size", "64K"],
+         "--bs 1M is larger than --size 64K"),
+    # counted before the matrix is built: 4e12 points would not fit in memory
+    Case("matrix-huge", ["{tmp}", "--bs", ",".join(["4K"] * 2000), "--size",
+                         ",".join(["1G"] * 2000), "--numjobs", ",".join(["1"] * 1000)],
+         r"gives 7.5e-09 s per job for 16000000000 jobs"),
+    Case("json-empty", ["{tmp}", "--json", ""], "--json: must not be empty"),
+    Case("json-unwritable", ["{tmp}", "--json", "/proc/r.json"], "--json /proc/r.json: cannot write"),
     Case("json-is-folder", ["{tmp}", "--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-folder-missing", ["{tmp}", "--json", "no/r.json"], "no does not exist"),
     Case("plot-unwritable", ["{tmp}", "--plot", "/proc/p.png"], "--plot /proc/p.png: cannot write"),
@@ -120,13 +131,29 @@ def test_a_fio_that_outlives_its_limit_is_stopped_with_its_children(launch):
     assert state["child"] is None
 
 
+def test_job_processes_that_outlive_fio_do_not_block_the_scan(launch):
+    """fio exits but a process it forked keeps running with fio's stdout: the scan reads fio's
+    output at once (it goes to a file, not a pipe) and kills what fio left in its group."""
+    spec = importlib.util.spec_from_file_location("fio_scan", launch.scripts / SCRIPT)
+    fio_scan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fio_scan)
+    state = {"child": None}
+    start = time.monotonic()
+    out = fio_scan.run_fio(["sh", "-c", "sleep 301.25 & echo done"], 60, state)
+    assert out.strip() == "done"
+    assert time.monotonic() - start < 10, "waited for a process that outlived fio"
+    time.sleep(0.2)
+    left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "301.25"]]
+    assert not left, f"fio's leftover process still runs: {left}"
+
+
 def test_interrupt_after_a_finished_job_keeps_its_row(tmp_path):
     require_tool("fio")
     scan_dir, out = tmp_path / "scan", tmp_path / "partial.json"
     scan_dir.mkdir()
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "scripts" / "storage" / SCRIPT), str(scan_dir), "--size",
-         "4M", "--bs", "4K", "--rw", "randwrite,randread", "--budget", "40",
+         "4M", "--bs", "4K", "--rw", "randwrite,randread", "--budget", "8",
          "--direct", direct_flag(scan_dir), "--json", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
         start_new_session=True)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import platform
+import stat
 import subprocess
 
 import pytest
@@ -126,12 +128,24 @@ BAD_INPUT = [
     Case("json-parent-is-file", ["--json", "f/e.json"], "f is a file, not a folder",
          files={"f": "x"}),
     Case("json-unwritable", ["--json", "/proc/e.json"], "--json /proc: cannot write there"),
+    Case("repo-is-a-file", ["--json", "e.json", "--repo", "f"], "--repo f: not a directory",
+         files={"f": "x"}),
 ]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused("training/capture_env.py", case, tmp_path)
+
+
+def test_refuses_a_fifo_as_json(tmp_path):
+    """write_atomic renames over the path: on /dev/null (as root) it replaced the device with a
+    plain file. A FIFO in tmp_path stands in for it."""
+    os.mkfifo(tmp_path / "pipe")
+    check_refused("training/capture_env.py",
+                  Case("json-fifo", ["--json", "pipe"], "--json pipe: is not a regular file"),
+                  tmp_path)
+    assert stat.S_ISFIFO(os.stat(tmp_path / "pipe").st_mode)
 
 
 @pytest.mark.gpu

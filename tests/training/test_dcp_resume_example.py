@@ -11,6 +11,7 @@ saved RNG states or data position must change the result.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -84,6 +85,11 @@ def test_async_save_and_export(two_rank_runs):
     assert exported["data"] == {"epoch": 1, "batches_done": SAVE_AT - 12}
     assert not torch.equal(exported["rng_rank0"]["torch"], exported["rng_rank1"]["torch"])
     assert set(exported["model"]) == {"0.weight", "0.bias", "3.weight", "3.bias"}
+    # written through a temporary file and a rename: none left over, permissions as any file's
+    assert not list(tmp.glob(".full.pt.*")), "the export left its temporary file"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp / "full.pt").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +153,26 @@ BAD_INPUT = [
     Case("save-at-text", ["--save-at", "x"], "invalid step list 'x'"),
     Case("stop-without-save", ["--stop-after-save"], "--stop-after-save needs --save-at"),
     Case("forget-without-resume", ["--forget", "rng"], "--forget only applies with --resume"),
-    Case("resume-missing", ["--resume", "/nonexistent/ckpt"], "not a complete DCP checkpoint"),
+    Case("resume-missing", ["--resume", "/nonexistent/ckpt"],
+         r"--resume /nonexistent/ckpt: expected a complete DCP checkpoint folder .*found nothing"),
+    Case("resume-empty-folder", ["--resume", "{tmp}"],
+         r"expected a complete DCP checkpoint folder .*found an empty folder"),
+    Case("resume-torch-save-file", ["--resume", "model.pt"],
+         r"--resume model.pt: expected a complete DCP checkpoint folder .*found a file",
+         files={"model.pt": b"PK\x03\x04 not a DCP folder"}),
+    Case("resume-interrupted-save", ["--resume", "ck"],
+         r"found a folder without \.metadata \(__0_0\.distcp: an interrupted save",
+         files={"ck/__0_0.distcp": b"\x00" * 64}),
+    Case("resume-damaged-metadata", ["--steps", "2", "--resume", "ck"],
+         r"ck: rank 0 cannot read the checkpoint \(.*\): it is truncated or damaged", status=1,
+         files={"ck/.metadata": b"\x80\x04garbage", "ck/__0_0.distcp": b"\x00" * 64}),
+    Case("steps-huge", ["--steps", "1e12"], "--steps: '1e12' is not an integer"),
+    Case("steps-too-many", ["--steps", "2000000"], "--steps: 2000000 must be <= 1e\\+06"),
+    Case("samples-too-many", ["--samples", "99999999999"], "--samples: 99999999999 must be <="),
+    Case("seed-overflow", ["--seed", str(2**64)], "--seed: 18446744073709551616 must be <="),
+    Case("timeout-negative", ["--timeout-s", "-5"], "--timeout-s: -5 must be >= 1"),
+    Case("timeout-nan", ["--timeout-s", "nan"], "--timeout-s: 'nan' is not an integer"),
+    Case("timeout-huge", ["--timeout-s", "99999999999"], "--timeout-s: 99999999999 must be <="),
     Case("batch-size-zero", ["--batch-size", "0"], "must be >= 1"),
     Case("samples-too-few", ["--samples", "4", "--batch-size", "8"], "do not fill one global batch"),
     Case("lr-nan", ["--lr", "nan"], "--lr: 'nan' is not a finite number"),
@@ -157,10 +182,15 @@ BAD_INPUT = [
          files={"f": "x"}),
     Case("ckpt-dir-parent-is-file", ["--save-at", "2", "--ckpt-dir", "f/ck"],
          "f is a file, not a folder", files={"f": "x"}),
+    Case("ckpt-step-is-file", ["--steps", "2", "--save-at", "2", "--ckpt-dir", "ck"],
+         r"--ckpt-dir ck: ck/step-2 is a file; the checkpoint of step 2 goes there as a folder",
+         files={"ck/step-2": "x"}),
     Case("ckpt-dir-unwritable", ["--save-at", "2", "--ckpt-dir", "/proc/ck"],
          "--ckpt-dir /proc/ck: cannot write there"),
     Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
     Case("export-folder-missing", ["--export", "no/m.pt"], "--export no/m.pt: .*no does not exist"),
+    Case("export-is-folder", ["--export", "{tmp}"], "--export .*: is a folder"),
+    Case("export-unwritable", ["--export", "/proc/m.pt"], "--export /proc/m.pt: cannot write in"),
     Case("env-crash-at-text", ["--steps", "2"], "DCP_RESUME_EXAMPLE_CRASH_AT='x' is not an integer",
          env={"DCP_RESUME_EXAMPLE_CRASH_AT": "x"}),
     *launcher_cases(["--steps", "2"], ["--timeout-s", "1"]),

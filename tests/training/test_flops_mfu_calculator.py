@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -153,6 +154,8 @@ def test_gqa_and_gated_mlp_parameter_count(calc):
 
 SHAPE = ["--layers", "2", "--hidden", "64", "--vocab", "10", "--seq-len", "8"]
 BAD_INPUT = [
+    Case("list-devices-with-junk", ["--list-devices", "--bogus"],
+         r"--list-devices takes no other option \(got --bogus\)"),
     Case("no-throughput", [*SHAPE, "--device", "a100"], "exactly one of --tokens-per-s"),
     Case("no-peak", [*SHAPE, "--tokens-per-s", "5"], "--peak-tflops or --device"),
     Case("tokens-negative", [*SHAPE, "--tokens-per-s", "-5", "--device", "a100"],
@@ -170,13 +173,33 @@ BAD_INPUT = [
                                 "--tokens-per-s", "5", "--device", "a100"], "without --params"),
     Case("step-time-without-batch", [*SHAPE, "--step-time-s", "1", "--device", "a100"],
          "needs --global-batch"),
+    # options that were silently ignored without --heads
+    Case("kv-heads-without-heads", [*SHAPE, "--kv-heads", "2", "--tokens-per-s", "5", "--device",
+                                    "a100"], "--kv-heads 2 needs --heads"),
+    Case("head-dim-without-heads", [*SHAPE, "--head-dim", "128", "--tokens-per-s", "5",
+                                    "--device", "a100"], "--head-dim 128 needs --heads"),
     Case("device-unknown", [*SHAPE, "--tokens-per-s", "5", "--device", "b9000"], "invalid choice"),
     # 175e9 parameters at 1e9 tokens/s on one A100 would be thousands of times its peak: the
     # script printed an MFU of millions of percent and exited 0.
     Case("mfu-above-100-percent", ["--params", "175e9", "--layers", "96", "--hidden", "12288",
                                    "--vocab", "51200", "--seq-len", "2048", "--tokens-per-s",
                                    "1e9", "--device", "a100"],
-         r"% of the 312 TFLOPS peak: no device runs above its peak"),
+         r"--tokens-per-s 1e\+09 on --devices 1 with --device a100, N = 1\.75e\+11 parameters "
+         r".*% of the 312 TFLOPS peak: no device runs above its peak"),
+    Case("step-time-above-peak", [*SHAPE, "--step-time-s", "1e-9", "--global-batch", "100",
+                                  "--peak-tflops", "5"],
+         r"--step-time-s 1e-09 with --global-batch 100 on --devices 1 with --peak-tflops 5.*"
+         r"no device runs above its peak"),
+    # counts that overflow the float arithmetic (an OverflowError traceback before)
+    Case("devices-huge", [*SHAPE, "--tokens-per-s", "5", "--device", "a100", "--devices",
+                          "1" + "0" * 400], r"--devices: 10{11}\.\.\. \(401 characters\) must be <= "),
+    Case("devices-above-cap", [*SHAPE, "--tokens-per-s", "5", "--device", "a100", "--devices",
+                               "1" + "0" * 30], r"--devices: 10+ must be <= 1e\+12"),
+    Case("layers-huge", [*SHAPE, "--layers", "1" + "0" * 30], r"--layers: 10+ must be <= 1e\+12"),
+    Case("params-huge", [*SHAPE, "--params", "1e308"], r"--params: 1e308 must be <= 1e\+16"),
+    Case("train-days-overflow", ["--params", "1e3", *SHAPE, "--tokens-per-s", "1e-300",
+                                 "--device", "a100", "--train-tokens", "1e308"],
+         r"--train-tokens 1e\+308 give a non-finite train_days"),
     Case("json-is-folder", [*SHAPE, "--tokens-per-s", "5", "--device", "a100", "--json", "{tmp}"],
          "--json .*: is a folder"),
     Case("json-unwritable", [*SHAPE, "--tokens-per-s", "5", "--device", "a100", "--json",
@@ -187,6 +210,16 @@ BAD_INPUT = [
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused("training/flops_mfu_calculator.py", case, tmp_path)
+
+
+def test_refuses_a_fifo_as_json(tmp_path):
+    """write_atomic renames over the path: on /dev/null (as root) it replaced the device with a
+    plain file. A FIFO in tmp_path stands in for it."""
+    os.mkfifo(tmp_path / "pipe")
+    check_refused("training/flops_mfu_calculator.py",
+                  Case("json-fifo", [*SHAPE, "--tokens-per-s", "5", "--device", "a100", "--json",
+                                     "pipe"], "--json pipe: is not a regular file"), tmp_path)
+    assert stat.S_ISFIFO(os.stat(tmp_path / "pipe").st_mode)
 
 
 def test_list_devices_and_help_need_no_torch(launch):

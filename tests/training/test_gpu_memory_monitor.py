@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import stat
 import sys
 
 import pytest
@@ -64,7 +66,7 @@ def test_class_without_cuda(mon_module, capsys):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
 def test_provoke_oom_without_cuda_is_one_line_error(launch):
     res = launch.python(SCRIPT, ["--provoke-oom"], timeout=60)
-    assert res.returncode != 0
+    assert res.returncode == 2
     errors = launch.error_lines(res.stderr)
     assert len(errors) == 1 and "CUDA" in errors[0], res.stderr
 
@@ -80,12 +82,52 @@ BAD_INPUT = [
     Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-folder-missing", ["--json", "no/m.json"], "no does not exist"),
     Case("json-unwritable", ["--json", "/proc/m.json"], "cannot write in /proc"),
+    Case("json-parent-is-file", ["--json", "f/m.json"], "f is not a folder", files={"f": "x"}),
+    Case("steps-overflows-a-float", ["--steps", "9" * 400],
+         r"--steps: 9{12}\.\.\. \(400 characters\) must be <= "),
+    # 63 GiB kept and a 126 GiB temporary: more than the host (or GPU) has free
+    Case("more-than-free-memory", ["--steps", "1", "--mib", "64500"],
+         r"--steps 1 x --mib 64500 \(and a temporary of 2 x --mib\) needs 193500 MiB; the "
+         r"(host|GPU cuda:\d+) has \d+ MiB free"),
+    Case("env-local-rank-negative", ["--steps", "1"], "LOCAL_RANK=-1 must be >= 0",
+         env={"LOCAL_RANK": "-1"}),
 ]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused("training/gpu_memory_monitor.py", case, tmp_path)
+
+
+def test_refuses_a_fifo_as_json(tmp_path):
+    """write_atomic renames over the path: on /dev/null (as root) it replaced the device with a
+    plain file. A FIFO in tmp_path stands in for it."""
+    os.mkfifo(tmp_path / "pipe")
+    check_refused("training/gpu_memory_monitor.py",
+                  Case("json-fifo", ["--steps", "1", "--json", "pipe"],
+                       "--json pipe: is not a regular file"), tmp_path)
+    assert stat.S_ISFIFO(os.stat(tmp_path / "pipe").st_mode)
+
+
+def test_interrupt_keeps_the_steps_measured(mon_module, tmp_path, monkeypatch):
+    """Ctrl-C in the third step: the JSON still holds the two steps measured, marked
+    interrupted, and the KeyboardInterrupt goes on to run_main (exit status 130)."""
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    calls = []
+    snapshot = mon_module.MemoryMonitor.snapshot
+
+    def interrupted_snapshot(self):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return snapshot(self)
+
+    monkeypatch.setattr(mon_module.MemoryMonitor, "snapshot", interrupted_snapshot)
+    out = tmp_path / "mon.json"
+    with pytest.raises(KeyboardInterrupt):
+        mon_module.main(["--steps", "5", "--mib", "1", "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True and [s["step"] for s in doc["steps"]] == [0, 1]
 
 
 @pytest.mark.gpu

@@ -20,6 +20,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
+import stat
 import sys
 
 import pytest
@@ -419,12 +421,30 @@ BAD_INPUT = [
     Case("json-folder-missing", ["--params", "1e9", "--json", "no/x.json"], "no does not exist"),
     Case("json-is-folder", ["--params", "1e9", "--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-unwritable", ["--params", "1e9", "--json", "/proc/x.json"], "cannot write in /proc"),
+    # sizes that overflowed: 1e308 parameters printed "inf" GB and exited 0, a 400-digit --dp
+    # ended in an OverflowError, a 1e38-layer model printed a number with exit 0
+    Case("params-huge", ["--params", "1e308"], r"--params: 1e308 must be <= 1e\+16"),
+    Case("layers-huge", ["--layers", "1" + "0" * 38, *TINY[2:]], r"--layers: 10+ must be <= 1e\+09"),
+    Case("seq-huge", [*TINY[:8], "--seq", "10000000000", *TINY[10:]], r"--seq: 10+ must be <= 1e\+09"),
+    Case("dp-overflows-a-float", ["--params", "1e9", "--dp", "9" * 400],
+         r"--dp: 9{12}\.\.\. \(400 characters\) must be <= "),
+    Case("zero-nan", ["--params", "1e9", "--zero", "nan"], "--zero: 'nan' is not an integer"),
 ]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused("training/memory_estimator.py", case, tmp_path)
+
+
+def test_refuses_a_fifo_as_json(tmp_path):
+    """write_atomic renames over the path: on /dev/null (as root) it replaced the device with a
+    plain file. A FIFO in tmp_path stands in for it."""
+    os.mkfifo(tmp_path / "pipe")
+    check_refused("training/memory_estimator.py",
+                  Case("json-fifo", ["--params", "1e9", "--json", "pipe"],
+                       "--json pipe: is not a regular file"), tmp_path)
+    assert stat.S_ISFIFO(os.stat(tmp_path / "pipe").st_mode)
 
 
 # ---------------------------------------------------------------------------------------------

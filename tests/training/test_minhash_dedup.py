@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
+import stat
 import sys
 import random
 import re
@@ -240,7 +242,7 @@ BAD_INPUT = [
     Case("show-negative", ["c.jsonl", "--show", "-1"], "--show: -1 must be >= 0",
          files={"c.jsonl": DOC}),
     Case("truth-key-missing", ["c.jsonl", "--truth-key", "no_such_field"],
-         "no record has that field", files={"c.jsonl": DOC}),
+         "--truth-key 'no_such_field': no record of c.jsonl has that field", files={"c.jsonl": DOC}),
     Case("text-key-missing", ["c.jsonl", "--text-key", "body"], "no string field 'body'",
          files={"c.jsonl": DOC}),
     Case("corpus-empty-string", [""], "corpus: must not be empty"),
@@ -255,12 +257,37 @@ BAD_INPUT = [
          files={"c.jsonl": DOC}),
     Case("json-unwritable", ["c.jsonl", "--json", "/proc/r.json"], "cannot write in /proc",
          files={"c.jsonl": DOC}),
+    Case("json-folder-missing", ["c.jsonl", "--json", "no/r.json"], "no does not exist",
+         files={"c.jsonl": DOC}),
+    Case("json-parent-is-file", ["c.jsonl", "--json", "c.jsonl/r.json"], "c.jsonl is not a folder",
+         files={"c.jsonl": DOC}),
+    # a .txt file in a corpus folder was read with its bad bytes replaced, silently
+    Case("folder-txt-not-utf8", ["d"], r"d/b\.txt:2: not UTF-8 text \(byte 4 of the line\)",
+         files={"d/a.txt": "fine text", "d/b.txt": b"first line\nabc\xff\n"}),
+    Case("json-inside-corpus-folder", ["d", "--json", "d/r.json"], "inside the corpus folder",
+         files={"d/a.txt": "some text here"}),
+    Case("seed-not-an-integer", ["c.jsonl", "--seed", "1.5"], r"--seed: '1\.5' is not an integer",
+         files={"c.jsonl": DOC}),
+    # 2001 empty texts have one signature: 2,001,000 candidate pairs, and memory to match
+    Case("too-many-candidate-pairs", ["c.jsonl"],
+         r"c\.jsonl: more than 2000000 candidate pairs \(a group of 2001 documents",
+         files={"c.jsonl": '{"text": ""}\n' * 2001}),
 ]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused("training/minhash_dedup.py", case, tmp_path)
+
+
+def test_refuses_a_fifo_as_json(tmp_path):
+    """write_atomic renames over the path: on /dev/null (as root) it replaced the device with a
+    plain file. A FIFO in tmp_path stands in for it."""
+    os.mkfifo(tmp_path / "pipe")
+    check_refused("training/minhash_dedup.py",
+                  Case("json-fifo", ["c.jsonl", "--json", "pipe"],
+                       "--json pipe: is not a regular file", files={"c.jsonl": DOC}), tmp_path)
+    assert stat.S_ISFIFO(os.stat(tmp_path / "pipe").st_mode)
 
 
 def test_help_runs(launch):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
+import stat
 import sys
 
 import pytest
@@ -204,12 +206,27 @@ BAD_INPUT = [
          files={"c.jsonl": DOC}),
     Case("kept-unwritable", ["c.jsonl", "--kept", "/proc/kept.jsonl"], "cannot write in /proc",
          files={"c.jsonl": DOC}),
+    # a .txt file in a corpus folder was read with its bad bytes replaced, silently
+    Case("folder-txt-not-utf8", ["d"], r"d/b\.txt:2: not UTF-8 text \(byte 4 of the line\)",
+         files={"d/a.txt": "fine text", "d/b.txt": b"first line\nabc\xff\n"}),
+    Case("seed-not-an-integer", ["c.jsonl", "--seed", "1.5"], r"--seed: '1\.5' is not an integer",
+         files={"c.jsonl": DOC}),
 ]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused("training/text_quality_filters.py", case, tmp_path)
+
+
+def test_refuses_a_fifo_as_kept(tmp_path):
+    """write_atomic renames over the path: on /dev/null (as root) it replaced the device with a
+    plain file. A FIFO in tmp_path stands in for it."""
+    os.mkfifo(tmp_path / "pipe")
+    check_refused("training/text_quality_filters.py",
+                  Case("kept-fifo", ["c.jsonl", "--kept", "pipe"],
+                       "--kept pipe: is not a regular file", files={"c.jsonl": DOC}), tmp_path)
+    assert stat.S_ISFIFO(os.stat(tmp_path / "pipe").st_mode)
 
 
 def test_failed_run_keeps_the_old_outputs(launch, tmp_path):

@@ -163,11 +163,34 @@ BAD_INPUT = [
          "--checkpoint-dir /proc/ck: cannot write there"),
     Case("checkpoint-dir-empty", ["--checkpoint-dir", ""], "--checkpoint-dir: must not be empty"),
     Case("resume-missing", ["--resume-from", "/nonexistent/step_00000001"],
-         "no such checkpoint directory"),
+         "no such checkpoint folder"),
+    # Another script's checkpoint: a torch.save file, or a folder holding one (no DCP .metadata).
+    Case("resume-from-a-file", ["--resume-from", "other/checkpoint.pt"],
+         r"other/checkpoint.pt: is a file; expected a checkpoint folder \(step_XXXXXXXX",
+         files={"other/checkpoint.pt": b"PK\x03\x04"}),
+    Case("resume-from-foreign-folder", ["--resume-from", "other"],
+         r"--resume-from other: not a torch.distributed.checkpoint folder \(no \.metadata; "
+         r"found checkpoint.pt\): expected a step_XXXXXXXX folder", files={"other/checkpoint.pt": b"PK"}),
+    Case("checkpoint-dir-is-file-resume-only", ["--checkpoint-dir", "f"],
+         "--checkpoint-dir f: is a file, not a folder", files={"f": "x"}),
+    Case("first-step-timeout-huge", ["--first-step-timeout-s", "1e300"],
+         "--first-step-timeout-s: 1e300 must be <= 604800"),
+    Case("seed-negative", ["--seed", "-1"], "--seed: -1 must be >= 0"),
+    Case("model-too-big-for-memory", ["--layers", "1024", "--hidden", "65536", "--heads", "64"],
+         r"the model \(5\.28e\+13 parameters\) needs .* GiB per rank .*make --layers"),
     Case("profile-steps-reversed", ["--profile-steps", "5:3"], "need 1 <= A <= B"),
     Case("profile-after-last-step", ["--steps", "4", "--profile-steps", "2:8"], "ends after --steps"),
     Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
     Case("json-folder-missing", ["--json", "no/run.json"], "no does not exist"),
+    Case("json-parent-is-file", ["--json", "f/run.json"], "f is not a folder", files={"f": "x"}),
+    Case("json-unwritable", ["--json", "/proc/x.json"], "--json /proc/x.json: cannot write"),
+    Case("profile-dir-is-file", ["--profile-steps", "1:2", "--profile-dir", "f"],
+         "--profile-dir f: .*f is a file", files={"f": "x"}),
+    Case("env-master-addr-missing", ["--steps", "2"], "environment variable MASTER_ADDR is not set",
+         env={"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "{port}"}),
+    Case("env-master-port-out-of-range", ["--steps", "2"],
+         "environment variable MASTER_PORT=70000 is not a TCP port",
+         env={"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "70000"}),
     Case("env-slurm-ntasks-text", [], "SLURM_NTASKS='x' is not an integer",
          env={"SLURM_PROCID": "0", "SLURM_NTASKS": "x"}),
     Case("env-stall-hook-text", ["--steps", "1", *SMALL], "TRAIN_EXAMPLE_STALL='x' is not RANK:STEP",
@@ -199,6 +222,15 @@ def test_foreign_and_truncated_checkpoints_are_explained(ddp_run, tmp_path):
         "truncated", ["--steps", "12", *SMALL, "--resume-from", "truncated"],
         r"truncated: rank 0 cannot read the checkpoint .*truncated or damaged", status=1),
         tmp_path)
+
+
+def test_impossible_mfu_is_reported(launch, tmp_path):
+    """A --peak-tflops below what the device achieves gives an MFU above 100%: the run keeps its
+    numbers but says, on stderr, that the peak is wrong."""
+    res = launch.python(SCRIPT, ["--steps", "2", *SMALL, "--peak-tflops", "1e-9"], timeout=120)
+    assert res.returncode == 0, res.output
+    assert any(": warning: MFU up to " in line and "below the" in line and "--peak-tflops" in line
+               for line in res.stderr.splitlines()), res.stderr
 
 
 def test_help_does_not_import_torch(launch):
