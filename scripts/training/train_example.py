@@ -795,8 +795,11 @@ def run(args: argparse.Namespace) -> int:
                 .strftime("%Y-%m-%dT%H:%M:%SZ"),
             }
             write_atomic(args.json, json.dumps(summary, indent=1) + "\n")
-    dist.barrier()
-    dist.destroy_process_group()
+    # The teardown has no timeout of its own, and once (1 run in about 110, two ranks on a loaded
+    # 2-core machine) a rank never returned from it after every result was written: bound it.
+    with deadline(args.timeout_s * 1.1 + 1, f"rank {rank}: final barrier and teardown"):
+        dist.barrier()
+        dist.destroy_process_group()
     return 0
 
 

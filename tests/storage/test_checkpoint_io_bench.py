@@ -147,7 +147,7 @@ def test_interrupt_keeps_the_methods_finished(tmp_path, sig):
     ckpt.mkdir()
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "scripts" / "storage" / SCRIPT), "--dir", str(ckpt),
-         "--size", "4M", "--iters", "1000", "--methods", "torch.save,dcp", "--warm-read",
+         "--size", "1M", "--iters", "200", "--methods", "torch.save,dcp", "--warm-read",
          "--json", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
         start_new_session=True)
