@@ -6,7 +6,9 @@ with :func:`check_refused` through ``pytest.mark.parametrize``. A case's ``args`
 values may contain ``{tmp}`` (the test's empty folder), ``{script}`` (the script's path) and
 ``{port}`` (a TCP port on 127.0.0.1 where nothing listened a moment before the run; ``message``
 may name it too); the
-``files`` it names are created there first, and must hold the same bytes afterwards.
+``files`` it names are created there first, and must hold the same bytes afterwards; the
+``fifos`` it names are created as named pipes, and must still be pipes afterwards (an output
+written by a rename over one would replace it, as it once replaced /dev/null).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import subprocess
 import sys
 import time
@@ -36,6 +39,7 @@ class Case:
     status: int = 2
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, str | bytes] = field(default_factory=dict)
+    fifos: tuple[str, ...] = ()
     limit_s: float = 30.0
 
     def param(self):
@@ -51,7 +55,8 @@ def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executab
     """Run ``scripts/<script>`` with ``case`` in ``tmp``; assert the contract and return the
     error line. Fails when the status differs, the output has a traceback or more than one
     ``error:`` line, the line does not match, the run takes longer than ``case.limit_s``, an
-    input file changed, or a stray temporary file was left next to an output."""
+    input file changed, a FIFO was replaced, or a stray temporary file was left next to an
+    output."""
     path = REPO / "scripts" / script
     fill = {"tmp": str(tmp), "script": str(path), "port": str(free_port())}
     for name, content in case.files.items():
@@ -61,6 +66,8 @@ def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executab
             target.write_text(content, encoding="utf-8")
         else:
             target.write_bytes(content)
+    for name in case.fifos:
+        os.mkfifo(tmp / name)
     before = {name: _digest(tmp / name) for name in case.files if (tmp / name).is_file()}
     listing = sorted(os.listdir(tmp))
     env = clean_env({k: v.format(**fill) for k, v in case.env.items()})
@@ -81,6 +88,8 @@ def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executab
     assert elapsed <= case.limit_s, f"took {elapsed:.1f} s, limit {case.limit_s} s" + shown
     for name, digest in before.items():
         assert _digest(tmp / name) == digest, f"input {name} was modified" + shown
+    for name in case.fifos:
+        assert stat.S_ISFIFO(os.stat(tmp / name).st_mode), f"{name} is no longer a FIFO" + shown
     stray = [n for n in sorted(os.listdir(tmp)) if n not in listing and n.endswith(".tmp")]
     assert not stray, f"temporary files left behind: {stray}" + shown
     return line

@@ -10,6 +10,7 @@ its whole process group is killed, so a hanging script fails its test instead of
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
@@ -41,6 +42,17 @@ class Result:
     @property
     def output(self) -> str:
         return self.stdout + self.stderr
+
+
+def import_script(path: Path):
+    """The script at ``path`` imported as a module named after its file (registered in
+    sys.modules first: dataclasses look their module up while it executes). Scripts import torch
+    and other heavy packages inside functions, so this is cheap."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def free_port() -> int:
@@ -85,6 +97,32 @@ def run_python(scripts: Path, script: str, args: list[str], env: dict[str, str] 
                             env=clean_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     return _communicate(proc, timeout)
+
+
+def interrupt_when(script: Path, args: list[str], ready, sig: int, cwd: Path = REPO,
+                   timeout: float = 60) -> Result:
+    """Run ``python <script> args``, read its stdout line by line until ``ready(lines)`` (every
+    line so far) is true, send ``sig`` and collect the rest within ``timeout`` s. ``stdout`` of
+    the Result holds every line. Fails the test if the script ends before it is ready."""
+    proc = subprocess.Popen([sys.executable, str(script), *args], cwd=cwd, env=clean_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    lines: list[str] = []
+    try:
+        while not lines or not ready(lines):
+            line = proc.stdout.readline()
+            if not line:
+                res = _communicate(proc, timeout)
+                pytest.fail(f"ended before it was interrupted (status {res.returncode})\n"
+                            f"stdout:\n{''.join(lines)}{res.stdout}\nstderr:\n{res.stderr}")
+            lines.append(line)
+        proc.send_signal(sig)
+        res = _communicate(proc, timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return Result(res.returncode, "".join(lines) + res.stdout, res.stderr)
 
 
 def run_torchrun(scripts: Path, script: str, args: list[str], nproc: int = 2,

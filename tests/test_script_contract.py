@@ -63,7 +63,7 @@ def test_debug_shows_the_traceback_and_plain_run_does_not(tmp_path):
 
 
 # Helpers that more than one script needs, copied verbatim (a script stays one file).
-SHARED_FUNCTIONS = ("load_checkpoint",)
+SHARED_FUNCTIONS = ("load_checkpoint", "read_txt")
 
 
 @pytest.mark.parametrize("name", SHARED_FUNCTIONS)

@@ -8,7 +8,6 @@ shapes, bad arguments fail with one line, and Ctrl-C still yields the results so
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import signal
@@ -21,7 +20,7 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO, clean_env
+from tests.launchers import REPO, clean_env, import_script
 
 SCRIPT = "mamf_finder.py"
 ROW = re.compile(r"^\s+(\d+)/(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\w+)\s+([\d.]+)\s+([\d.]+)\s+"
@@ -138,9 +137,7 @@ def test_cuda_requested_without_cuda_is_an_error(launch):
 def test_allocation_failure_mid_sweep_keeps_the_shapes_measured(launch, tmp_path, monkeypatch):
     """A shape that cannot be allocated (memory taken by another process) ends the sweep with
     status 1, after writing the shapes measured before it."""
-    spec = importlib.util.spec_from_file_location("mamf_finder", launch.scripts / SCRIPT)
-    mamf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mamf)
+    mamf = import_script(launch.scripts / SCRIPT)
     real = mamf.make_operands
 
     def make_operands(device, dtype, m, n, k):

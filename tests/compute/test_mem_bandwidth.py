@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO, clean_env
+from tests.launchers import REPO, interrupt_when
 
 SCRIPT = "mem_bandwidth.py"
 ROW = re.compile(r"^(\w+)\s+(\d+[KMG]?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
@@ -100,17 +98,13 @@ def test_bad_input(case, tmp_path):
 def test_interrupted_sweep_writes_what_it_measured(tmp_path):
     """SIGTERM in the middle of a sweep: the finished sizes are written, marked interrupted."""
     out = tmp_path / "bw.json"
-    proc = subprocess.Popen([sys.executable, str(REPO / "scripts/compute/mem_bandwidth.py"),
-                             "--device", "cpu", "--min-bytes", "4K", "--max-bytes", "64M",
-                             "--factor", "1.01", "--warmup", "0", "--iters", "3",
-                             "--json", str(out)],
-                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    seen = [proc.stdout.readline() for _ in range(12)]  # header lines, then rows
-    assert any(line.startswith("host_copy") for line in seen), seen
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143 and "Traceback" not in err, err
+    res = interrupt_when(  # after the first rows
+        REPO / "scripts/compute/mem_bandwidth.py",
+        ["--device", "cpu", "--min-bytes", "4K", "--max-bytes", "64M", "--factor", "1.01",
+         "--warmup", "0", "--iters", "3", "--json", str(out)],
+        lambda lines: sum(line.startswith("host_copy") for line in lines) >= 3, signal.SIGTERM)
+    err = res.stderr
+    assert res.returncode == 143 and "Traceback" not in err, err
     report = json.loads(out.read_text())
     assert report["interrupted"] is True and 1 <= len(report["results"]) < 1000
     assert report["peak_GBps"]["host_copy"] == max(r["GBps"] for r in report["results"])

@@ -3,30 +3,21 @@ written), then reloaded as a library (same logits, tokenizer round trip)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import os
 import signal
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO, clean_env
+from tests.launchers import REPO, interrupt_when, import_script
 
 SCRIPT = "make_tiny_model.py"
 
 
 def load_module():
-    spec = importlib.util.spec_from_file_location("make_tiny_model",
-                                                  REPO / "scripts" / "debug" / SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_tiny_model"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return import_script(REPO / "scripts" / "debug" / SCRIPT)
 
 
 def test_tiny_model_trains_and_reloads(launch, tmp_path):
@@ -134,21 +125,13 @@ def test_seed_zero_is_accepted():
 
 def test_ctrl_c_during_training_writes_what_was_trained(tmp_path):
     out, report = tmp_path / "tiny", tmp_path / "tiny.json"
-    proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "debug" / SCRIPT), "--out",
-                             str(out), "--json", str(report), "--train-steps", "1000000",
-                             "--log-every", "1", "--d-model", "16", "--heads", "2", "--layers",
-                             "1"], env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        for line in proc.stdout:
-            if line.startswith("step     2"):
-                break
-        proc.send_signal(signal.SIGINT)
-        out_text, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, err
+    res = interrupt_when(
+        REPO / "scripts" / "debug" / SCRIPT,
+        ["--out", str(out), "--json", str(report), "--train-steps", "1000000", "--log-every",
+         "1", "--d-model", "16", "--heads", "2", "--layers", "1"],
+        lambda lines: lines[-1].startswith("step     2"), signal.SIGINT)
+    err = res.stderr
+    assert res.returncode == 130, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("make_tiny_model.py: error: interrupted after ")
     data = json.loads(report.read_text())

@@ -4,7 +4,6 @@ library on models built here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -12,16 +11,13 @@ import torch
 import torch.nn as nn
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO
+from tests.launchers import REPO, import_script
 
 SCRIPT = "underflow_overflow_detector.py"
 
 
 def load_module():
-    spec = importlib.util.spec_from_file_location("uod", REPO / "scripts" / "debug" / SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return import_script(REPO / "scripts" / "debug" / SCRIPT)
 
 
 # 1e5 pushes the module's output past float16's max while its weights stay inside it; 1e7 pushes

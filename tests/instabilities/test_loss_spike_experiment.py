@@ -9,27 +9,21 @@ summaries agree with its own per-step data).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO, clean_env
+from tests.launchers import REPO, interrupt_when, import_script
 
 SCRIPT = "loss_spike_experiment.py"
 RESULTS = REPO / "results" / "instabilities" / "loss_spike_experiment.json"
 
 
 def load_module():
-    spec = importlib.util.spec_from_file_location("lse", REPO / "scripts" / "instabilities" / SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return import_script(REPO / "scripts" / "instabilities" / SCRIPT)
 
 
 def run(launch, tmp_path_factory, configs: str, args: list[str]) -> dict:
@@ -136,17 +130,14 @@ def test_bad_input(case, tmp_path):
                          ids=["SIGINT", "SIGTERM"])
 def test_interrupted_sweep_keeps_the_finished_runs(launch, tmp_path, sig, status):
     out = tmp_path / "run.json"
-    proc = subprocess.Popen(
-        [sys.executable, str(launch.scripts / SCRIPT), "--configs",
-         "baseline,high_lr,high_lr_qknorm_zloss", "--steps", "300", "--window", "20",
-         "--d-model", "16", "--layers", "1", "--batch-size", "4", "--seq-len", "16",
-         "--json", str(out)], cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
-    first = proc.stdout.readline()  # the first run's summary line: the sweep is in its second
-    assert first.startswith("baseline "), first + proc.stderr.read()
-    proc.send_signal(sig)
-    rest, err = proc.communicate(timeout=60)
-    assert proc.returncode == status, rest + err
+    res = interrupt_when(  # the first run's summary line: the sweep is in its second
+        launch.scripts / SCRIPT,
+        ["--configs", "baseline,high_lr,high_lr_qknorm_zloss", "--steps", "300", "--window",
+         "20", "--d-model", "16", "--layers", "1", "--batch-size", "4", "--seq-len", "16",
+         "--json", str(out)], lambda lines: True, sig, cwd=tmp_path)
+    assert res.stdout.startswith("baseline "), res.output
+    rest, err = res.stdout, res.stderr
+    assert res.returncode == status, rest + err
     assert f"# interrupted by {sig.name}: 1 of 3 runs finished" in rest
     assert "Traceback" not in err
     report = json.loads(out.read_text())

@@ -9,7 +9,6 @@ max), the requested sizes, the JSON schema and the failure paths.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -23,7 +22,7 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import clean_env
+from tests.launchers import interrupt_when, import_script
 
 SCRIPT = "all_reduce_bench.py"
 # Keys and types the notebook helper relies on (the script may add keys, never rename these).
@@ -77,10 +76,7 @@ def check_report(report: dict, world_size: int, sizes: list[int], elem_size: int
 @pytest.fixture(scope="module")
 def bench(launch):
     """The script imported as a module (it imports torch only inside run(), so this is cheap)."""
-    spec = importlib.util.spec_from_file_location("all_reduce_bench", launch.scripts / SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_script(launch.scripts / SCRIPT)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,23 +255,13 @@ def test_sigterm_writes_the_sizes_measured(launch, tmp_path):
     """scancel or a job's time limit (SIGTERM) in the middle of a sweep: rank 0 still prints and
     writes the sizes finished before it, marked interrupted, and exits 143."""
     out = tmp_path / "partial.json"
-    proc = subprocess.Popen([sys.executable, str(launch.scripts / SCRIPT), "--min-bytes", "1M",
-                             "--max-bytes", "1G", "--factor", "1.01", "--iters", "50",
-                             "--backend", "gloo", "--json", str(out)],
-                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        seen = []
-        while sum(bool(ROW.match(line)) for line in seen) < 3:
-            line = proc.stdout.readline()
-            assert line, f"ended early: {seen}"
-            seen.append(line)
-        proc.send_signal(signal.SIGTERM)
-        rest, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143, err
+    res = interrupt_when(  # after three sizes
+        launch.scripts / SCRIPT,
+        ["--min-bytes", "1M", "--max-bytes", "1G", "--factor", "1.01", "--iters", "50",
+         "--backend", "gloo", "--json", str(out)],
+        lambda lines: sum(bool(ROW.match(line)) for line in lines) >= 3, signal.SIGTERM)
+    rest, err = res.stdout, res.stderr
+    assert res.returncode == 143, err
     assert "Traceback" not in err and "# interrupted:" in rest
     report = json.loads(out.read_text())
     assert report["interrupted"] is True and 3 <= len(report["results"]) < 1000

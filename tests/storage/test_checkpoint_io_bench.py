@@ -6,16 +6,13 @@ clean-up and the refusals."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import statistics
-import subprocess
-import sys
 
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import REPO, clean_env
+from tests.launchers import REPO, interrupt_when
 
 SCRIPT = "checkpoint_io_bench.py"
 SIZE = 2 * 1024 ** 2
@@ -145,25 +142,13 @@ def test_interrupt_keeps_the_methods_finished(tmp_path, sig):
     interrupted; no checkpoint file is left in --dir; the status is 128 + the signal."""
     ckpt, out = tmp_path / "ckpt", tmp_path / "ck.json"
     ckpt.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "scripts" / "storage" / SCRIPT), "--dir", str(ckpt),
-         "--size", "1M", "--iters", "200", "--methods", "torch.save,dcp", "--warm-read",
-         "--json", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
-        start_new_session=True)
-    try:
-        while True:  # the first method's progress line, then interrupt the second
-            line = proc.stdout.readline()
-            assert line, proc.communicate()
-            if line.startswith("# finished torch.save"):
-                break
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 128 + sig, err
+    res = interrupt_when(  # after the first method's progress line: the second is running
+        REPO / "scripts" / "storage" / SCRIPT,
+        ["--dir", str(ckpt), "--size", "1M", "--iters", "200", "--methods", "torch.save,dcp",
+         "--warm-read", "--json", str(out)],
+        lambda lines: lines[-1].startswith("# finished torch.save"), sig)
+    err = res.stderr
+    assert res.returncode == 128 + sig, err
     errors = [ln for ln in err.splitlines() if ": error: " in ln]
     assert errors == [f"{SCRIPT}: error: rank 0: interrupted by {signal.Signals(sig).name} "
                       f"after 2 results; wrote them to {out}"], err

@@ -6,16 +6,13 @@ refusals, never a speed."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO, clean_env
+from tests.launchers import REPO, interrupt_when, import_script
 
 SCRIPT = "dataloader_bench.py"
 ROW = re.compile(r"^\s*(\d+)\s+(True|False)\s+(True|False)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
@@ -107,25 +104,14 @@ def test_interrupt_keeps_the_settings_measured(tmp_path, sig):
     """Ctrl-C or SIGTERM after the first setting: the JSON still holds it, marked interrupted,
     and the run ends with 128 + the signal and one error line."""
     out = tmp_path / "dl.json"
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "scripts" / "storage" / SCRIPT), "--workers", "0,0",
-         "--sample-shape", "4", "--batch-size", "1", "--batches", "4", "--warmup", "0",
-         "--sample-ms", "300", "--cost", "sleep", "--device", "cpu", "--json", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
-        start_new_session=True)
-    try:
-        while True:  # wait for the first setting's row, then interrupt the second
-            line = proc.stdout.readline()
-            assert line, proc.communicate()
-            if ROW.match(line):
-                break
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 128 + sig, err
+    res = interrupt_when(  # after the first setting's row: the second is running
+        REPO / "scripts" / "storage" / SCRIPT,
+        ["--workers", "0,0", "--sample-shape", "4", "--batch-size", "1", "--batches", "4",
+         "--warmup", "0", "--sample-ms", "300", "--cost", "sleep", "--device", "cpu",
+         "--json", str(out)],
+        lambda lines: ROW.match(lines[-1]), sig)
+    err = res.stderr
+    assert res.returncode == 128 + sig, err
     errors = [ln for ln in err.splitlines() if ": error: " in ln]
     assert errors == [f"{SCRIPT}: error: interrupted by {signal.Signals(sig).name} after 1 of 2 "
                       f"settings; wrote them to {out}"], err
@@ -148,11 +134,7 @@ def test_a_failing_setting_keeps_the_ones_measured(tmp_path, monkeypatch, capsys
     """The second setting fails the way a DataLoader timeout does (RuntimeError): the first
     setting's row is still written, with the error under "failed", and the run fails (status 1)
     in one message that says where the rows went."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("dataloader_bench",
-                                                  REPO / "scripts" / "storage" / SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = import_script(REPO / "scripts" / "storage" / SCRIPT)
     real, calls = bench.measure, []
 
     def measure(*args, **kwargs):

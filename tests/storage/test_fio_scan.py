@@ -7,7 +7,6 @@ matrix that was asked for, the table, the JSON schema, the refusals and the clea
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -22,7 +21,7 @@ import pytest
 
 from tests.bad_input import Case, check_refused
 from tests.conftest import require_tool
-from tests.launchers import REPO, clean_env
+from tests.launchers import REPO, clean_env, import_script
 
 SCRIPT = "fio_scan.py"
 ROW = re.compile(r"^\s*(read|write|randread|randwrite)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+"
@@ -120,9 +119,7 @@ def test_bad_input(case, tmp_path):
 def test_a_fio_that_outlives_its_limit_is_stopped_with_its_children(launch):
     """fio forks its job processes; a run past its time limit is killed as a process group, and
     the scan does not wait for a child that holds the output pipe open."""
-    spec = importlib.util.spec_from_file_location("fio_scan", launch.scripts / SCRIPT)
-    fio_scan = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fio_scan)
+    fio_scan = import_script(launch.scripts / SCRIPT)
     state = {"child": None}
     start = time.monotonic()
     with pytest.raises(fio_scan.ScriptError, match="did not finish within 1 s"):
@@ -134,9 +131,7 @@ def test_a_fio_that_outlives_its_limit_is_stopped_with_its_children(launch):
 def test_job_processes_that_outlive_fio_do_not_block_the_scan(launch):
     """fio exits but a process it forked keeps running with fio's stdout: the scan reads fio's
     output at once (it goes to a file, not a pipe) and kills what fio left in its group."""
-    spec = importlib.util.spec_from_file_location("fio_scan", launch.scripts / SCRIPT)
-    fio_scan = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fio_scan)
+    fio_scan = import_script(launch.scripts / SCRIPT)
     state = {"child": None}
     start = time.monotonic()
     out = fio_scan.run_fio(["sh", "-c", "sleep 301.25 & echo done"], 60, state)

@@ -4,13 +4,11 @@ from a loop, the CPU fallback (host RSS), bad arguments, and on a GPU the alloca
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import stat
-import sys
 
 import pytest
+
+from tests.launchers import import_script
 import torch
 
 from tests.bad_input import Case, check_refused
@@ -21,11 +19,7 @@ MIB = 2**20
 
 @pytest.fixture(scope="module")
 def mon_module(launch):
-    spec = importlib.util.spec_from_file_location("gpu_memory_monitor", launch.scripts / SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_script(launch.scripts / SCRIPT)
 
 
 def test_help_works(launch):
@@ -91,6 +85,9 @@ BAD_INPUT = [
          r"(host|GPU cuda:\d+) has \d+ MiB free"),
     Case("env-local-rank-negative", ["--steps", "1"], "LOCAL_RANK=-1 must be >= 0",
          env={"LOCAL_RANK": "-1"}),
+    # write_atomic renames over the output: on /dev/null (as root) it replaced the device
+    Case("json-fifo", ["--steps", "1", "--json", "pipe"],
+         "--json pipe: is not a regular file", fifos=("pipe",)),
 ]
 
 
@@ -98,15 +95,6 @@ BAD_INPUT = [
 def test_bad_input(case, tmp_path):
     check_refused("training/gpu_memory_monitor.py", case, tmp_path)
 
-
-def test_refuses_a_fifo_as_json(tmp_path):
-    """write_atomic renames over the path: on /dev/null (as root) it replaced the device with a
-    plain file. A FIFO in tmp_path stands in for it."""
-    os.mkfifo(tmp_path / "pipe")
-    check_refused("training/gpu_memory_monitor.py",
-                  Case("json-fifo", ["--steps", "1", "--json", "pipe"],
-                       "--json pipe: is not a regular file"), tmp_path)
-    assert stat.S_ISFIFO(os.stat(tmp_path / "pipe").st_mode)
 
 
 def test_interrupt_keeps_the_steps_measured(mon_module, tmp_path, monkeypatch):

@@ -5,11 +5,11 @@ C = 6 N D and the ~20 tokens per parameter rule; data/training/gpt3_hparams.yml 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.launchers import import_script
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,11 +35,7 @@ def test_chinchilla_rows_follow_6ND_and_20_tokens_per_param(row):
 
 
 def test_gpt3_shapes_give_the_printed_parameter_counts():
-    spec = importlib.util.spec_from_file_location(
-        "memory_estimator", ROOT / "scripts/training/memory_estimator.py")
-    est = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = est
-    spec.loader.exec_module(est)
+    est = import_script(ROOT / "scripts/training/memory_estimator.py")
     table = rows("gpt3_hparams.yml")
     for r in table:
         h = int(r["d_model"])
