@@ -311,6 +311,168 @@ def _results_rows(data: dict, lang: str) -> list[list[str]]:
     return [RESULTS_COLUMNS[data["benchmark"]][1](r) for r in data["results"]]
 
 
+def _kv_capacity_caption(d: dict, lang: str) -> str:
+    i = d["inputs"]
+    text = {
+        "en": "Computed, not measured: `python scripts/inference/kv_cache_calculator.py --model all "
+        "--context {context} --gpu-memory {mem:g} --gpus {gpus} --memory-utilization {u:g} "
+        "--kv-dtype {kv} --weight-dtype {w}`. Per GPU; weights from the publisher's parameter "
+        "count; 1 GB = 10⁹ bytes. Tokens: how many the free memory caches; sequences: how many "
+        "sequences of {context} tokens. Negative free memory: the weights alone do not fit.",
+        "zh": "计算值，非实测：`python scripts/inference/kv_cache_calculator.py --model all "
+        "--context {context} --gpu-memory {mem:g} --gpus {gpus} --memory-utilization {u:g} "
+        "--kv-dtype {kv} --weight-dtype {w}`。均为每块 GPU 的数值；权重按发布者公布的参数量计算；"
+        "1 GB = 10⁹ 字节。token 数：剩余显存能缓存的 token 数；序列数：能同时容纳的 {context} token "
+        "序列数。剩余显存为负：仅权重就放不下。",
+    }[lang]
+    return text.format(context=i["context"], mem=i["gpu_memory"], gpus=i["gpus"],
+                       u=i["memory_utilization"], kv=i["kv_dtype"], w=i["weight_dtype"])
+
+
+# Calculators' --json (a "tool" key and "models" instead of "benchmark" and "results").
+RESULTS_COLUMNS["kv_cache_calculator"] = (
+    {
+        "en": ["Model", "KV bytes/token", "KV GB/sequence", "Weights GB", "Free GB", "Tokens",
+               "Sequences"],
+        "zh": ["模型", "KV 字节/token", "KV GB/序列", "权重 GB", "剩余 GB", "token 数", "序列数"],
+    },
+    lambda r: [r["name"], f"{r['kv_per_token']:,.0f}", f"{r['kv_per_sequence'] / 1e9:.3f}",
+               f"{r['weights'] / 1e9:.1f}", f"{r['kv_free'] / 1e9:.1f}", f"{r['tokens']:,}",
+               f"{r['sequences']:,}"],
+    _kv_capacity_caption,
+)
+
+
+def _ms(seconds) -> str:
+    return "—" if seconds is None else f"{1e3 * seconds:,.0f}"
+
+
+def _decode_bench_caption(d: dict, lang: str) -> str:
+    m = d["model"]
+    text = {
+        "en": "Measured with `{command}`: device {device}, {dtype}, {threads} thread(s), torch "
+        "{torch}, {date}. Model: {params:,} parameters ({mb:.1f} MB). TTFT: prefill of the prompt "
+        "and the first token; TPOT: mean decode step; read GBps: weights plus the KV cache so far "
+        "per step over TPOT (a lower bound on traffic); GBps = 10⁹ bytes/s.",
+        "zh": "由 `{command}` 实测：设备 {device}，{dtype}，{threads} 个线程，torch {torch}，{date}。"
+        "模型：{params:,} 个参数（{mb:.1f} MB）。TTFT：提示词的预填充加第一个 token；TPOT：解码一步的"
+        "平均时间；读取 GBps：每步读取的权重与已有 KV cache 字节数除以 TPOT（流量的下限）；"
+        "GBps = 10⁹ 字节/秒。",
+    }[lang]
+    return text.format(command=d["command"], device=d["device"], dtype=d["dtype"],
+                       threads=d["threads"], torch=d["torch_version"], date=d["date_utc"][:10],
+                       params=m.get("parameters", 0), mb=d["results"][0]["weight_bytes"] / 1e6)
+
+
+def _speculative_caption(d: dict, lang: str) -> str:
+    s, b = d["settings"], d["baseline"]
+    text = {
+        "en": "Measured with `{command}`: target {tl} layers × {td}, draft {dl} layers × {dd}, "
+        "byte-level models trained on the book's corpus; {mode} decoding of {prompts} held-out "
+        "prompts × {new} bytes, 1 thread, torch {torch}, {date}. α: accepted / drafted tokens that "
+        "reached the test; formula: (1 − α^(k+1)) / (1 − α) at the measured α; a draft step costs "
+        "c = {c:.2f} target steps. Identical: prompts whose output equals the target's own.",
+        "zh": "由 `{command}` 实测：目标模型 {tl} 层 × {td}，草稿模型 {dl} 层 × {dd}，两者都是在本书"
+        "语料上训练的字节级模型；对 {prompts} 个留出提示词各做 {new} 字节的{mode}解码，1 个线程，"
+        "torch {torch}，{date}。α：被接受的草稿 token 数 / 进入验证的草稿 token 数；公式："
+        "在实测 α 下的 (1 − α^(k+1)) / (1 − α)；草稿模型一步的耗时为目标模型一步的 c = {c:.2f} 倍。"
+        "一致：输出与目标模型自身输出完全相同的提示词数。",
+    }[lang]
+    mode = {"en": s["mode"], "zh": {"greedy": "贪心", "sample": "采样"}.get(s["mode"], s["mode"])}[lang]
+    return text.format(command=d["command"], tl=s["target_layers"], td=s["target_dim"],
+                       dl=s["draft_layers"], dd=s["draft_dim"], mode=mode, prompts=s["prompts"],
+                       new=s["new_tokens"], torch=d["torch"], date=d["date_utc"][:10], c=b["c"])
+
+
+def _serving_caption(d: dict, lang: str) -> str:
+    m = d["step_model"]
+    knee = d.get("knee_req_s", {})
+    text = {
+        "en": "Simulated with `{command}` ({date}). Step model fitted to the decode_bench results: "
+        "{model}. Latencies in ms; goodput: requests/s meeting both SLOs; — : the rate overloaded "
+        "the server (the queue grew without bound). Knee (highest rate meeting the SLOs): {knee}.",
+        "zh": "由 `{command}` 模拟（{date}）。单步耗时模型由 decode_bench 的结果拟合：{model}。"
+        "延迟单位为 ms；goodput：同时满足两个 SLO 的请求数/秒；—：该到达率使服务过载（队列无限增长）。"
+        "拐点（满足 SLO 的最高到达率）：{knee}。",
+    }[lang]
+    model = m.get("text") or ", ".join(f"{k} = {v:.3g}" for k, v in m.items()
+                                        if isinstance(v, (int, float)))
+    return text.format(command=d["command"], date=d["date_utc"][:10], model=model,
+                       knee=", ".join(f"{p} {v} req/s" for p, v in knee.items()))
+
+
+RESULTS_COLUMNS["decode_bench"] = (
+    {
+        "en": ["Batch", "Prompt", "TTFT (ms)", "TPOT (ms)", "Decode tokens/s", "Prefill tokens/s",
+               "KV cache (MB)", "Read GBps"],
+        "zh": ["批大小", "提示词长度", "TTFT (ms)", "TPOT (ms)", "解码 token/秒", "预填充 token/秒",
+               "KV cache (MB)", "读取 GBps"],
+    },
+    lambda r: [str(r["batch"]), str(r["context"]), f"{r['ttft_ms']:.1f}", f"{r['tpot_ms']:.2f}",
+               f"{r['decode_tokens_per_s']:,.0f}", f"{r['prefill_tokens_per_s']:,.0f}",
+               f"{r['kv_bytes'] / 1e6:.1f}", f"{r['read_GBps']:.2f}"],
+    _decode_bench_caption,
+)
+RESULTS_COLUMNS["speculative_decoding"] = (
+    {
+        "en": ["k", "α", "Tokens per target pass", "Formula", "Speedup (wall)", "Identical"],
+        "zh": ["k", "α", "每次目标前向的 token 数", "公式", "加速比（墙钟）", "一致"],
+    },
+    lambda r: [str(r["k"]), f"{r['alpha']:.3f}", f"{r['tokens_per_target_pass']:.2f}",
+               f"{r['formula_tokens_per_pass']:.2f}", f"{r['speedup']:.2f}×",
+               f"{r['identical_to_target']} / {r['prompts']}"],
+    _speculative_caption,
+)
+RESULTS_COLUMNS["serving_simulator"] = (
+    {
+        "en": ["Policy", "Rate (req/s)", "Tokens/s", "Mean batch", "TTFT p50 / p99", "TPOT p50 / p99",
+               "Goodput (req/s)", "Preemptions"],
+        "zh": ["调度", "到达率（请求/秒）", "token/秒", "平均批大小", "TTFT p50 / p99", "TPOT p50 / p99",
+               "goodput（请求/秒）", "抢占次数"],
+    },
+    lambda r: [r["policy"], f"{r['rate']:g}", f"{r['throughput_tok_s']:,.0f}",
+               f"{r['mean_batch']:.1f}",
+               f"{_ms(r.get('ttft_p50_s'))} / {_ms(r.get('ttft_p99_s'))}",
+               f"{_ms(r.get('tpot_p50_s'))} / {_ms(r.get('tpot_p99_s'))}",
+               "—" if r.get("goodput_req_s") is None else f"{r['goodput_req_s']:.2f}",
+               str(r.get("preemptions", 0))],
+    _serving_caption,
+)
+
+
+def _quantize_caption(d: dict, lang: str) -> str:
+    s, m = d["settings"], d["model"]
+    text = {
+        "en": "Measured with `{command}`: a byte-level model of {layers} blocks × {width} ({params:,} "
+        "parameters) trained {steps} steps on the book's corpus, every linear layer's weights "
+        "quantized with round-to-nearest and dequantized for the evaluation on the held-out "
+        "documents; scales in {scale}; torch {torch}, {date}. Bits per weight include the scales "
+        "(and zero points); saved: against bf16, for the quantized matrices.",
+        "zh": "由 `{command}` 实测：一个 {layers} 个块 × {width} 的字节级模型（{params:,} 个参数），在本书"
+        "语料上训练 {steps} 步；每个线性层的权重用就近舍入量化，再反量化后在留出文档上评估；缩放系数"
+        "为 {scale}；torch {torch}，{date}。每个权重的比特数包含缩放系数（和零点）；节省：相对 bf16，"
+        "只计被量化的矩阵。",
+    }[lang]
+    return text.format(command=d["command"], layers=s["layers"], width=s["width"],
+                       params=m["parameters"], steps=s["steps"], scale=s["scale_dtype"],
+                       torch=d["torch_version"], date=d["date_utc"][:10])
+
+
+RESULTS_COLUMNS["quantize_weights"] = (
+    {
+        "en": ["Scheme", "Bits per byte (held out)", "Change", "Bits per weight",
+               "Mean weight error", "Saved vs bf16"],
+        "zh": ["方案", "每字节比特数（留出集）", "变化", "每个权重的比特数", "平均权重误差",
+               "相对 bf16 节省"],
+    },
+    lambda r: [r["scheme"], f"{r['bits_per_byte']:.4f}",
+               f"{r['delta_bits_per_byte']:+.4f} ({r['delta_pct']:+.2f}%)",
+               f"{r['effective_bits']:.3f}", f"{100 * r['rel_err_mean']:.1f}%",
+               "—" if r["saved_vs_bf16"] <= 0 else f"{100 * r['saved_vs_bf16']:.1f}%"],
+    _quantize_caption,
+)
+
+
 # Views of results files: a long sweep shown in full would bury the answer.
 RESULTS_VIEWS = {"mamf": {"best": 5}}  # view -> rows kept per dtype, fastest first
 
@@ -325,6 +487,10 @@ def render_results_table(path: Path, lang: str = "en", view: str | None = None) 
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        if "tool" in data and "benchmark" not in data:
+            data["benchmark"], data["results"] = data["tool"], data["models"]
+        if "rows" in data and "results" not in data:
+            data["results"] = data["rows"]
         if view is not None:
             keep = RESULTS_VIEWS.get(data["benchmark"], {}).get(view)
             if keep is None:

@@ -116,7 +116,10 @@ def test_cover_and_contents(pdfs, lang):
 @pytest.mark.parametrize("lang", LANGS)
 def test_page_count_is_sane(pdfs, lang):
     pages = len(pdfs[lang].pages)
-    assert len(nav_pages()) + 2 <= pages <= 400
+    # The upper bound catches a runaway layout (a table or listing repeated page after page); the
+    # book grows by about 70 pages per part with its script listings (421 en, 404 zh at the
+    # Inference part).
+    assert len(nav_pages()) + 2 <= pages <= 600
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -1,0 +1,817 @@
+#!/usr/bin/env python
+"""decode_bench.py: measure prefill and KV-cache decode of a small decoder-only transformer.
+
+What it measures
+----------------
+The script builds a decoder-only transformer with random weights (timing does not depend on
+their values): ``--layers`` pre-norm blocks of width ``--dim``, causal self-attention with
+``--heads`` query heads and ``--kv-heads`` key/value heads (grouped-query attention when fewer,
+Ainslie et al. 2023, https://arxiv.org/abs/2305.13245, section 2.2), rotary position embedding
+(Su et al. 2021, https://arxiv.org/abs/2104.09864, section 3.2; dimension i is paired with
+i + head_dim/2), a GELU MLP of 4 x ``--dim``, RMS norms, no biases, and an output layer tied to
+the ``--vocab`` x ``--dim`` embedding (so every parameter takes part in every decode step).
+
+For every point (batch B, prompt length P) of the sweep ``--batch-sizes`` x ``--contexts`` it
+preallocates a KV cache of shape [layers, 2, B, kv_heads, P + N, head_dim] (N =
+``--new-tokens``), then, under ``torch.inference_mode``, ``--warmup`` untimed and ``--repeats``
+timed times:
+
+1. **prefill**: one causal forward pass over the B x P prompt tokens (random token ids), which
+   writes their keys and values into the cache in place, and the greedy choice (argmax) of the
+   first new token from the last position's logits;
+2. **decode**: N steps of one token per sequence; each step feeds the token chosen by the step
+   before, writes one key and one value per layer at the next free position of the cache, attends
+   to everything cached so far and picks the next token.
+
+Per point it reports:
+
+* ``ttft_ms``, time to first token: step 1 above (median of the repeats);
+* ``tpot_ms``, time per output token: the mean time of one decode step over the N x repeats
+  timed steps (``tpot_median_ms`` their median). A step makes one token for each of the B
+  sequences, so ``decode_tokens_per_s = B / TPOT``; ``prefill_tokens_per_s = B * P / TTFT``;
+* ``weight_bytes`` (parameters x bytes per element) and ``kv_bytes``, the cache filled at the end
+  of the point: 2 (key and value) x layers x kv_heads x head_dim x (P + N) tokens x B x bytes
+  per element;
+* ``bytes_per_step``: all the weights plus the KV cache a step attends to, averaged over the
+  steps. Decode step i (i = 1..N) attends to P + i cached tokens, P + (N + 1)/2 on average, so
+  bytes_per_step = weight_bytes + 2 x layers x kv_heads x head_dim x B x (P + (N + 1)/2) x bytes.
+  This is a lower bound on the memory traffic of a step: it counts each byte once and leaves out
+  activations, the cache write, the logits and re-reads by kernels that do not fit their operands
+  in cache. ``read_GBps`` = bytes_per_step / TPOT, to compare with the device's memory bandwidth
+  (a CPU whose caches hold the whole model can exceed it);
+* ``flops_per_step`` = 2 x matmul parameters x B + 4 x layers x heads x head_dim x
+  (P + (N + 1)/2) x B, and ``gflops`` = flops_per_step / TPOT. A matmul does one multiply and
+  one add per weight and token (Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, section
+  2.1, Table 1); the scores (query times keys) and the weighted sum of the values each add
+  2 x head_dim FLOPs per head, layer and attended token. Table 1 of Kaplan et al. lists only
+  one such term (2 n_layer n_ctx d_attn); counting both gives the 4 used here. Norms, rotary
+  embedding, softmax, GELU and the argmax are left out.
+
+Why: a decode step reads every weight and the whole cache to make one token per sequence, so
+at small batch its time is set by memory bandwidth, not by FLOPs, and adding sequences to the
+batch costs little until the matmuls become compute-bound (Pope et al. 2022, "Efficiently
+Scaling Transformer Inference", https://arxiv.org/abs/2211.05102, section 2). The sweep shows
+decode tokens/s rising with the batch while the step time grows slowly, and the step time
+growing with the context as the cache read per step grows.
+
+Units: times in ms, decimal bytes (1 MB = 1e6 bytes, 1 GB = 1e9 bytes), GB/s = 1e9 bytes/s,
+GFLOP/s = 1e9 FLOP/s.
+
+Timing: ``time.perf_counter`` around each prefill and each decode step; on CUDA with
+``torch.cuda.synchronize()`` before the clock is read at both ends, so each time covers the
+kernels of that step (and the Python that launches them: a model this small is launch-bound
+on a GPU; give it a few hundred M parameters to see the GPU's memory bandwidth).
+
+How to launch
+-------------
+One device per process; plain ``python``::
+
+    python decode_bench.py                                      # defaults: 10-15 s on 2 CPU cores
+    python decode_bench.py --batch-sizes 1,2,4,8,16 --contexts 128,512 --json decode.json
+    python decode_bench.py --device cuda --dtype bf16 --layers 24 --dim 2048 --heads 16 \\
+        --kv-heads 4 --vocab 32000 --batch-sizes 1,8,32,128 --contexts 512,2048 --json gpu.json
+
+``--device auto`` (the default) takes CUDA when torch sees a GPU; ``--dtype auto`` is bf16 on
+CUDA and fp32 on CPU; fp16 runs on CUDA only. ``--threads`` sets torch's CPU threads (default:
+torch's own choice).
+
+Example output (the run recorded as results/inference/decode_bench-cpu.json: one thread of a
+2-vCPU cloud VM, AMD EPYC with a 32 MiB L3 cache, which the 50 MB of weights exceed)::
+
+    $ python scripts/inference/decode_bench.py --threads 1 --layers 6 --dim 384 \\
+          --batch-sizes 1,2,4,8,16 --contexts 128,512 --json results/inference/decode_bench-cpu.json
+    # decode_bench.py: prefill + KV-cache decode, 12.44 M parameters (49.8 MB fp32): 6 layers, dim 384, 8 heads / 2 kv heads of 48, vocab 8192
+    # device cpu (AMD EPYC, 1 thread(s)), torch 2.13.0+cpu, new tokens 32, warmup 1, repeats 3
+    # TTFT = prefill + first token (median of 3); TPOT = one decode step (mean, median of 3 x 32); read/step = weights + KV cache so far (a lower bound on traffic); 1 MB = 1e6, 1 GB = 1e9 bytes
+    # batch  context   TTFT(ms)   TPOT(ms)   TPOTmed  decode tok/s  prefill tok/s    KV(MB)  read/step(MB)     GB/s  GFLOP/step   GFLOP/s
+          1      128     37.663      6.711     6.658         149.0         3398.6     0.737         50.428     7.51      0.0262      3.90
+          2      128     69.579     10.891    10.669         183.6         3679.2     1.475         51.094     4.69      0.0524      4.81
+          4      128    128.764      9.945     9.611         402.2         3976.3     2.949         52.425     5.27      0.1048     10.54
+          8      128    251.401     11.475    11.325         697.2         4073.2     5.898         55.089     4.80      0.2096     18.27
+         16      128    596.058     16.049    15.348         997.0         3435.9    11.796         60.415     3.76      0.4192     26.12
+          1      512    154.053      7.517     7.310         133.0         3323.5     2.507         52.197     6.94      0.0297      3.96
+          2      512    298.503     11.919    11.235         167.8         3430.4     5.014         54.632     4.58      0.0595      4.99
+          4      512    596.347     11.271    11.140         354.9         3434.2    10.027         59.503     5.28      0.1190     10.55
+          8      512   1332.880     14.498    13.654         551.8         3073.0    20.054         69.244     4.78      0.2379     16.41
+         16      512   2669.350     20.703    19.642         772.8         3068.9    40.108         88.727     4.29      0.4759     22.99
+    # 10 points in 40.2 s
+    # wrote results/inference/decode_bench-cpu.json
+
+Read it down a context: from batch 1 to 16 the step time grows 2.4-2.8x while the batch grows
+16x, so decode tokens/s rise 5.8-6.7x; across contexts the step at batch 16 is slower at 512
+than at 128 because it reads 4x more cache. The GB/s column (4-8) stays well below the 24-26
+GB/s of memory traffic one thread of this VM reached in 64-256 MiB copies (mem_bandwidth.py, same
+session): one thread, small matrices and the Python that launches every layer's kernels cost as
+much as the reads. Prefill runs at a steady 3,100-4,100 tokens/s: it is compute-bound.
+
+Exit status: 0 done; 2 usage error (a number that is not finite or out of range, an empty or
+too long list, ``--kv-heads`` not dividing ``--heads``, ``--heads`` not dividing ``--dim`` or an
+odd head size, more than 256 points or 10,000,000 decode steps in the sweep, fp16 on a CPU, a
+CUDA device that is not there, a point whose weights and KV cache do not fit in the free memory,
+a ``--json`` path that cannot be written or names this script), checked before any measurement
+(before torch is imported, except what needs the device); 1 any other failure; 130 Ctrl-C, 143 SIGTERM
+(``scancel``, a job's time limit): the points measured so far are printed and written to
+``--json`` with ``"interrupted": true``. Errors are one line ``decode_bench.py: error: ...``;
+``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+PROG = "decode_bench.py"
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+MAX_POINTS = 256  # batch sizes x contexts in one run
+MAX_LIST = 64  # values in one comma list
+MAX_STEPS = 10_000_000  # decode steps of a run, warm-up included
+MLP_RATIO = 4
+ROPE_BASE = 10_000.0
+
+
+# --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
+# --- script of the book; tests/test_script_contract.py keeps the copies in step.            ---
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ScriptError(Exception):
+    """A failure the user can act on. ``run_main`` prints it as the one line
+    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE):
+        super().__init__(message)
+        self.status = status
+
+
+def number(kind=float, lo=None, hi=None, lo_open=False):
+    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
+    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
+    option."""
+    def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type`` for names and paths: the empty string is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
+    """The integer environment variable ``name`` (``default`` when unset or empty, an error when
+    there is no default); a non-integer or a value below ``lo`` raises ScriptError naming it."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        if default is None:
+            raise ScriptError(f"environment variable {name} is not set", EXIT_USAGE)
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ScriptError(f"environment variable {name}={text!r} is not an integer", EXIT_USAGE) from None
+    if value < lo:
+        raise ScriptError(f"environment variable {name}={value} must be >= {lo}", EXIT_USAGE)
+    return value
+
+
+def check_output(path: str, option: str, inputs=()) -> str:
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
+    for item in inputs:
+        if os.path.realpath(item) == os.path.realpath(path):
+            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def check_output_dir(path: str, option: str) -> str:
+    """Check, before any work, that the folder ``path`` (given as ``option``) can receive results:
+    creates it if missing and makes sure a file can be created in it. Returns the path; raises
+    ScriptError naming the option and the offending path otherwise."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ScriptError(f"{option} {path}: {existing} is a file, not a folder", EXIT_USAGE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write there ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
+    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class deadline:
+    """``with deadline(seconds, "what"):`` bounds a wait that has no timeout of its own (or one
+    that retries): after ``seconds`` it prints ``PROG: error: WHAT did not finish within S s``
+    and ends the process at once (os._exit, since the stuck call cannot be unwound)."""
+
+    def __init__(self, seconds: float, what: str):
+        self.timer = threading.Timer(seconds, self._expire, (seconds, what))
+        self.timer.daemon = True
+
+    @staticmethod
+    def _expire(seconds: float, what: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {what} did not finish within {seconds:g} s\n")
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+
+
+def run_main(main, argv=None) -> None:
+    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    try:
+        status = main(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, ScriptError):
+            status, message = exc.status, str(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            status, message = EXIT_INTERRUPTED, "interrupted"
+        else:
+            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
+    sys.exit(status or EXIT_OK)
+# --- end of script contract ---
+
+
+def int_list(lo: int, hi: int):
+    """An argparse ``type`` for a comma-separated list of integers in [lo, hi]: at most MAX_LIST
+    values, no empty item, duplicates dropped (first kept)."""
+    check = number(int, lo, hi)
+
+    def parse(text: str) -> list[int]:
+        items = [item.strip() for item in text.split(",")]
+        if not text.strip() or any(not item for item in items):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers "
+                                             "(an item is empty)")
+        if len(items) > MAX_LIST:
+            raise argparse.ArgumentTypeError(f"{len(items)} values; at most {MAX_LIST}")
+        return list(dict.fromkeys(check(item) for item in items))
+    parse.__name__ = "list"
+    return parse
+
+
+def model_shape(layers: int, dim: int, heads: int, kv_heads: int, vocab: int) -> dict:
+    """Parameter counts of the model ``build_model`` makes, from its shape alone.
+    ``matmul`` counts the weights of matrix multiplications (every linear layer and the tied
+    output layer); ``total`` adds the norm weights."""
+    head_dim = dim // heads
+    per_layer = (dim * heads * head_dim * 2          # query and output projections
+                 + dim * kv_heads * head_dim * 2     # key and value projections
+                 + dim * MLP_RATIO * dim * 2)        # MLP up and down
+    matmul = layers * per_layer + vocab * dim        # + the tied embedding / output layer
+    return {"head_dim": head_dim, "matmul": matmul, "total": matmul + (2 * layers + 1) * dim}
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Bytes of KV cache per token of one sequence: a key and a value per layer and kv head."""
+    return 2 * layers * kv_heads * head_dim * dtype_bytes
+
+
+def point_figures(*, layers: int, heads: int, kv_heads: int, head_dim: int, matmul_params: int,
+                  weight_bytes: int, dtype_bytes: int, batch: int, context: int,
+                  new_tokens: int, tpot_s: float, ttft_s: float) -> dict:
+    """The derived figures of one point (see the module docstring for the formulas)."""
+    per_token = kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes)
+    # Decode step i (1..N) attends to context + i tokens: context + (N + 1) / 2 on average.
+    # Twice that is an integer, so the byte count stays exact.
+    twice_attended = 2 * context + new_tokens + 1
+    bytes_per_step = weight_bytes + per_token * batch * twice_attended // 2
+    flops_per_step = (2 * matmul_params * batch
+                      + 2 * layers * heads * head_dim * twice_attended * batch)
+    return {
+        "decode_tokens_per_s": batch / tpot_s,
+        "prefill_tokens_per_s": batch * context / ttft_s,
+        "kv_bytes": per_token * batch * (context + new_tokens),
+        "mean_attended_tokens": twice_attended / 2,
+        "bytes_per_step": bytes_per_step,
+        "read_GBps": bytes_per_step / tpot_s / 1e9,
+        "flops_per_step": flops_per_step,
+        "gflops": flops_per_step / tpot_s / 1e9,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# The model, its KV cache and the two ways of running it
+# ----------------------------------------------------------------------------------------------
+
+def build_model(layers: int, dim: int, heads: int, kv_heads: int, vocab: int, *,
+                device="cpu", dtype=None, seed: int = 0):
+    """A decoder-only transformer with random weights (see the module docstring), in eval mode
+    on ``device`` in ``dtype`` (a torch dtype; default float32). Weights are drawn on the CPU in
+    float32 from ``seed``, so the same seed gives the same model on every device."""
+    import torch
+    import torch.nn as nn
+
+    head_dim = dim // heads
+
+    class RMSNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(dim))
+
+        def forward(self, x):
+            xf = x.float()
+            return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * self.weight
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn_norm, self.mlp_norm = RMSNorm(), RMSNorm()
+            self.wq = nn.Linear(dim, heads * head_dim, bias=False)
+            self.wk = nn.Linear(dim, kv_heads * head_dim, bias=False)
+            self.wv = nn.Linear(dim, kv_heads * head_dim, bias=False)
+            self.wo = nn.Linear(heads * head_dim, dim, bias=False)
+            self.up = nn.Linear(dim, MLP_RATIO * dim, bias=False)
+            self.down = nn.Linear(MLP_RATIO * dim, dim, bias=False)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Parameter(torch.randn(vocab, dim) / math.sqrt(dim))
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.norm = RMSNorm()
+
+    gen_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        model = Decoder()
+    finally:
+        torch.random.set_rng_state(gen_state)
+    model.shape = {"layers": layers, "dim": dim, "heads": heads, "kv_heads": kv_heads,
+                   "head_dim": head_dim, "vocab": vocab}
+    return model.to(device=device, dtype=dtype or torch.float32).eval()
+
+
+def new_cache(model, batch: int, max_len: int):
+    """A zeroed KV cache for ``batch`` sequences of up to ``max_len`` tokens:
+    [layers, 2 (key, value), batch, kv_heads, max_len, head_dim] in the model's dtype."""
+    import torch
+    s = model.shape
+    p = model.embed
+    return torch.zeros(s["layers"], 2, batch, s["kv_heads"], max_len, s["head_dim"],
+                       dtype=p.dtype, device=p.device)
+
+
+def _rotate(x, start: int):
+    """Rotary position embedding of x [B, n_heads, T, head_dim] at positions start..start+T-1,
+    computed in float32."""
+    import torch
+    t, half = x.shape[2], x.shape[3] // 2
+    inv = ROPE_BASE ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+    angle = torch.arange(start, start + t, device=x.device, dtype=torch.float32)[:, None] * inv
+    cos, sin = angle.cos(), angle.sin()
+    xf = x.float()
+    a, b = xf[..., :half], xf[..., half:]
+    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1).to(x.dtype)
+
+
+def _attention(block, x, s: dict, cache, layer: int, start: int):
+    """Self-attention of x [B, T, dim] at positions start..start+T-1. Without ``cache`` the
+    keys are those of x alone (causal). With it, the keys and values of x are written into
+    ``cache[layer]`` at those positions and the queries attend to positions 0..start+T-1."""
+    import torch.nn.functional as F
+    b, t, _ = x.shape
+    h, kvh, hd = s["heads"], s["kv_heads"], s["head_dim"]
+    q = _rotate(block.wq(x).view(b, t, h, hd).transpose(1, 2), start)
+    k = _rotate(block.wk(x).view(b, t, kvh, hd).transpose(1, 2), start)
+    v = block.wv(x).view(b, t, kvh, hd).transpose(1, 2)
+    if cache is not None:
+        cache[layer, 0, :, :, start:start + t] = k
+        cache[layer, 1, :, :, start:start + t] = v
+        k = cache[layer, 0, :, :, :start + t]
+        v = cache[layer, 1, :, :, :start + t]
+    if t == 1:
+        # One new token per sequence sees every cached position: no mask. The query heads that
+        # share a kv head become rows of one query block, so the cache is read as it is.
+        y = F.scaled_dot_product_attention(q.reshape(b, kvh, h // kvh, hd), k, v)
+    else:
+        if start != 0:
+            raise ValueError("a multi-token pass must start at position 0 (no chunked prefill)")
+        if kvh != h:
+            k, v = k.repeat_interleave(h // kvh, dim=1), v.repeat_interleave(h // kvh, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return block.wo(y.reshape(b, h, t, hd).transpose(1, 2).reshape(b, t, h * hd))
+
+
+def _forward(model, tokens, cache, start: int, last_only: bool):
+    import torch.nn.functional as F
+    s = model.shape
+    x = model.embed[tokens]
+    for layer, block in enumerate(model.blocks):
+        x = x + _attention(block, block.attn_norm(x), s, cache, layer, start)
+        x = x + block.down(F.gelu(block.up(block.mlp_norm(x))))
+    if last_only:
+        x = x[:, -1]
+    return model.norm(x) @ model.embed.T
+
+
+def forward_no_cache(model, tokens):
+    """Logits [B, T, vocab] of every position of ``tokens`` [B, T]: one causal pass, no cache."""
+    return _forward(model, tokens, None, 0, last_only=False)
+
+
+def prefill(model, tokens, cache):
+    """Run the prompt ``tokens`` [B, P] through the model, writing its keys and values into
+    ``cache`` at positions 0..P-1; returns the logits [B, vocab] of the last position."""
+    return _forward(model, tokens, cache, 0, last_only=True)
+
+
+def decode_step(model, token, position: int, cache):
+    """One decode step: ``token`` [B, 1] at ``position`` (the cache holds positions before it);
+    writes its keys and values into ``cache`` and returns the logits [B, vocab]."""
+    return _forward(model, token, cache, position, last_only=True)
+
+
+def decode_with_cache(model, prompt, new_tokens: int):
+    """Greedy generation with a KV cache: prefill ``prompt`` [B, P], then ``new_tokens`` decode
+    steps. Returns (tokens [B, new_tokens + 1], logits [B, new_tokens + 1, vocab]): the first
+    token and its logits come from the prefill, the others from the decode steps."""
+    import torch
+    with torch.inference_mode():
+        cache = new_cache(model, prompt.shape[0], prompt.shape[1] + new_tokens)
+        logits = [prefill(model, prompt, cache)]
+        tokens = [logits[-1].argmax(-1, keepdim=True)]
+        for i in range(new_tokens):
+            logits.append(decode_step(model, tokens[-1], prompt.shape[1] + i, cache))
+            tokens.append(logits[-1].argmax(-1, keepdim=True))
+        return torch.cat(tokens, dim=1), torch.stack(logits, dim=1)
+
+
+def time_point(model, batch: int, context: int, new_tokens: int, warmup: int, repeats: int,
+               sync, seed: int) -> tuple[list[float], list[float]]:
+    """Prefill a random B x P prompt and decode ``new_tokens`` steps, ``warmup`` + ``repeats``
+    times over one preallocated cache; returns the TTFTs and the decode step times (s) of the
+    timed repeats."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(model.shape["vocab"], (batch, context), generator=gen)
+    prompt = prompt.to(model.embed.device)
+    ttfts, steps = [], []
+    with torch.inference_mode():
+        cache = new_cache(model, batch, context + new_tokens)
+        for repeat in range(warmup + repeats):
+            sync()
+            t0 = time.perf_counter()
+            token = prefill(model, prompt, cache).argmax(-1, keepdim=True)
+            sync()
+            t1 = time.perf_counter()
+            ttft, times = t1 - t0, []
+            for i in range(new_tokens):
+                token = decode_step(model, token, context + i, cache).argmax(-1, keepdim=True)
+                sync()
+                t2 = time.perf_counter()
+                times.append(t2 - t1)
+                t1 = t2
+            if repeat >= warmup:
+                ttfts.append(ttft)
+                steps.extend(times)
+    return ttfts, steps
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Time prefill (TTFT) and KV-cache decode steps (TPOT) of a small "
+        "decoder-only transformer over a sweep of batch sizes and prompt lengths; reports "
+        "tokens/s, bytes read and FLOPs per step.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("--layers", type=number(int, 1, 256), default=4, help="transformer blocks (default 4)")
+    p.add_argument("--dim", type=number(int, 2, 65536), default=256, help="model width (default 256)")
+    p.add_argument("--heads", type=number(int, 1, 1024), default=8, help="query heads (default 8)")
+    p.add_argument("--kv-heads", type=number(int, 1, 1024), default=2,
+                   help="key/value heads; must divide --heads (default 2: grouped-query attention; "
+                   "= --heads for multi-head, 1 for multi-query attention)")
+    p.add_argument("--vocab", type=number(int, 2, 1_000_000), default=8192,
+                   help="vocabulary size (default 8192)")
+    p.add_argument("--batch-sizes", type=int_list(1, 65536), default=[1, 4, 16], metavar="B1,B2,...",
+                   help="batch sizes, comma-separated (default 1,4,16)")
+    p.add_argument("--contexts", type=int_list(1, 1_048_576), default=[128, 512], metavar="P1,P2,...",
+                   help="prompt lengths in tokens, comma-separated (default 128,512)")
+    p.add_argument("--new-tokens", type=number(int, 1, 1_000_000), default=32,
+                   help="decode steps timed per point and repeat (default 32)")
+    p.add_argument("--warmup", type=number(int, 0, 1000), default=1,
+                   help="untimed prefill + decode runs per point (default 1)")
+    p.add_argument("--repeats", type=number(int, 1, 1000), default=3,
+                   help="timed prefill + decode runs per point (default 3)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="auto (default): cuda when available, else cpu")
+    p.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
+                   help="weights, activations and cache; auto (default): bf16 on cuda, fp32 on "
+                   "cpu; fp16 on cuda only")
+    p.add_argument("--threads", type=number(int, 1, 1024), default=None,
+                   help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--seed", type=number(int, 0, 2**31 - 1), default=0,
+                   help="seed of the weights and prompts (default 0)")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write settings and per-point results as JSON ('-': stdout, after the table)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.heads % args.kv_heads:
+        parser.error(f"--kv-heads ({args.kv_heads}) must divide --heads ({args.heads})")
+    if args.dim % args.heads:
+        parser.error(f"--heads ({args.heads}) must divide --dim ({args.dim})")
+    if (args.dim // args.heads) % 2:
+        parser.error(f"--dim / --heads = {args.dim // args.heads} is the head size; it must be "
+                     "even (rotary embedding turns pairs of dimensions)")
+    points = len(args.batch_sizes) * len(args.contexts)
+    if points > MAX_POINTS:
+        parser.error(f"--batch-sizes x --contexts is {points} points; at most {MAX_POINTS} in one "
+                     "run (split the sweep)")
+    steps = points * (args.warmup + args.repeats) * args.new_tokens
+    if steps > MAX_STEPS:
+        parser.error(f"the sweep makes {steps:,} decode steps (points x (--warmup + --repeats) x "
+                     f"--new-tokens); at most {MAX_STEPS:,} in one run")
+    if args.dtype == "fp16" and args.device == "cpu":
+        parser.error("--dtype fp16 runs on cuda only; use fp32 or bf16 on cpu")
+    if args.json and args.json != "-":
+        check_output(args.json, "--json", inputs=[__file__])  # not over the script itself
+    args.parser = parser
+    return args
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _free_host_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_fits(args, shape: dict, dtype_bytes: int, free: int | None) -> None:
+    """Refuse (usage error) a sweep whose largest point's weights + KV cache + logits do not fit
+    in ``free`` bytes (activations come on top: this only catches the hopeless cases)."""
+    if free is None:
+        return
+    weights = shape["total"] * dtype_bytes
+    per_token = kv_bytes_per_token(args.layers, args.kv_heads, shape["head_dim"], dtype_bytes)
+    b, p = max(args.batch_sizes), max(args.contexts)
+    kv = per_token * b * (p + args.new_tokens)
+    logits = b * args.vocab * 4
+    need = weights + kv + logits
+    if need > free:
+        raise ScriptError(f"--batch-sizes {b} with --contexts {p} needs at least {need / 1e9:.3g} GB "
+                          f"(weights {weights / 1e9:.3g} GB + KV cache {kv / 1e9:.3g} GB + logits); "
+                          f"the {args.device_type} has {free / 1e9:.3g} GB free", EXIT_USAGE)
+
+
+def _table_header(width: int) -> str:
+    return (f"# {'batch':>{width}} {'context':>8} {'TTFT(ms)':>10} {'TPOT(ms)':>10} {'TPOTmed':>9} "
+            f"{'decode tok/s':>13} {'prefill tok/s':>14} {'KV(MB)':>9} {'read/step(MB)':>14} "
+            f"{'GB/s':>8} {'GFLOP/step':>11} {'GFLOP/s':>9}")
+
+
+def _table_row(r: dict, width: int) -> str:
+    return (f"  {r['batch']:>{width}} {r['context']:>8} {r['ttft_ms']:>10.3f} {r['tpot_ms']:>10.3f} "
+            f"{r['tpot_median_ms']:>9.3f} {r['decode_tokens_per_s']:>13.1f} "
+            f"{r['prefill_tokens_per_s']:>14.1f} {r['kv_bytes'] / 1e6:>9.3f} "
+            f"{r['bytes_per_step'] / 1e6:>14.3f} {r['read_GBps']:>8.2f} "
+            f"{r['flops_per_step'] / 1e9:>11.4f} {r['gflops']:>9.2f}")
+
+
+def _g(x: float) -> float:
+    """A measured float to 6 significant digits for the JSON."""
+    return float(f"{x:.6g}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # A shell starts background jobs with SIGINT ignored; Ctrl-C and scancel (SIGTERM) must both
+    # stop the sweep with the points measured so far.
+    stopped_by = [signal.SIGINT]
+
+    def on_sigterm(signum, frame):
+        stopped_by[0] = signal.SIGTERM
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+    import torch  # only now: --help and argument errors never import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        args.parser.error("--device cuda: torch sees no CUDA device "
+                          f"(torch {torch.__version__}, built with CUDA {torch.version.cuda})")
+    args.device_type = args.device if args.device != "auto" else (
+        "cuda" if torch.cuda.is_available() else "cpu")
+    if args.dtype == "auto":
+        args.dtype = "bf16" if args.device_type == "cuda" else "fp32"
+    if args.dtype == "fp16" and args.device_type != "cuda":
+        args.parser.error("--dtype fp16 runs on cuda only (--device auto found no GPU); "
+                          "use fp32 or bf16 on cpu")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtype_bytes = DTYPE_BYTES[args.dtype]
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    shape = model_shape(args.layers, args.dim, args.heads, args.kv_heads, args.vocab)
+    if args.device_type == "cuda":
+        device = torch.device("cuda")
+        name = torch.cuda.get_device_name(device)
+        free = torch.cuda.mem_get_info(device)[0]
+
+        def sync():
+            torch.cuda.synchronize(device)
+    else:
+        device, name, free = torch.device("cpu"), _cpu_name(), _free_host_bytes()
+
+        def sync():
+            pass
+    check_fits(args, shape, dtype_bytes, free)
+
+    started = time.monotonic()
+    model = build_model(args.layers, args.dim, args.heads, args.kv_heads, args.vocab,
+                        device=device, dtype=torch_dtype, seed=args.seed)
+    params = sum(p.numel() for p in model.parameters())
+    if params != shape["total"]:  # the formulas below rely on this count
+        raise ScriptError(f"internal: model has {params} parameters, model_shape says {shape['total']}")
+    weight_bytes = params * dtype_bytes
+    head_dim = shape["head_dim"]
+    threads = torch.get_num_threads()
+    where = f"{name}, {threads} thread(s)" if args.device_type == "cpu" else name
+    print(f"# {PROG}: prefill + KV-cache decode, {params / 1e6:.2f} M parameters "
+          f"({weight_bytes / 1e6:.1f} MB {args.dtype}): {args.layers} layers, dim {args.dim}, "
+          f"{args.heads} heads / {args.kv_heads} kv heads of {head_dim}, vocab {args.vocab}")
+    print(f"# device {args.device_type} ({where}), torch {torch.__version__}, "
+          f"new tokens {args.new_tokens}, warmup {args.warmup}, repeats {args.repeats}")
+    print(f"# TTFT = prefill + first token (median of {args.repeats}); TPOT = one decode step "
+          f"(mean, median of {args.repeats} x {args.new_tokens}); read/step = weights + KV cache "
+          "so far (a lower bound on traffic); 1 MB = 1e6, 1 GB = 1e9 bytes")
+    width = max(5, len(str(max(args.batch_sizes))))
+    print(_table_header(width), flush=True)
+
+    points = [(b, p) for p in args.contexts for b in args.batch_sizes]
+    results: list[dict] = []
+    interrupted = False
+    try:
+        for index, (batch, context) in enumerate(points):
+            ttfts, steps = time_point(model, batch, context, args.new_tokens, args.warmup,
+                                      args.repeats, sync, args.seed + 1 + index)
+            ttft, tpot = statistics.median(ttfts), statistics.fmean(steps)
+            row = {"batch": batch, "context": context, "new_tokens": args.new_tokens,
+                   "ttft_ms": ttft * 1e3, "tpot_ms": tpot * 1e3,
+                   "tpot_median_ms": statistics.median(steps) * 1e3,
+                   "tpot_min_ms": min(steps) * 1e3, "weight_bytes": weight_bytes}
+            row.update(point_figures(
+                layers=args.layers, heads=args.heads, kv_heads=args.kv_heads, head_dim=head_dim,
+                matmul_params=shape["matmul"], weight_bytes=weight_bytes, dtype_bytes=dtype_bytes,
+                batch=batch, context=context, new_tokens=args.new_tokens, tpot_s=tpot, ttft_s=ttft))
+            row = {k: _g(v) if isinstance(v, float) and k != "mean_attended_tokens" else v
+                   for k, v in row.items()}
+            results.append(row)
+            print(_table_row(row, width), flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"# interrupted: {len(results)} of {len(points)} points done")
+    elapsed = time.monotonic() - started
+    print(f"# {len(results)} points in {elapsed:.1f} s")
+    if args.json:
+        report = {
+            "benchmark": "decode_bench", "schema_version": 1, "device": name,
+            "device_type": args.device_type, "dtype": args.dtype, "threads": threads,
+            "torch_version": torch.__version__, "python": platform.python_version(),
+            "hostname": socket.gethostname(),
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "settings": {"layers": args.layers, "dim": args.dim, "heads": args.heads,
+                         "kv_heads": args.kv_heads, "head_dim": head_dim, "vocab": args.vocab,
+                         "mlp_ratio": MLP_RATIO, "batch_sizes": args.batch_sizes,
+                         "contexts": args.contexts, "new_tokens": args.new_tokens,
+                         "warmup": args.warmup, "repeats": args.repeats, "seed": args.seed},
+            "model": {"parameters": params, "matmul_parameters": shape["matmul"],
+                      "weight_bytes": weight_bytes, "dtype_bytes": dtype_bytes,
+                      "kv_bytes_per_token": kv_bytes_per_token(args.layers, args.kv_heads,
+                                                               head_dim, dtype_bytes)},
+            "interrupted": interrupted, "elapsed_s": round(elapsed, 2), "results": results,
+            "units": {
+                "ttft_ms": "prefill of the prompt + first token, ms, median of the repeats",
+                "tpot_ms": "one decode step (one token per sequence), ms, mean of new_tokens x "
+                           "repeats steps (tpot_median_ms, tpot_min_ms: their median, minimum)",
+                "decode_tokens_per_s": "batch / TPOT", "prefill_tokens_per_s": "batch * context / TTFT",
+                "kv_bytes": "KV cache filled at the end of the point: kv_bytes_per_token * batch * "
+                            "(context + new_tokens)",
+                "bytes_per_step": "weight_bytes + kv_bytes_per_token * batch * mean_attended_tokens; "
+                                  "a lower bound on the memory traffic of a step",
+                "mean_attended_tokens": "context + (new_tokens + 1) / 2",
+                "read_GBps": "bytes_per_step / TPOT / 1e9",
+                "flops_per_step": "2 * matmul_parameters * batch + 4 * layers * heads * head_dim * "
+                                  "mean_attended_tokens * batch",
+                "gflops": "flops_per_step / TPOT / 1e9"},
+        }
+        text = json.dumps(report, indent=1)
+        if args.json == "-":
+            print(text)
+        else:
+            write_atomic(args.json, text + "\n")
+            print(f"# wrote {args.json}")
+    if interrupted:
+        sig = stopped_by[0]
+        raise ScriptError(f"interrupted by {signal.Signals(sig).name} after {len(results)} of "
+                          f"{len(points)} points", 128 + sig)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

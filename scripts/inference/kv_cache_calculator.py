@@ -1,0 +1,671 @@
+#!/usr/bin/env python
+"""kv_cache_calculator.py: how much KV cache a served LLM needs, and how many sequences fit on a GPU.
+
+What it computes
+----------------
+From a model's Hugging Face ``config.json`` (``--config``) or a row of the book's
+``data/models/architectures.yml`` (``--model``):
+
+* **KV bytes per token**, summed over the layers, in ``--kv-dtype``; and per GPU when the model is
+  split over ``--gpus`` GPUs with tensor parallelism.
+* **KV bytes per sequence** of ``--context`` tokens (prompt plus generated tokens). Layers with a
+  sliding window keep at most their window.
+* **Capacity per GPU**: of ``--gpu-memory`` GB, the server may use the fraction
+  ``--memory-utilization`` (vLLM's ``gpu_memory_utilization``, default 0.9); from that it
+  subtracts the weights (``--params`` x ``--weight-dtype`` bytes, divided over the GPUs) and
+  ``--overhead-gb`` (activations of the largest batch, CUDA graphs, communication buffers:
+  measure it, the default 0 is optimistic). What is left holds the cache: the number of tokens
+  it fits, and the number of sequences of ``--context`` tokens that can be decoded at once.
+
+Units: bytes, and decimal GB (1 GB = 1e9 bytes); parameters as plain counts (``70.6B`` or
+``70.6e9``).
+
+Formulas and their sources
+--------------------------
+* MHA, MQA and GQA (Ainslie et al. 2023, https://arxiv.org/abs/2305.13245) cache one key and one
+  value vector per key/value head, layer and token: ``2 * num_key_value_heads * head_dim``
+  values per layer. With ``num_key_value_heads = num_attention_heads`` this is the
+  ``2 * hidden_size`` of plain multi-head attention (the vLLM paper's 800 KB per token of OPT-13B,
+  Kwon et al. 2023, https://arxiv.org/abs/2309.06180, section 3).
+* Multi-head latent attention (MLA, DeepSeek-V2, https://arxiv.org/abs/2405.04434, section
+  2.1.2 and Table 1) caches a compressed latent and one shared rotary key:
+  ``kv_lora_rank + qk_rope_head_dim`` values per layer, whatever the number of heads.
+* Sliding-window layers (Mistral 7B, https://arxiv.org/abs/2310.06825, section 2, "rolling
+  buffer cache"; Gemma 2, https://arxiv.org/abs/2408.00118, local layers alternating with global
+  ones) keep ``min(context, sliding_window)`` tokens. Which layers slide: ``layer_types`` when the
+  config lists them, else ``sliding_window_pattern`` (every p-th layer global), else Gemma 2's
+  alternation (pattern 2) or, for Mistral and Mixtral, every layer. Any other family with a
+  window and neither key is refused rather than guessed.
+* Tensor parallelism splits the key/value heads over the GPUs; with more GPUs than heads each
+  GPU keeps one head (heads are replicated, as serving engines do), so ``--gpus`` must divide
+  the heads or be a multiple of them. MLA's latent is one vector per token, not per head: every
+  GPU keeps all of it (an assumption of this calculator; engines that run MLA attention
+  data-parallel split sequences over GPUs instead, which this does not model).
+* Element sizes: fp32 4 bytes, bf16/fp16 2, fp8/int8 1, int4 0.5. Quantized caches also keep
+  scales (a few bytes per block of values), which this leaves out.
+
+What it leaves out: the paging granularity (a few tokens per sequence), prefix sharing between
+sequences (it can only raise the count), the activations of the batch (give them as
+``--overhead-gb``) and fragmentation of the memory allocator.
+
+How to launch
+-------------
+Plain ``python``; no torch, no GPU. ``--model`` reads the data file with PyYAML
+(``pip install pyyaml``); ``--config`` needs only the standard library::
+
+    python kv_cache_calculator.py --list
+    python kv_cache_calculator.py --model "Llama 3.1 70B" --gpus 4 --context 8192
+    python kv_cache_calculator.py --model all --kv-dtype fp8 --json kv.json
+    python kv_cache_calculator.py --config config.json --params 8.03B --gpu-memory 24
+
+With ``--config`` give ``--params`` (``model_calculator.py --config config.json`` prints the
+count); with ``--model`` the default is the publisher's count from the data file.
+``--json PATH`` writes every number (``-`` prints it).
+Exit status: 0 success; 2 bad input (an unknown model, an unreadable or inconsistent
+``config.json``, ``--gpus`` that cannot split the heads, an unusable output path), with one line
+naming the option, file or key.
+
+Example output
+--------------
+::
+
+    $ python scripts/inference/kv_cache_calculator.py --model "Llama 3.1 70B" --gpus 4 --context 8192
+    # kv_cache_calculator.py: Llama 3.1 70B: 80 layers, 8 KV heads x 128, 2 per GPU
+    # 4 GPU(s) of 80 GB, 0.9 usable; weights bf16, KV cache bf16; 1 GB = 1e9 bytes
+      KV bytes per token, whole model                327,680
+      KV bytes per token, per GPU                     81,920
+      KV GB per sequence of 8192, per GPU              0.671
+      usable GB per GPU                                72.00
+      weights GB per GPU                               35.30
+      overhead GB per GPU                               0.00
+      free for the KV cache, GB per GPU                36.70
+      tokens in the cache                            447,998
+      sequences of 8192 tokens at once                    54
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import threading
+import traceback
+
+PROG = "kv_cache_calculator.py"
+
+# --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
+# --- script of the book; tests/test_script_contract.py keeps the copies in step.            ---
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ScriptError(Exception):
+    """A failure the user can act on. ``run_main`` prints it as the one line
+    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE):
+        super().__init__(message)
+        self.status = status
+
+
+def number(kind=float, lo=None, hi=None, lo_open=False):
+    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
+    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
+    option."""
+    def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type`` for names and paths: the empty string is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
+    """The integer environment variable ``name`` (``default`` when unset or empty, an error when
+    there is no default); a non-integer or a value below ``lo`` raises ScriptError naming it."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        if default is None:
+            raise ScriptError(f"environment variable {name} is not set", EXIT_USAGE)
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ScriptError(f"environment variable {name}={text!r} is not an integer", EXIT_USAGE) from None
+    if value < lo:
+        raise ScriptError(f"environment variable {name}={value} must be >= {lo}", EXIT_USAGE)
+    return value
+
+
+def check_output(path: str, option: str, inputs=()) -> str:
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
+    for item in inputs:
+        if os.path.realpath(item) == os.path.realpath(path):
+            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def check_output_dir(path: str, option: str) -> str:
+    """Check, before any work, that the folder ``path`` (given as ``option``) can receive results:
+    creates it if missing and makes sure a file can be created in it. Returns the path; raises
+    ScriptError naming the option and the offending path otherwise."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ScriptError(f"{option} {path}: {existing} is a file, not a folder", EXIT_USAGE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write there ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
+    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class deadline:
+    """``with deadline(seconds, "what"):`` bounds a wait that has no timeout of its own (or one
+    that retries): after ``seconds`` it prints ``PROG: error: WHAT did not finish within S s``
+    and ends the process at once (os._exit, since the stuck call cannot be unwound)."""
+
+    def __init__(self, seconds: float, what: str):
+        self.timer = threading.Timer(seconds, self._expire, (seconds, what))
+        self.timer.daemon = True
+
+    @staticmethod
+    def _expire(seconds: float, what: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {what} did not finish within {seconds:g} s\n")
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+
+
+def run_main(main, argv=None) -> None:
+    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    try:
+        status = main(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, ScriptError):
+            status, message = exc.status, str(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            status, message = EXIT_INTERRUPTED, "interrupted"
+        else:
+            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
+    sys.exit(status or EXIT_OK)
+# --- end of script contract ---
+
+
+# ---------------------------------------------------------------------------------------------
+# The model's cache shape
+
+ELEMENT_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+# Families whose configs mean "every layer slides" when they give a window and nothing else.
+ALL_LAYERS_SLIDE = ("mistral", "mixtral")
+DEFAULT_PATTERN = {"gemma2": 2}
+
+
+def _positive_int(config: dict, key: str, where: str, default=None) -> int | None:
+    value = config.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{where}: {key} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def cache_shape(config: dict, name: str | None = None, where: str = "config") -> dict:
+    """The fields of ``config`` (a parsed config.json, or a row of the data file) that set the
+    KV cache: ``name``, ``layers``, ``kv_heads``, ``head_dim``, ``mla`` (bool),
+    ``values_per_layer`` (cached values per token and layer), ``sliding_window`` (tokens or
+    None) and ``sliding_layers`` (how many layers use it). Raises ValueError naming ``where``
+    and the key for a missing or non-integer size, heads that do not fit together, or a window
+    whose layers the config does not say."""
+    if not isinstance(config, dict):
+        raise ValueError(f"{where}: not a JSON object")
+    if "text_config" in config and "num_hidden_layers" not in config:
+        config = config["text_config"]  # a multimodal wrapper: the language model's part
+    family = config.get("model_type")
+    shape = {"name": name or config.get("name") or config.get("_name_or_path") or str(family)}
+    for key in ("num_hidden_layers", "num_attention_heads"):
+        if _positive_int(config, key, where) is None:
+            raise ValueError(f"{where}: {key} is missing")
+    shape["layers"] = config["num_hidden_layers"]
+    heads = config["num_attention_heads"]
+    shape["mla"] = "kv_lora_rank" in config
+    if shape["mla"]:
+        rank = _positive_int(config, "kv_lora_rank", where)
+        rope = _positive_int(config, "qk_rope_head_dim", where)
+        if rope is None:
+            raise ValueError(f"{where}: qk_rope_head_dim is missing (multi-head latent attention)")
+        shape.update(kv_heads=None, head_dim=None, values_per_layer=rank + rope)
+    else:
+        kv = _positive_int(config, "num_key_value_heads", where, heads)
+        if heads % kv:
+            raise ValueError(f"{where}: num_attention_heads {heads} is not a multiple of "
+                             f"num_key_value_heads {kv}")
+        head_dim = _positive_int(config, "head_dim", where)
+        if head_dim is None:
+            hidden = _positive_int(config, "hidden_size", where)
+            if hidden is None:
+                raise ValueError(f"{where}: hidden_size is missing (and there is no head_dim)")
+            if hidden % heads:
+                raise ValueError(f"{where}: hidden_size {hidden} is not a multiple of "
+                                 f"num_attention_heads {heads} and there is no head_dim")
+            head_dim = hidden // heads
+        shape.update(kv_heads=kv, head_dim=head_dim, values_per_layer=2 * kv * head_dim)
+
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    elif config.get("use_sliding_window") and config.get("max_window_layers") is not None:
+        raise ValueError(f"{where}: use_sliding_window with max_window_layers is not supported")
+    shape["sliding_window"] = _positive_int({"sliding_window": window}, "sliding_window", where)
+    shape["sliding_layers"] = 0
+    if shape["sliding_window"]:
+        layers = shape["layers"]
+        types = config.get("layer_types")
+        if isinstance(types, list):
+            if len(types) != layers:
+                raise ValueError(f"{where}: layer_types lists {len(types)} layers, "
+                                 f"num_hidden_layers is {layers}")
+            shape["sliding_layers"] = sum(t == "sliding_attention" for t in types)
+        else:
+            pattern = _positive_int(config, "sliding_window_pattern", where,
+                                    DEFAULT_PATTERN.get(family))
+            if pattern:  # every pattern-th layer (1-based) is global, the others slide
+                shape["sliding_layers"] = layers - layers // pattern
+            elif family in ALL_LAYERS_SLIDE:
+                shape["sliding_layers"] = layers
+            else:
+                raise ValueError(f"{where}: sliding_window {window} without layer_types or "
+                                 f"sliding_window_pattern: which layers slide is not known "
+                                 f"for model_type {family!r}")
+    return shape
+
+
+def tokens_per_layer(shape: dict, context: int) -> list[int]:
+    """Tokens each layer caches for a sequence of ``context`` tokens."""
+    if context < 1:
+        raise ValueError(f"context must be >= 1, got {context}")
+    window = min(context, shape["sliding_window"] or context)
+    sliding = shape["sliding_layers"]
+    return [window] * sliding + [context] * (shape["layers"] - sliding)
+
+
+def kv_heads_per_gpu(shape: dict, gpus: int) -> int | None:
+    """Key/value heads each of ``gpus`` tensor-parallel GPUs keeps (None for MLA: the latent is
+    not split). Raises ValueError when ``gpus`` neither divides the heads nor is a multiple of
+    them."""
+    kv = shape["kv_heads"]
+    if kv is None:
+        return None
+    if kv % gpus == 0:
+        return kv // gpus
+    if gpus % kv == 0:
+        return 1  # each head replicated on gpus // kv GPUs
+    raise ValueError(f"--gpus {gpus} neither divides the {kv} key/value heads nor is a multiple "
+                     "of them")
+
+
+def kv_bytes_per_token(shape: dict, element_bytes: float, gpus: int = 1) -> float:
+    """KV-cache bytes one token adds on one GPU of ``gpus`` (all layers, before any window is
+    full): values_per_layer x layers x element_bytes, the heads split over the GPUs."""
+    per_layer = shape["values_per_layer"]
+    if not shape["mla"]:
+        per_layer = 2 * kv_heads_per_gpu(shape, gpus) * shape["head_dim"]
+    return per_layer * shape["layers"] * element_bytes
+
+
+def kv_bytes_per_sequence(shape: dict, context: int, element_bytes: float, gpus: int = 1) -> float:
+    """KV-cache bytes of one sequence of ``context`` tokens on one GPU of ``gpus``."""
+    per_layer_token = kv_bytes_per_token(shape, element_bytes, gpus) / shape["layers"]
+    return per_layer_token * sum(tokens_per_layer(shape, context))
+
+
+def capacity(shape: dict, *, params: float, context: int, kv_dtype: str, weight_dtype: str,
+             gpu_memory_gb: float, gpus: int = 1, memory_utilization: float = 0.9,
+             overhead_gb: float = 0.0) -> dict:
+    """Memory budget of one GPU of a tensor-parallel group of ``gpus`` serving the model: a dict
+    of bytes (``usable``, ``weights``, ``overhead``, ``kv_free``, ``kv_per_token``,
+    ``kv_per_sequence``, whole-model ``kv_per_token_model``) and counts (``tokens``: tokens the
+    free memory caches, each layer holding every token; ``sequences``: sequences of ``context``
+    tokens decoded at once). ``kv_free`` is negative and the counts 0 when the weights and
+    overhead do not fit. Raises ValueError for sizes out of range."""
+    if not params > 0:
+        raise ValueError(f"params must be > 0, got {params}")
+    kv_b, w_b = ELEMENT_BYTES[kv_dtype], ELEMENT_BYTES[weight_dtype]
+    usable = gpu_memory_gb * 1e9 * memory_utilization
+    weights = params * w_b / gpus
+    overhead = overhead_gb * 1e9
+    free = usable - weights - overhead
+    per_token = kv_bytes_per_token(shape, kv_b, gpus)
+    per_sequence = kv_bytes_per_sequence(shape, context, kv_b, gpus)
+    return {"usable": usable, "weights": weights, "overhead": overhead, "kv_free": free,
+            "kv_per_token_model": kv_bytes_per_token(shape, kv_b, 1),
+            "kv_per_token": per_token, "kv_per_sequence": per_sequence,
+            "tokens": max(0, math.floor(free / per_token)),
+            "sequences": max(0, math.floor(free / per_sequence))}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the inputs
+
+
+def parse_count(text: str) -> float:
+    """A parameter count as printed: ``70.6B``, ``405b``, ``7.24e9``, ``850M``. Raises
+    ValueError for anything else, for a non-finite value or for one not above 0."""
+    match = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?\d+)?)\s*([kKmMbBtT]?)\s*", str(text))
+    if not match:
+        raise ValueError(f"not a parameter count: {text!r} (give e.g. 70.6B or 7.24e9)")
+    value = float(match.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "b": 1e9,
+                                      "t": 1e12}[match.group(2).lower()]
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"not a parameter count: {text!r} (must be finite and > 0)")
+    return value
+
+
+def argparse_count(text: str) -> float:
+    try:
+        return parse_count(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def default_data_path() -> str:
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                         os.pardir, "data", "models", "architectures.yml"))
+
+
+def load_models(path: str) -> list[dict]:
+    """The data file's models: each ``cache_shape`` with its ``published_total`` (as printed)
+    and ``params`` (that count as a number). Raises OSError for an unreadable file and
+    ValueError naming the file and row for a malformed one."""
+    try:
+        import yaml
+    except ImportError:
+        raise ValueError("reading the data file needs PyYAML (pip install pyyaml); or give "
+                         "--config") from None
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ValueError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise ValueError(f"{path}: no 'rows' list")
+    models = []
+    for number, row in enumerate(rows, 1):
+        where = f"{path}: row {number}"
+        if not isinstance(row, dict) or not row.get("name"):
+            raise ValueError(f"{where}: needs a name")
+        shape = cache_shape(row, row["name"], f"{where} ({row['name']})")
+        if "published_total" in row:
+            shape["published_total"] = str(row["published_total"])
+            shape["params"] = parse_count(row["published_total"])
+        models.append(shape)
+    return models
+
+
+def _key(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="KV-cache bytes per token and per sequence of a decoder-only LLM, "
+        "and how many sequences fit on a GPU after the weights (decimal units: 1 GB = 1e9 bytes).")
+    parser.add_argument("--model", type=nonempty, metavar="NAME",
+                        help='a model of the data file (see --list; case, spaces and dashes do '
+                        'not matter), or "all"')
+    parser.add_argument("--config", type=nonempty, metavar="PATH",
+                        help="a Hugging Face config.json instead of the data file (needs --params)")
+    parser.add_argument("--data", type=nonempty, metavar="PATH",
+                        help="the data file (default: data/models/architectures.yml of the book)")
+    parser.add_argument("--list", action="store_true", help="list the data file's models and exit")
+    parser.add_argument("--params", type=argparse_count, metavar="COUNT",
+                        help="parameters, e.g. 70.6B or 7.24e9 (default with --model: the "
+                        "publisher's count in the data file)")
+    parser.add_argument("--context", type=number(int, 1, 10**8), default=8192, metavar="TOKENS",
+                        help="tokens per sequence, prompt plus output (default 8192)")
+    parser.add_argument("--kv-dtype", choices=sorted(ELEMENT_BYTES), default="bf16",
+                        help="KV-cache element type (default bf16)")
+    parser.add_argument("--weight-dtype", choices=sorted(ELEMENT_BYTES), default="bf16",
+                        help="weight element type (default bf16)")
+    parser.add_argument("--gpu-memory", type=number(float, 0, 10**5, lo_open=True), default=80.0,
+                        metavar="GB", help="memory of one GPU in GB (default 80)")
+    parser.add_argument("--gpus", type=number(int, 1, 1024), default=1, metavar="N",
+                        help="GPUs the model is split over with tensor parallelism (default 1)")
+    parser.add_argument("--memory-utilization", type=number(float, 0, 1, lo_open=True),
+                        default=0.9, metavar="FRACTION",
+                        help="fraction of the GPU's memory the server may use (default 0.9)")
+    parser.add_argument("--overhead-gb", type=number(float, 0, 10**5), default=0.0, metavar="GB",
+                        help="memory per GPU for activations, CUDA graphs and buffers (default 0)")
+    parser.add_argument("--json", type=nonempty, metavar="PATH",
+                        help="write the results as JSON ('-': print)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    chosen = [opt for opt, on in (("--model", args.model), ("--config", args.config),
+                                  ("--list", args.list)) if on]
+    if len(chosen) != 1:
+        parser.error("give one of --model NAME, --model all, --config PATH or --list"
+                     + (f" (got {' and '.join(chosen)})" if chosen else ""))
+    if args.config and args.data:
+        parser.error("--data is for --model and --list; --config reads its own file")
+    if args.config and args.params is None:
+        parser.error("--config needs --params COUNT to size the weights (model_calculator.py "
+                     "--config prints it)")
+    if args.json and args.json != "-":
+        check_output(args.json, "--json", [p for p in (args.config, args.data) if p])
+    return args
+
+
+def read_config(path: str) -> dict:
+    """The parsed config.json at ``path``; ScriptError (usage) naming the file otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ScriptError(f"--config {path}: no such file", EXIT_USAGE) from None
+    except IsADirectoryError:
+        raise ScriptError(f"--config {path}: is a folder; give the config.json in it",
+                          EXIT_USAGE) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScriptError(f"--config {path}: cannot read it ({err})", EXIT_USAGE) from None
+    except json.JSONDecodeError as err:
+        raise ScriptError(f"--config {path}: not valid JSON ({err})", EXIT_USAGE) from None
+
+
+def select_models(args: argparse.Namespace) -> list[dict]:
+    if args.config:
+        config = read_config(args.config)
+        try:
+            return [cache_shape(config, where=f"--config {args.config}")]
+        except ValueError as err:
+            raise ScriptError(str(err), EXIT_USAGE) from None
+    path = args.data or default_data_path()
+    option = "--data" if args.data else "the data file (give --data PATH or --config)"
+    try:
+        models = load_models(path)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot read it ({err.strerror})", EXIT_USAGE) from None
+    except ValueError as err:
+        raise ScriptError(str(err), EXIT_USAGE) from None
+    if args.list or _key(args.model) == "all":
+        return models
+    wanted = [m for m in models if _key(m["name"]) == _key(args.model)]
+    if not wanted:
+        raise ScriptError(f"--model {args.model!r}: not in {path} (see --list)", EXIT_USAGE)
+    return wanted
+
+
+def describe(shape: dict, args: argparse.Namespace) -> dict:
+    """Everything the CLI reports about one model, JSON-ready. ScriptError (usage) when
+    ``--gpus`` cannot split its heads or it has no parameter count."""
+    params = args.params if args.params is not None else shape.get("params")
+    if params is None:
+        raise ScriptError(f"{shape['name']}: no published_total in the data file; give --params",
+                          EXIT_USAGE)
+    try:
+        budget = capacity(shape, params=params, context=args.context, kv_dtype=args.kv_dtype,
+                          weight_dtype=args.weight_dtype, gpu_memory_gb=args.gpu_memory,
+                          gpus=args.gpus, memory_utilization=args.memory_utilization,
+                          overhead_gb=args.overhead_gb)
+    except ValueError as err:
+        raise ScriptError(f"{shape['name']}: {err}", EXIT_USAGE) from None
+    cache = {k: shape[k] for k in ("layers", "kv_heads", "head_dim", "mla", "values_per_layer",
+                                   "sliding_window", "sliding_layers")}
+    cache["kv_heads_per_gpu"] = kv_heads_per_gpu(shape, args.gpus)
+    return {"name": shape["name"], "params": params, "cache_shape": cache, **budget}
+
+
+def _gb(value: float) -> str:
+    return f"{value / 1e9:.2f}"
+
+
+def report_one(doc: dict, args: argparse.Namespace) -> str:
+    c = doc["cache_shape"]
+    heads = ("MLA latent" if c["mla"] else
+             f"{c['kv_heads']} KV heads x {c['head_dim']}, {c['kv_heads_per_gpu']} per GPU")
+    window = (f"; {c['sliding_layers']} of {c['layers']} layers keep {c['sliding_window']} tokens"
+              if c["sliding_window"] else "")
+    lines = [f"# {PROG}: {doc['name']}: {c['layers']} layers, {heads}{window}",
+             f"# {args.gpus} GPU(s) of {args.gpu_memory:g} GB, {args.memory_utilization:g} usable; "
+             f"weights {args.weight_dtype}, KV cache {args.kv_dtype}; 1 GB = 1e9 bytes",
+             f"  {'KV bytes per token, whole model':<40}{doc['kv_per_token_model']:>14,.0f}",
+             f"  {'KV bytes per token, per GPU':<40}{doc['kv_per_token']:>14,.0f}",
+             f"  {'KV GB per sequence of ' + str(args.context) + ', per GPU':<40}"
+             f"{doc['kv_per_sequence'] / 1e9:>14.3f}",
+             f"  {'usable GB per GPU':<40}{_gb(doc['usable']):>14}",
+             f"  {'weights GB per GPU':<40}{_gb(doc['weights']):>14}",
+             f"  {'overhead GB per GPU':<40}{_gb(doc['overhead']):>14}",
+             f"  {'free for the KV cache, GB per GPU':<40}{_gb(doc['kv_free']):>14}",
+             f"  {'tokens in the cache':<40}{doc['tokens']:>14,}",
+             f"  {'sequences of ' + str(args.context) + ' tokens at once':<40}{doc['sequences']:>14,}"]
+    if doc["kv_free"] <= 0:
+        lines.append("# the weights and overhead do not fit: add GPUs or quantize the weights")
+    return "\n".join(lines)
+
+
+def report_table(docs: list[dict], args: argparse.Namespace) -> str:
+    lines = [f"# {PROG}: {len(docs)} models; {args.gpus} GPU(s) of {args.gpu_memory:g} GB, "
+             f"{args.memory_utilization:g} usable; weights {args.weight_dtype}, KV "
+             f"{args.kv_dtype}; context {args.context}; 1 GB = 1e9 bytes, per GPU",
+             f"{'model':<16}{'KV B/token':>12}{'KV GB/seq':>11}{'weights GB':>12}"
+             f"{'free GB':>9}{'tokens':>12}{'sequences':>11}"]
+    for d in docs:
+        lines.append(f"{d['name']:<16}{d['kv_per_token']:>12,.0f}"
+                     f"{d['kv_per_sequence'] / 1e9:>11.3f}{_gb(d['weights']):>12}"
+                     f"{_gb(d['kv_free']):>9}{d['tokens']:>12,}{d['sequences']:>11,}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    models = select_models(args)
+    if args.list:
+        for m in models:
+            kind = "MLA" if m["mla"] else f"{m['kv_heads']} KV heads x {m['head_dim']}"
+            print(f"{m['name']:<16} {m['layers']:>4} layers  {kind}")
+        return 0
+    docs = [describe(m, args) for m in models]
+    print(report_one(docs[0], args) if len(docs) == 1 else report_table(docs, args))
+    if args.json:
+        text = json.dumps({"tool": "kv_cache_calculator", "schema_version": 1,
+                           "units": {"memory": "bytes", "params": "count"},
+                           "inputs": {k: getattr(args, k) for k in (
+                               "model", "config", "params", "context", "kv_dtype",
+                               "weight_dtype", "gpu_memory", "gpus", "memory_utilization",
+                               "overhead_gb")},
+                           "models": docs}, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            write_atomic(args.json, text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,250 @@
+"""Tests of scripts/inference/kv_cache_calculator.py against figures printed in papers and
+vendor write-ups (each test names its source), against model_calculator.py's KV bytes for every
+model of the data file, and on careless inputs.
+
+Published figures reproduced:
+* Kwon et al. 2023 (vLLM), https://arxiv.org/abs/2309.06180, section 3: OPT-13B's KV cache is
+  800 KB per token (2 x 5120 hidden x 40 layers x 2 bytes of fp16) and up to 1.6 GB for one
+  request of 2048 tokens.
+* NVIDIA, "Mastering LLM Techniques: Inference Optimization" (2023),
+  https://developer.nvidia.com/blog/mastering-llm-techniques-inference-optimization/: Llama 2 7B
+  in 16-bit with a batch of 1 and 4096 tokens needs about 2 GB of KV cache.
+* DeepSeek-V2, https://arxiv.org/abs/2405.04434: MLA caches (d_c + d_h^R) = 9/2 d_h values per
+  layer and token (Table 1, d_c = 4 d_h, d_h^R = d_h / 2, d_h = 128); with the cache quantized to
+  6 bits per element on average (section 3.2.3 deployment) that is 93.3% less KV cache than
+  DeepSeek 67B (abstract). DeepSeek 67B's shape (95 layers, 64 heads, 8 key/value heads of 128):
+  DeepSeek LLM, https://arxiv.org/abs/2401.02954, Table 2.
+* Mistral 7B, https://arxiv.org/abs/2310.06825, section 2: the rolling buffer of a 4096-token
+  window cuts the cache of a 32k-token sequence by 8x.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.bad_input import Case, check_refused
+from tests.launchers import REPO, import_script
+
+SCRIPT = "kv_cache_calculator.py"
+DATA = REPO / "data" / "models" / "architectures.yml"
+
+
+@pytest.fixture(scope="module")
+def kv(launch):
+    return import_script(launch.scripts / SCRIPT)
+
+
+@pytest.fixture(scope="module")
+def models(kv):
+    return {m["name"]: m for m in kv.load_models(str(DATA))}
+
+
+def llama(layers, hidden, heads, kv_heads=None, **extra):
+    config = {"model_type": "llama", "num_hidden_layers": layers, "hidden_size": hidden,
+              "num_attention_heads": heads, **extra}
+    if kv_heads:
+        config["num_key_value_heads"] = kv_heads
+    return config
+
+
+def test_opt_13b_matches_the_vllm_paper(kv):
+    opt = kv.cache_shape(llama(40, 5120, 40))  # OPT-13B's attention shape (MHA)
+    assert kv.kv_bytes_per_token(opt, 2.0) == 2 * 5120 * 40 * 2 == 800 * 1024
+    one_request = kv.kv_bytes_per_sequence(opt, 2048, 2.0)
+    assert 1.6e9 <= one_request < 1.7e9  # "as much as 1.6 GB"
+
+
+def test_llama2_7b_matches_nvidias_two_gigabytes(kv, models):
+    seq = kv.kv_bytes_per_sequence(models["Llama 2 7B"], 4096, 2.0)
+    assert seq == 4096 * 2 * 32 * 4096 * 2
+    assert seq / 2**30 == 2.0  # "~2 GB": exactly 2 GiB
+
+
+def test_mla_caches_four_and_a_half_head_sizes_per_layer(kv, models):
+    v3 = models["DeepSeek-V3"]
+    assert v3["mla"] and v3["values_per_layer"] == 9 * 128 // 2 == 576
+    # whatever the number of heads: MLA's cache does not grow with them
+    v2 = kv.cache_shape({"num_hidden_layers": 60, "num_attention_heads": 128, "kv_lora_rank": 512,
+                         "qk_rope_head_dim": 64, "model_type": "deepseek_v2"})
+    assert kv.kv_bytes_per_token(v2, 1.0) == 576 * 60
+
+
+def test_deepseek_v2_cuts_the_cache_by_93_percent(kv):
+    v2 = kv.cache_shape({"num_hidden_layers": 60, "num_attention_heads": 128, "kv_lora_rank": 512,
+                         "qk_rope_head_dim": 64, "model_type": "deepseek_v2"})
+    dense_67b = kv.cache_shape(llama(95, 8192, 64, kv_heads=8))
+    ratio = kv.kv_bytes_per_token(v2, 6 / 8) / kv.kv_bytes_per_token(dense_67b, 2.0)
+    assert round(100 * (1 - ratio), 1) == 93.3
+
+
+def test_mistral_rolling_buffer_saves_8x_at_32k(kv, models):
+    mistral = models["Mistral 7B"]
+    assert mistral["sliding_layers"] == 32 and mistral["sliding_window"] == 4096
+    full = kv.kv_bytes_per_token(mistral, 2.0) * 32768
+    assert full / kv.kv_bytes_per_sequence(mistral, 32768, 2.0) == 8
+
+
+def test_gemma2_alternates_local_and_global_layers(kv, models):
+    gemma = models["Gemma 2 9B"]
+    per_layer_token = kv.kv_bytes_per_token(gemma, 2.0) / 42
+    assert kv.kv_bytes_per_sequence(gemma, 4096, 2.0) == per_layer_token * 42 * 4096
+    assert kv.kv_bytes_per_sequence(gemma, 8192, 2.0) == per_layer_token * (21 * 4096 + 21 * 8192)
+    # layer_types, when the config lists them, decide instead of the pattern
+    listed = kv.cache_shape(llama(4, 64, 4, sliding_window=16, layer_types=[
+        "sliding_attention", "full_attention", "sliding_attention", "sliding_attention"]))
+    assert listed["sliding_layers"] == 3
+
+
+@pytest.mark.parametrize("context", [1, 4096, 8192, 131072])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+def test_agrees_with_model_calculator_on_every_model(kv, models, context, dtype):
+    calc = import_script(REPO / "scripts" / "models" / "model_calculator.py")
+    element = {"bf16": 2, "fp8": 1}[dtype]
+    for arch in calc.load_architectures(str(DATA)):
+        shape = models[arch["name"]]
+        assert kv.kv_bytes_per_token(shape, element) == calc.kv_bytes_per_token(arch, element)
+        assert kv.kv_bytes_per_sequence(shape, context, element) == calc.kv_bytes(arch, context, element)
+
+
+def test_tensor_parallel_splits_heads_then_replicates_them(kv, models):
+    llama70 = models["Llama 3.1 70B"]  # 8 key/value heads
+    whole = kv.kv_bytes_per_token(llama70, 2.0)
+    for gpus in (1, 2, 4, 8):
+        assert kv.kv_bytes_per_token(llama70, 2.0, gpus) * gpus == whole
+    # 16 GPUs: one head each, every head on two GPUs
+    assert kv.kv_bytes_per_token(llama70, 2.0, 16) == whole / 8
+    with pytest.raises(ValueError, match="--gpus 3 neither divides the 8"):
+        kv.kv_bytes_per_token(llama70, 2.0, 3)
+    # MLA's latent is kept whole on every GPU
+    v3 = models["DeepSeek-V3"]
+    assert kv.kv_bytes_per_token(v3, 2.0, 8) == kv.kv_bytes_per_token(v3, 2.0)
+
+
+def test_capacity_fills_the_free_memory_and_no_more(kv, models):
+    model = models["Llama 3.1 8B"]
+    for gpus, kv_dtype, overhead in ((1, "bf16", 0.0), (2, "fp8", 3.5), (4, "int4", 1.0)):
+        b = kv.capacity(model, params=8.03e9, context=8192, kv_dtype=kv_dtype, weight_dtype="bf16",
+                        gpu_memory_gb=80, gpus=gpus, memory_utilization=0.9, overhead_gb=overhead)
+        assert b["usable"] == pytest.approx(72e9)
+        assert b["weights"] == pytest.approx(8.03e9 * 2 / gpus)
+        assert b["kv_free"] == pytest.approx(b["usable"] - b["weights"] - overhead * 1e9)
+        assert b["sequences"] * b["kv_per_sequence"] <= b["kv_free"] < (b["sequences"] + 1) * b["kv_per_sequence"]
+        assert b["tokens"] * b["kv_per_token"] <= b["kv_free"] < (b["tokens"] + 1) * b["kv_per_token"]
+    # halving the element size doubles what fits (up to the floor)
+    bf16, fp8 = (kv.capacity(model, params=8.03e9, context=8192, kv_dtype=d, weight_dtype="bf16",
+                             gpu_memory_gb=80)["sequences"] for d in ("bf16", "fp8"))
+    assert fp8 in (2 * bf16, 2 * bf16 + 1)
+    # weights that do not fit leave no room, not a negative count
+    big = kv.capacity(models["Llama 3.1 405B"], params=406e9, context=8192, kv_dtype="bf16",
+                      weight_dtype="bf16", gpu_memory_gb=80)
+    assert big["kv_free"] < 0 and big["sequences"] == 0 and big["tokens"] == 0
+
+
+@pytest.mark.parametrize("text, value", [("70.6B", 70.6e9), ("405b", 405e9), ("7.24e9", 7.24e9),
+                                         ("850M", 850e6), ("1.2T", 1.2e12), ("12345", 12345)])
+def test_parameter_counts_as_printed(kv, text, value):
+    assert kv.parse_count(text) == pytest.approx(value)
+
+
+def test_cli_single_model_and_json(launch, tmp_path):
+    out = tmp_path / "kv.json"
+    res = launch.python(SCRIPT, ["--model", "llama-3.1-70b", "--gpus", "4", "--context", "8192",
+                                 "--kv-dtype", "fp8", "--json", str(out)])
+    assert res.returncode == 0, res.output
+    doc = json.loads(out.read_text())
+    (m,) = doc["models"]
+    assert m["name"] == "Llama 3.1 70B" and doc["inputs"]["gpus"] == 4
+    assert m["kv_per_token_model"] == 80 * 2 * 8 * 128 * 1
+    assert m["cache_shape"]["kv_heads_per_gpu"] == 2
+    assert m["params"] == pytest.approx(70.6e9)  # the publisher's count, from the data file
+    assert f"{m['sequences']:>14,}" in res.stdout and "1 GB = 1e9 bytes" in res.stdout
+
+
+def test_cli_config_and_every_model(launch, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(llama(2, 64, 4, kv_heads=2)))
+    res = launch.python(SCRIPT, ["--config", str(config), "--params", "1.5M", "--gpu-memory", "1",
+                                 "--json", "-"])
+    assert res.returncode == 0, res.output
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    assert doc["models"][0]["kv_per_token"] == 2 * 2 * 2 * 16 * 2
+    res = launch.python(SCRIPT, ["--model", "all", "--kv-dtype", "int4"])
+    assert res.returncode == 0, res.output
+    names = [m["name"] for m in import_script(launch.scripts / SCRIPT).load_models(str(DATA))]
+    assert all(name in res.stdout for name in names)
+    listing = launch.python(SCRIPT, ["--list"])
+    assert listing.returncode == 0 and "DeepSeek-V3" in listing.stdout and "MLA" in listing.stdout
+
+
+GOOD = json.dumps(llama(2, 64, 4))
+BAD_INPUT = [
+    Case("nothing", [], "give one of --model NAME, --model all, --config PATH or --list"),
+    Case("model-and-list", ["--model", "all", "--list"], "got --model and --list"),
+    Case("model-unknown", ["--model", "gpt-5"], r"--model 'gpt-5': not in .*architectures.yml \(see --list\)"),
+    Case("config-without-params", ["--config", "c.json"], "--config needs --params COUNT",
+         files={"c.json": GOOD}),
+    Case("config-missing", ["--config", "{tmp}/none.json", "--params", "1B"],
+         "--config .*none.json: no such file"),
+    Case("config-folder", ["--config", "{tmp}", "--params", "1B"], "is a folder; give the config.json"),
+    Case("config-not-json", ["--config", "c.json", "--params", "1B"], "--config c.json: not valid JSON",
+         files={"c.json": "model_type: llama\n"}),
+    Case("config-heads-missing", ["--config", "c.json", "--params", "1B"],
+         "num_attention_heads is missing", files={"c.json": '{"num_hidden_layers": 2}'}),
+    Case("config-kv-heads-not-dividing", ["--config", "c.json", "--params", "1B"],
+         "num_attention_heads 4 is not a multiple of num_key_value_heads 3",
+         files={"c.json": json.dumps(llama(2, 64, 4, kv_heads=3))}),
+    Case("config-head-dim-zero", ["--config", "c.json", "--params", "1B"],
+         "head_dim must be an integer >= 1, got 0",
+         files={"c.json": json.dumps(llama(2, 64, 4, head_dim=0))}),
+    Case("config-window-unknown-layers", ["--config", "c.json", "--params", "1B"],
+         "sliding_window 16 without layer_types or sliding_window_pattern",
+         files={"c.json": json.dumps(llama(2, 64, 4, sliding_window=16))}),
+    Case("config-layer-types-short", ["--config", "c.json", "--params", "1B"],
+         "layer_types lists 1 layers, num_hidden_layers is 2",
+         files={"c.json": json.dumps(llama(2, 64, 4, sliding_window=16,
+                                          layer_types=["sliding_attention"]))}),
+    Case("config-mla-without-rope", ["--config", "c.json", "--params", "1B"],
+         "qk_rope_head_dim is missing", files={"c.json": json.dumps(llama(2, 64, 4, kv_lora_rank=32))}),
+    Case("params-text", ["--model", "all", "--params", "seventy"], "--params: not a parameter count"),
+    Case("params-zero", ["--model", "all", "--params", "0B"], "--params: not a parameter count"),
+    Case("gpus-not-splitting-heads", ["--model", "Llama 3.1 8B", "--gpus", "3"],
+         "--gpus 3 neither divides the 8 key/value heads"),
+    Case("gpus-zero", ["--model", "all", "--gpus", "0"], "--gpus: 0 must be >= 1"),
+    Case("gpu-memory-nan", ["--model", "all", "--gpu-memory", "nan"], "--gpu-memory: 'nan'"),
+    Case("gpu-memory-zero", ["--model", "all", "--gpu-memory", "0"], "--gpu-memory: 0"),
+    Case("utilization-above-one", ["--model", "all", "--memory-utilization", "1.5"],
+         "--memory-utilization: 1.5"),
+    Case("overhead-negative", ["--model", "all", "--overhead-gb", "-1"], "--overhead-gb"),
+    Case("context-inf", ["--model", "all", "--context", "inf"], "--context: 'inf' is not an integer"),
+    Case("kv-dtype-unknown", ["--model", "all", "--kv-dtype", "fp6"], "--kv-dtype: invalid choice"),
+    Case("json-in-missing-folder", ["--model", "all", "--json", "{tmp}/no/out.json"],
+         "--json .*out.json: .*no does not exist"),
+    Case("json-over-config", ["--config", "c.json", "--params", "1B", "--json", "c.json"],
+         "--json c.json: is also an input", files={"c.json": GOOD}),
+    Case("json-is-folder", ["--model", "all", "--json", "{tmp}"], "is a folder; give a file name"),
+    Case("json-fifo", ["--model", "all", "--json", "out.fifo"], "is not a regular file",
+         fifos=("out.fifo",)),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+def test_bad_input_is_refused_in_one_line(case, tmp_path):
+    check_refused(f"inference/{SCRIPT}", case, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["kv_cache_calculator-all-1x80gb.json", "kv_cache_calculator-all-8x80gb.json"])
+def test_the_kv_cache_pages_tables_are_current(launch, tmp_path, name):
+    """The KV cache page renders these files: they must equal what the calculator gives today
+    for the same inputs (a changed data file or formula must be recomputed, not left stale)."""
+    recorded = json.loads((REPO / "results" / "inference" / name).read_text())
+    i = recorded["inputs"]
+    out = tmp_path / "now.json"
+    res = launch.python(SCRIPT, ["--model", i["model"], "--context", str(i["context"]),
+                                 "--gpus", str(i["gpus"]), "--gpu-memory", str(i["gpu_memory"]),
+                                 "--memory-utilization", str(i["memory_utilization"]),
+                                 "--kv-dtype", i["kv_dtype"], "--weight-dtype", i["weight_dtype"],
+                                 "--overhead-gb", str(i["overhead_gb"]), "--json", str(out)])
+    assert res.returncode == 0, res.output
+    assert json.loads(out.read_text()) == recorded, f"recompute results/inference/{name}"
