@@ -224,6 +224,10 @@ BAD_INPUT = [
     Case("json-over-config", ["--config", "c.json", "--params", "1B", "--json", "c.json"],
          "--json c.json: is also an input", files={"c.json": GOOD}),
     Case("json-is-folder", ["--model", "all", "--json", "{tmp}"], "is a folder; give a file name"),
+    Case("json-unwritable-folder", ["--model", "all", "--json", "/proc/kv.json"],
+         "--json /proc/kv.json: cannot write"),
+    Case("config-path-empty", ["--config", "", "--params", "1B"], "--config: must not be empty"),
+    Case("data-missing", ["--list", "--data", "{tmp}/none.yml"], "--data .*none.yml: cannot read it"),
     Case("json-fifo", ["--model", "all", "--json", "out.fifo"], "is not a regular file",
          fifos=("out.fifo",)),
 ]

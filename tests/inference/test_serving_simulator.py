@@ -440,6 +440,7 @@ CASES = [
          files={"b.json": BENCH_OK}),
     Case("json-missing-folder", ["--json", "{tmp}/no/such/out.json"], r"--json .*does not exist"),
     Case("json-is-folder", ["--json", "{tmp}"], r"--json .*: is a folder"),
+    Case("json-unwritable-folder", ["--json", "/proc/serving.json"], r"--json /proc/serving\.json: cannot write"),
     Case("json-fifo", ["--json", "out.fifo"], r"is not a regular file", fifos=("out.fifo",)),
     Case("json-empty", ["--json", ""], r"--json: must not be empty"),
     Case("batch-timeout-negative", ["--batch-timeout", "-1"], r"--batch-timeout.*must be >= 0"),

@@ -300,6 +300,7 @@ CASES = [
     Case("heads-not-dividing", ["--draft-dim", "30"], r"--heads \(4\) must divide --draft-dim \(30\)"),
     Case("new-tokens-over-cap", ["--new-tokens", "4097"], r"--new-tokens.*must be <= 4096"),
     Case("json-is-folder", ["--json", "{tmp}"], r"--json .*: is a folder"),
+    Case("json-unwritable-folder", ["--json", "/proc/spec.json"], r"--json /proc/spec\.json: cannot write"),
     Case("json-missing-folder", ["--json", "{tmp}/no/such/out.json"], r"--json .*does not exist"),
     Case("json-is-corpus", ["--corpus", "c.jsonl", "--json", "c.jsonl"], r"--json c\.jsonl: is also an input",
          files={"c.jsonl": GOOD * 30}),
