@@ -489,8 +489,6 @@ def render_results_table(path: Path, lang: str = "en", view: str | None = None) 
         data = json.loads(path.read_text(encoding="utf-8"))
         if "tool" in data and "benchmark" not in data:
             data["benchmark"], data["results"] = data["tool"], data["models"]
-        if "rows" in data and "results" not in data:
-            data["results"] = data["rows"]
         if view is not None:
             keep = RESULTS_VIEWS.get(data["benchmark"], {}).get(view)
             if keep is None:

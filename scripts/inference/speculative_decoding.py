@@ -891,7 +891,7 @@ def main(argv: list[str] | None = None) -> int:
                             "draft_only_s": draft_s, "c": c},
                "units": {"times": "seconds (wall clock)", "loss": "nats per byte",
                          "tokens": "bytes (one token = one byte)"},
-               "rows": rows, "interrupted": bool(stopped_by), "elapsed_s": round(elapsed, 2)}
+               "results": rows, "interrupted": bool(stopped_by), "elapsed_s": round(elapsed, 2)}
         text = json.dumps(doc, indent=1)
         if args.json == "-":
             print(text)

@@ -214,8 +214,8 @@ def test_rows_measure_what_they_say(run):
     assert doc["benchmark"] == "speculative_decoding" and doc["settings"]["draft_lens"] == [1, 2, 4]
     assert doc["torch"] and doc["date_utc"] and doc["interrupted"] is False
     assert doc["models"]["target"]["parameters"] > doc["models"]["draft"]["parameters"]
-    assert [r["k"] for r in doc["rows"]] == [1, 2, 4]
-    for r in doc["rows"]:
+    assert [r["k"] for r in doc["results"]] == [1, 2, 4]
+    for r in doc["results"]:
         tokens = 4 * 48
         assert r["tokens"] == tokens
         # every round is one target pass and emits its accepted drafts plus one token
@@ -250,8 +250,8 @@ def test_ctrl_c_keeps_the_rows_done(launch, tmp_path):
     assert res.returncode == 130, res.output
     assert "same as target" in res.stdout  # greedy rows compare with the target's output
     doc = json.loads(out.read_text())
-    assert doc["interrupted"] is True and [r["k"] for r in doc["rows"]] == [1]
-    assert 0 <= doc["rows"][0]["identical_to_target"] <= 20
+    assert doc["interrupted"] is True and [r["k"] for r in doc["results"]] == [1]
+    assert 0 <= doc["results"][0]["identical_to_target"] <= 20
 
 
 def test_help_needs_no_torch(launch):
@@ -266,7 +266,7 @@ def test_cuda_run(launch, tmp_path):
     res = launch.python(SCRIPT, [*CLI_RUN, "--device", "cuda", "--json", str(out)], timeout=300)
     assert res.returncode == 0, res.output
     doc = json.loads(out.read_text())
-    for r in doc["rows"]:
+    for r in doc["results"]:
         assert r["accepted"] + r["rounds"] == r["tokens"] and r["tokens_per_target_pass"] >= 1
 
 
