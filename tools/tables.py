@@ -440,6 +440,13 @@ RESULTS_COLUMNS["serving_simulator"] = (
 )
 
 
+def _signed_change(delta: float, pct: float) -> str:
+    """"+0.0896 (+6.11%)"; a change that rounds to zero prints as "0.0000 (0.00%)", not "-0.0000"."""
+    if round(delta, 4) == 0 and round(pct, 2) == 0:
+        return "0.0000 (0.00%)"
+    return f"{delta:+.4f} ({pct:+.2f}%)"
+
+
 def _quantize_caption(d: dict, lang: str) -> str:
     s, m = d["settings"], d["model"]
     text = {
@@ -466,7 +473,7 @@ RESULTS_COLUMNS["quantize_weights"] = (
                "相对 bf16 节省"],
     },
     lambda r: [r["scheme"], f"{r['bits_per_byte']:.4f}",
-               f"{r['delta_bits_per_byte']:+.4f} ({r['delta_pct']:+.2f}%)",
+               _signed_change(r["delta_bits_per_byte"], r["delta_pct"]),
                f"{r['effective_bits']:.3f}", f"{100 * r['rel_err_mean']:.1f}%",
                "—" if r["saved_vs_bf16"] <= 0 else f"{100 * r['saved_vs_bf16']:.1f}%"],
     _quantize_caption,
@@ -523,8 +530,19 @@ def render_results_table(path: Path, lang: str = "en", view: str | None = None) 
     if view is not None:
         caption += {"en": f" Shown: the {keep} fastest shapes of each dtype, of {measured} measured.",
                     "zh": f"表中只列出每种数据类型最快的 {keep} 个形状（共测 {measured} 个）。"}[lang]
+    # numbers right-aligned; a first column of names (a model, a method, a pattern) left-aligned
     align = ["--:"] * len(titles[lang])
+    if any(not _is_number(row[0]) for row in rows):
+        align[0] = ":--"
     return _markdown(titles[lang], rows, align) + "\n\n" + caption
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell.replace(",", ""))
+    except ValueError:
+        return False
+    return True
 
 
 def split_view(path) -> tuple[Path, str | None]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,17 @@ def test_compute_results_render_with_captions(tmp_path):
     zh = render(bw, "zh")
     assert "| 主机内存拷贝 | 1 MiB | 100.0 | 10.49 | 20.97 |" in zh
     assert "逐次计时拷贝的中位数" in zh and "主机内存拷贝 10.49 GBps" in zh
+
+
+def test_results_table_aligns_names_left_and_numbers_right():
+    table = render(Path("results/inference/kv_cache_calculator-all-1x80gb.json"), "en")
+    assert table.splitlines()[1] == "|:--|" + "--:|" * 6, table.splitlines()[1]
+    sizes = render(Path("results/compute/mamf_finder-cpu.json"), "en")  # first column: M, a number
+    assert sizes.splitlines()[1].startswith("|--:|")
+
+
+def test_a_change_that_rounds_to_zero_has_no_sign():
+    # bf16 weights of the quantize_weights run move bits/byte by less than 0.00005 (a tiny negative)
+    table = render(Path("results/inference/quantize_weights-cpu.json"), "en")
+    assert "-0.0000" not in table and "| bf16 | 1.4659 | 0.0000 (0.00%) |" in table
+    assert re.search(r"\| int4 \| [0-9.]+ \| \+0\.[0-9]{4} \(\+[0-9.]+%\) \|", table)  # a loss keeps its +
