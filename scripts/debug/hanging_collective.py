@@ -10,6 +10,9 @@ Every rank must call the same collectives in the same order. This job breaks the
   each side waits for partners that are in a different collective, so nobody progresses;
 * ``missing``  - the last rank skips the collective and goes straight to a ``barrier`` that the
   others never reach;
+* ``shape``    - every rank calls ``all_reduce``, but the last rank's tensor has 5 elements instead
+  of 4: gloo aborts a rank ("Received data size doesn't match expected size"), NCCL may hang or
+  reduce garbage;
 * ``ok``       - every rank calls ``all_reduce``: the job finishes (the control case).
 
 Before the collective each rank prints one line ``rank R pid P: entering <collective> ...``, so you
@@ -19,7 +22,14 @@ process group's timeout (``--timeout-s``) into a one-line error naming the colle
 
     hanging_collective.py: error: rank 0 (pid 123): all_reduce #1 (shape [4], float32) did not complete within 10 s: the other ranks are not in the same collective
 
-and exits with status 1. A rank that cannot reach MASTER_ADDR:MASTER_PORT also ends within about
+and exits with status 1. With ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` in the environment, PyTorch
+compares every collective's fingerprint (operation, shapes, dtypes) across ranks before running
+it, so ``mismatch`` and ``shape`` fail at once instead of at the timeout, and the line says what
+differs::
+
+    hanging_collective.py: error: rank 0 (pid 123): all_reduce #2 (shape [4], float32) failed after 0.0 s: TORCH_DISTRIBUTED_DEBUG=DETAIL found a mismatch: rank 0 runs ALLREDUCE [4], rank 1 runs BROADCAST [4] (Op type: ALLREDUCE vs BROADCAST)
+
+A rank that cannot reach MASTER_ADDR:MASTER_PORT also ends within about
 ``--timeout-s``, status 1, with one line naming the address; a bad option or launcher variable
 (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_PORT) is status 2; ``--debug`` adds the traceback. As a
 backstop for hangs that no timeout can interrupt (a rank stuck in a CUDA kernel, or NCCL without
@@ -68,6 +78,7 @@ import datetime
 import faulthandler
 import math
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -268,6 +279,25 @@ def rank_and_world() -> tuple[int, int]:
     return rank, world
 
 
+FINGERPRINT = re.compile(r"Rank (\d+) is running collective: CollectiveFingerPrint\("
+                         r"SequenceNumber=\d+, OpType=(\w+), TensorShape=\[([^\]]*)\]")
+
+
+def describe_failure(message: str) -> str:
+    """One line for a failed collective's RuntimeError. The report of TORCH_DISTRIBUTED_DEBUG=DETAIL
+    (two CollectiveFingerPrint reprs of several hundred characters each, then "Collectives differ
+    in the following aspects: ...") becomes "rank 0 runs ALLREDUCE [4], rank 1 runs BROADCAST [4]
+    (Op type: ALLREDUCE vs BROADCAST)"; any other message keeps its first line (200 characters)."""
+    sides = FINGERPRINT.findall(message)
+    if "Detected mismatch between collectives" in message and len(sides) >= 2:
+        aspects = message.partition("differ in the following aspects:")[2]
+        aspects = re.sub(r"(\S)vs ", r"\1 vs ", " ".join(aspects.split()))  # "4vs 5"
+        ranks = ", ".join(f"rank {r} runs {op} [{shape}]" for r, op, shape in sides[:2])
+        return (f"TORCH_DISTRIBUTED_DEBUG=DETAIL found a mismatch: {ranks}"
+                + (f" ({aspects})" if aspects else ""))
+    return (message.strip().splitlines() or [""])[0][:200]
+
+
 class Collectives:
     """Counts the collectives this rank calls and names the one that times out.
 
@@ -294,7 +324,7 @@ class Collectives:
             reason = ("did not complete within "
                       f"{self.timeout_s:g} s: the other ranks are not in the same collective"
                       if "timed out" in str(exc).lower() or "timeout" in str(exc).lower()
-                      else f"failed after {waited:.1f} s: {str(exc).splitlines()[0][:200]}")
+                      else f"failed after {waited:.1f} s: {describe_failure(str(exc))}")
             raise ScriptError(f"rank {self.rank} (pid {os.getpid()}): {what} {reason}") from exc
         say(f"rank {self.rank}: {name} #{self.count} done")
 
@@ -304,9 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="A 2+ rank job whose ranks call different collectives, so it "
         "hangs until the timeout names the stuck collective.")
     p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--mode", choices=("mismatch", "missing", "ok"), default="mismatch",
+    p.add_argument("--mode", choices=("mismatch", "missing", "shape", "ok"), default="mismatch",
                    help="mismatch: rank 0 all_reduce, others broadcast; missing: the last rank "
-                   "skips the collective; ok: all ranks all_reduce (default mismatch)")
+                   "skips the collective; shape: the last rank all_reduces 5 elements, the others "
+                   "4; ok: all ranks all_reduce (default mismatch)")
     p.add_argument("--timeout-s", type=number(float, 0, lo_open=True), default=30.0,
                    help="process-group timeout in seconds (default 30)")
     p.add_argument("--dump-margin-s", type=number(float, 0, lo_open=True), default=15.0,
@@ -364,7 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     with coll.watch("all_reduce", t):
         dist.all_reduce(t)
 
-    if args.mode == "ok" or (args.mode == "mismatch" and rank == 0):
+    if args.mode == "shape" and rank == world - 1:
+        t = torch.cat([t, t[:1]])           # 5 elements where the other ranks have 4
+    if args.mode in ("ok", "shape") or (args.mode == "mismatch" and rank == 0):
         with coll.watch("all_reduce", t):
             dist.all_reduce(t)
     elif args.mode == "mismatch":

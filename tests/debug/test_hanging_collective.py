@@ -134,6 +134,33 @@ def test_matching_collectives_finish(launch):
     assert "hanging_collective.py: error" not in res.stderr
 
 
+@pytest.mark.parametrize("mode, rank0, rank1", [("mismatch", "ALLREDUCE [4]", "BROADCAST [4]"),
+                                                ("shape", "ALLREDUCE [4]", "ALLREDUCE [5]")])
+def test_detail_debug_fails_at_once_naming_both_sides(launch, mode, rank0, rank1):
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL compares every collective's fingerprint across ranks before it
+    # runs: the job fails at the mismatched collective instead of waiting for its 120 s timeout (the
+    # launch is limited to 60 s), and each rank's one line says what both ranks were running.
+    res = launch.torchrun("hanging_collective.py", ["--mode", mode, "--timeout-s", "120"],
+                          env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, timeout=60)
+    assert res.returncode != 0, res.output
+    errors = [line for line in res.stderr.splitlines() if line.startswith("hanging_collective.py: error:")]
+    assert len(errors) == 2, res.stderr
+    for line in errors:
+        assert "all_reduce #2" in line or "broadcast #2" in line, line
+        assert "TORCH_DISTRIBUTED_DEBUG=DETAIL found a mismatch" in line, line
+        assert f"rank 0 runs {rank0}" in line and f"rank 1 runs {rank1}" in line, line
+
+
+def test_a_plain_failure_keeps_its_first_line():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from hanging_collective import describe_failure
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    assert describe_failure("Connection reset by peer\nmore detail") == "Connection reset by peer"
+    assert len(describe_failure("x" * 500)) == 200
+
+
 BAD_INPUT = [
     Case("single-process", [], r"needs at least 2 ranks \(world size is 1\); launch with torchrun "
          "--nproc-per-node 2"),
