@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import REPO, clean_env, free_port
+from tests.launchers import REPO, clean_env, free_port, import_script
 
 SCRIPTS = REPO / "scripts" / "debug"
 TIMEOUT_S = 8            # the job's process-group timeout
@@ -152,11 +152,7 @@ def test_detail_debug_fails_at_once_naming_both_sides(launch, mode, rank0, rank1
 
 
 def test_a_plain_failure_keeps_its_first_line():
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        from hanging_collective import describe_failure
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    describe_failure = import_script(SCRIPTS / "hanging_collective.py").describe_failure
     assert describe_failure("Connection reset by peer\nmore detail") == "Connection reset by peer"
     assert len(describe_failure("x" * 500)) == 200
 
