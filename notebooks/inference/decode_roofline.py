@@ -100,14 +100,13 @@ print(f"{len(devices)} accelerators with a bf16 peak and a memory bandwidth")
 # arithmetic the intensity is $2B$ per byte, so the batch is half the fp8 ridge point.
 
 # %%
-print(f"{'accelerator':<28}{'bf16 TFLOPS':>12}{'TBps':>7}{'ridge = batch, bf16':>20}"
-      f"{'batch, fp8':>11}")
+print(f"{'accelerator':<26}{'bf16 TFLOPS':>12}{'TBps':>7}{'batch, bf16':>12}{'fp8':>6}")
 ridge = {}
 for r in devices:
     bf16, bw, fp8 = figure(r, "bf16_dense"), figure(r, "mem_TBps"), figure(r, "fp8_dense")
     ridge[r["name"]] = bf16 / bw
-    fp8_batch = f"{fp8 / bw / 2:>11.0f}" if fp8 else f"{'—':>11}"
-    print(f"{r['name']:<28}{bf16:>12g}{bw:>7g}{bf16 / bw:>20.0f}{fp8_batch}")
+    fp8_batch = f"{fp8 / bw / 2:>6.0f}" if fp8 else f"{'—':>6}"
+    print(f"{r['name']:<26}{bf16:>12g}{bw:>7g}{bf16 / bw:>12.0f}{fp8_batch}")
 
 fig, ax = plt.subplots(figsize=(8, 5))
 names = sorted(ridge, key=ridge.get)

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: c6c020fdfa7d231b0e02872ec1fd68911d858a0227a3eff6069c93b5917ca0d6
+#       source_sha256: 64cacc3ac4912e4780755dbe0ddba94261cb41c65123f404b6e35aadef25c668
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -111,14 +111,13 @@ print(f"{len(devices)} 个加速器同时有 bf16 峰值和显存带宽数据")
 # 脊点 = 峰值 TFLOPS / 以 TBps 计的带宽，单位为 FLOP/byte。权重和运算都用 bf16 时，达到脊点的解码批大小在数值上等于脊点；权重和运算都用 fp8 时，强度为每字节 $2B$ FLOP，所以批大小是 fp8 脊点的一半。
 
 # %%
-print(f"{'加速器':<25}{'bf16 TFLOPS':>12}{'TBps':>7}{'脊点 = 批大小 bf16':>16}"
-      f"{'批大小 fp8':>9}")
+print(f"{'加速器':<23}{'bf16 TFLOPS':>12}{'TBps':>7}{'批大小 bf16':>9}{'fp8':>6}")
 ridge = {}
 for r in devices:
     bf16, bw, fp8 = figure(r, "bf16_dense"), figure(r, "mem_TBps"), figure(r, "fp8_dense")
     ridge[r["name"]] = bf16 / bw
-    fp8_batch = f"{fp8 / bw / 2:>11.0f}" if fp8 else f"{'—':>11}"
-    print(f"{r['name']:<28}{bf16:>12g}{bw:>7g}{bf16 / bw:>20.0f}{fp8_batch}")
+    fp8_batch = f"{fp8 / bw / 2:>6.0f}" if fp8 else f"{'—':>6}"
+    print(f"{r['name']:<26}{bf16:>12g}{bw:>7g}{bf16 / bw:>12.0f}{fp8_batch}")
 
 fig, ax = plt.subplots(figsize=(8, 5))
 names = sorted(ridge, key=ridge.get)

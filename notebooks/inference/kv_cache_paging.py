@@ -18,8 +18,8 @@
 #
 # The **KV cache** page of this part explains why servers stopped reserving one contiguous
 # cache buffer per request and moved to paged allocation (PagedAttention, Kwon et al. 2023,
-# https://arxiv.org/abs/2309.06180). This notebook measures the difference on a simulated
-# server:
+# [arXiv:2309.06180](https://arxiv.org/abs/2309.06180)). This notebook measures the difference
+# on a simulated server:
 #
 # 1. the memory each scheme wastes for a spread of request lengths, and how the page
 #    (block) size changes it;

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: a4d5bbcadfe55b35325579d20ddc65cdaa265550c311486fe661b38ab24afc83
+#       source_sha256: 1b77ee2a9d5904cc6657fdd238fd1519dcf7e72a7d4d4a2d8c3397fe72a7e6f0
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -20,7 +20,7 @@
 # %% [markdown]
 # # KV cache 分页：能容纳多少个请求
 #
-# 本部分的 **KV cache** 一页解释了推理服务器为什么不再为每个请求预留一块连续的缓存缓冲区，而改用分页分配（paged allocation）（PagedAttention，Kwon 等人 2023，https://arxiv.org/abs/2309.06180）。本 notebook 在一个模拟的服务器上测量两者的差别：
+# 本部分的 **KV cache** 一页解释了推理服务器为什么不再为每个请求预留一块连续的缓存缓冲区，而改用分页分配（paged allocation）（PagedAttention，Kwon 等人 2023，[arXiv:2309.06180](https://arxiv.org/abs/2309.06180)）。本 notebook 在一个模拟的服务器上测量两者的差别：
 #
 # 1. 对一组长度各异的请求，每种方案浪费多少显存（GPU memory），以及页（即块）的大小如何影响浪费；
 # 2. 在固定的显存预算下，当请求不断到达、每步增长一个 token、完成后离开时，能同时运行多少个请求；

@@ -17,8 +17,9 @@
 # # Speculative decoding: expected speedup against acceptance rate and draft length
 #
 # The **Speculative decoding** page of this part derives two formulas from Leviathan, Kalman and
-# Matias (2023, https://arxiv.org/abs/2211.17192). With a draft whose tokens the target accepts
-# with probability $\alpha$, independently, and $k$ drafted tokens per round:
+# Matias (2023, [arXiv:2211.17192](https://arxiv.org/abs/2211.17192)). With a draft whose
+# tokens the target accepts with probability $\alpha$, independently, and $k$ drafted tokens
+# per round:
 #
 # $$E(\alpha, k) = \frac{1-\alpha^{k+1}}{1-\alpha}$$
 #

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: d9a2f9a428dd993e439072352977f3eebc007a9ab7c0b743d933ddb11120cbc7
+#       source_sha256: 57cfa98d4db23e54e2067ef676e3d0da6f05fc0580786a36615ca5b683ed4c37
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -20,7 +20,7 @@
 # %% [markdown]
 # # 投机解码：期望加速比随接受率和草稿长度的变化
 #
-# 本部分的**投机解码**一页依据 Leviathan、Kalman 和 Matias（2023，https://arxiv.org/abs/2211.17192）推导出两个公式。若草稿（draft）的每个 token 被目标模型（target model）接受的概率都为 $\alpha$ 且相互独立，每轮起草 $k$ 个 token，则目标模型每次前向传播（pass）平均产出
+# 本部分的**投机解码**一页依据 Leviathan、Kalman 和 Matias（2023，[arXiv:2211.17192](https://arxiv.org/abs/2211.17192)）推导出两个公式。若草稿（draft）的每个 token 被目标模型（target model）接受的概率都为 $\alpha$ 且相互独立，每轮起草 $k$ 个 token，则目标模型每次前向传播（pass）平均产出
 #
 # $$E(\alpha, k) = \frac{1-\alpha^{k+1}}{1-\alpha}$$
 #
