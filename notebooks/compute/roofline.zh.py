@@ -24,7 +24,7 @@
 #
 # $$ \text{attainable FLOPS} = \min\left(\text{peak FLOPS},\ I \times \text{memory bandwidth}\right) $$
 #
-# 其中**算术强度**（arithmetic intensity）$I$ 是每字节内存流量对应的 FLOPs。两条线相交于**拐点**（ridge point）$I^* = \text{peak} / \text{bandwidth}$：低于拐点的操作是访存受限（memory-bound），高于拐点的是计算受限（compute-bound）。
+# 其中**算术强度**（arithmetic intensity）$I$ 是每字节内存流量对应的 FLOPs。两条线相交于**脊点**（ridge point）$I^* = \text{peak} / \text{bandwidth}$：低于脊点的操作是访存受限（memory-bound），高于脊点的是计算受限（compute-bound）。
 #
 # 本 notebook 从本书的规格数据文件（`data/compute/accelerators.yml`）读取若干加速器的 bf16 峰值 TFLOPS 和 HBM 带宽，计算 transformer 层中各操作的算术强度，然后用一个模型和一次小规模 CPU 测量来考察矩阵乘法达不到峰值的另一个原因：tile 量化与 wave 量化。它在 CPU 上几秒钟就能跑完。
 
@@ -91,12 +91,12 @@ rows = {r["name"]: r for r in specs["rows"]}
 devices = {name: (rows[name]["bf16_dense"] * 1e12, rows[name]["mem_TBps"] * 1e12)
            for name in DEVICES}
 
-print(f"{'加速器':<27} {'bf16 TFLOPS':>12} {'HBM TBps':>9} {'拐点 (FLOPs/字节)':>19}")
+print(f"{'加速器':<27} {'bf16 TFLOPS':>12} {'HBM TBps':>9} {'脊点 (FLOPs/字节)':>19}")
 for name, (peak, bw) in devices.items():
     print(f"{name:<27} {peak / 1e12:>12.1f} {bw / 1e12:>9.3f} {peak / bw:>19.0f}")
 
 # %% [markdown]
-# 拐点都在几百的量级：在这些加速器上，一个操作每从 HBM 读写一个字节，必须做几百次 bf16 FLOPs，才会受计算而不是受显存限制。较新的设备增加 FLOPS 的速度快于增加带宽的速度，所以拐点更高。
+# 脊点都在几百的量级：在这些加速器上，一个操作每从 HBM 读写一个字节，必须做几百次 bf16 FLOPs，才会受计算而不是受显存限制。较新的设备增加 FLOPS 的速度快于增加带宽的速度，所以脊点更高。
 #
 # ## transformer 各操作的算术强度
 #
@@ -137,7 +137,7 @@ ops = {
     "残差相加": 1 / 6,
 }
 peak, bw = devices["NVIDIA H100 SXM"]
-print(f"H100 SXM，拐点 = {peak / bw:.0f} FLOPs/字节")
+print(f"H100 SXM，脊点 = {peak / bw:.0f} FLOPs/字节")
 print(f"{'操作':<31} {'FLOPs/字节':>10} {'受限于':>8} {'可达 TFLOPS':>18}")
 for op, intensity in ops.items():
     attainable = min(peak, intensity * bw)
@@ -163,7 +163,7 @@ ax.legend(fontsize=8, loc="lower right")
 plt.show()
 
 # %% [markdown]
-# 大矩阵乘法远在所有拐点的右侧；层归一化、残差相加和未融合的 softmax 远在左侧，以显存速度运行，最多只有几个 TFLOPS。融合注意力把它从显存一侧移到了计算一侧，这正是融合注意力 kernel 更快的主要原因。token 很少的矩阵乘法（16 行，如解码时）虽然是矩阵乘法，也是访存受限的。
+# 大矩阵乘法远在所有脊点的右侧；层归一化、残差相加和未融合的 softmax 远在左侧，以显存速度运行，最多只有几个 TFLOPS。融合注意力把它从显存一侧移到了计算一侧，这正是融合注意力 kernel 更快的主要原因。token 很少的矩阵乘法（16 行，如解码时）虽然是矩阵乘法，也是访存受限的。
 #
 # ## tile 量化与 wave 量化
 #
