@@ -348,14 +348,19 @@ class ActivationRecorder:
 
     def save(self, path: str) -> None:
         """Write the records to ``path`` as JSON (through a temporary file and a rename)."""
-        import torch
-        write_atomic(path, json.dumps({"schema": SCHEMA, "torch": torch.__version__,
-                                       "records": self.records}, indent=0) + "\n")
+        save_records(path, self.records)
 
     def remove(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+
+
+def save_records(path: str, records: list[dict]) -> None:
+    """Write ``records`` as an activation_diff record file (JSON, written atomically)."""
+    import torch
+    write_atomic(path, json.dumps({"schema": SCHEMA, "torch": torch.__version__,
+                                   "records": records}, indent=0) + "\n")
 
 
 def load_records(path: str, option: str) -> list[dict]:
@@ -555,9 +560,14 @@ def demo_records(args) -> tuple[list[dict], list[dict], list[str]]:
         y = torch.randn(args.batch, 1)
         return model, x, y
 
-    names = [name for name, _ in build()[0].named_modules()]
+    modules = dict(build()[0].named_modules())
+    names = list(modules)
     if args.list_modules:
         return [], [], names
+    if args.inject_module and not isinstance(modules.get(args.inject_module), nn.Linear):
+        linears = [n for n, m in modules.items() if isinstance(m, nn.Linear)]
+        raise ScriptError(f"--inject-module: '{args.inject_module}' is not a Linear of the demo model "
+                          f"({linears[0]} ... {linears[-1]}; see --list-modules)", EXIT_USAGE)
     runs = []
     for run in ("A", "B"):
         model, x, y = build()
@@ -586,7 +596,6 @@ def main(argv: list[str] | None = None) -> int:
         records_b = load_records(args.run_b, "run_b")
         print(f"# {PROG}: A = {args.run_a}, B = {args.run_b}, rtol {args.rtol:g}")
     else:
-        check_demo_args(parser, args)
         if args.save_dir:
             check_output_dir(args.save_dir, "--save-dir")
         import torch
@@ -599,23 +608,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {PROG} demo: {args.blocks} blocks of width {args.width}, batch {args.batch}; "
               f"{what}; B in {args.b_dtype}; rtol {args.rtol:g}; torch {torch.__version__}")
         if args.save_dir:
-            for run, records in (("a", records_a), ("b", records_b)):
-                write_atomic(os.path.join(args.save_dir, f"run_{run}.json"), json.dumps(
-                    {"schema": SCHEMA, "torch": torch.__version__, "records": records}, indent=0) + "\n")
+            save_records(os.path.join(args.save_dir, "run_a.json"), records_a)
+            save_records(os.path.join(args.save_dir, "run_b.json"), records_b)
     result = compare(records_a, records_b, args.rtol)
     print(report(result))
     if args.json:
         write_atomic(args.json, json.dumps(_json_safe(result), indent=1) + "\n")
     return EXIT_FINDING if result["first"] else EXIT_OK
-
-
-def check_demo_args(parser, args) -> None:
-    """The demo's own check, before any work: --inject-module must name a Linear of the model."""
-    if args.inject_module and not args.list_modules:
-        valid = {f"blocks.{i}.{layer}" for i in range(args.blocks) for layer in ("fc1", "fc2")} | {"head"}
-        if args.inject_module not in valid:
-            parser.error(f"--inject-module: '{args.inject_module}' is not a Linear of the demo model "
-                         f"(e.g. blocks.0.fc1, blocks.{args.blocks - 1}.fc2, head; see --list-modules)")
 
 
 if __name__ == "__main__":
