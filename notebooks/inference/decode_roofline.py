@@ -159,7 +159,8 @@ for name in MODELS:
 # with $N$ the parameters (all of them for the bytes read, the matmul ones for the FLOPs),
 # $b_w$ the bytes per weight, $L$ the layers, $h d$ the attention width (heads times head
 # size) and $m_{kv}$ the KV bytes per token. Throughput is $B / t(B)$, and the batch is capped by
-# the memory left for the cache. For Llama 3.1 8B in bf16 on one GPU at a context of 4,096
+# the memory left for the cache (as `kv_cache_calculator.py` counts it: 90% of the GPU's
+# memory usable, minus the weights). For Llama 3.1 8B in bf16 on one GPU at a context of 4,096
 # tokens:
 
 # %%
@@ -167,6 +168,8 @@ model = models["Llama 3.1 8B"]
 n_matmul = calc.flops_per_token(model, 1)["matmul_params"]
 total = calc.count_params(model)["total"]
 kv_token = calc.kv_bytes_per_token(model, 2)
+kv_calc = book_module("scripts/inference/kv_cache_calculator.py", "kv_cache_calculator")
+shape = kv_calc.cache_shape(model, model["name"])
 layers, width = model["num_hidden_layers"], model["num_attention_heads"] * model["head_dim"]
 context = 4096
 batches = np.unique(np.round(np.logspace(0, 11, 200, base=2)).astype(int))
@@ -174,11 +177,12 @@ batches = np.unique(np.round(np.logspace(0, 11, 200, base=2)).astype(int))
 fig, ax = plt.subplots(figsize=(8, 4.5))
 print(f"{'accelerator':<24}{'max batch (memory)':>19}{'knee batch':>11}{'tok/s there':>12}")
 for r in shown:
-    bw, peak, mem = figure(r, "mem_TBps") * 1e12, figure(r, "bf16_dense") * 1e12, figure(r, "mem_GB") * 1e9
+    bw, peak = figure(r, "mem_TBps") * 1e12, figure(r, "bf16_dense") * 1e12
     memory_time = (2 * total + batches * context * kv_token) / bw
     compute_time = (2 * n_matmul + 4 * layers * width * context) * batches / peak
     step = np.maximum(memory_time, compute_time)
-    cap = int((0.9 * mem - 2 * total) // (context * kv_token))
+    cap = kv_calc.capacity(shape, params=total, context=context, kv_dtype="bf16",
+                           weight_dtype="bf16", gpu_memory_gb=figure(r, "mem_GB"))["sequences"]
     ok = batches <= cap
     ax.loglog(batches[ok], (batches / step)[ok], label=r["name"])
     knee = batches[np.argmax(compute_time >= memory_time)] if (compute_time >= memory_time).any() else None

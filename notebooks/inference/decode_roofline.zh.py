@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 64cacc3ac4912e4780755dbe0ddba94261cb41c65123f404b6e35aadef25c668
+#       source_sha256: f6a6334200d00537f2e7d9e35b332ec8a10ecd60e724330966c71ecae7040b5c
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -156,13 +156,15 @@ for name in MODELS:
 #
 # $$t(B) = \max\left(\frac{N b_w + B\,c\,m_{kv}}{\text{bandwidth}},\ \frac{2NB + 4 L h d\, c B}{\text{peak}}\right)$$
 #
-# 其中 $N$ 是参数量（计算读取字节时取全部参数，计算 FLOPs 时取参与矩阵乘法的参数），$b_w$ 是每个权重的字节数，$L$ 是层数，$h d$ 是注意力的宽度（头数乘以每头维度），$m_{kv}$ 是每个 token 的 KV 字节数。吞吐量为 $B / t(B)$，而批大小受留给缓存的显存限制。对 Llama 3.1 8B、bf16、单块 GPU、上下文 4,096 个 token：
+# 其中 $N$ 是参数量（计算读取字节时取全部参数，计算 FLOPs 时取参与矩阵乘法的参数），$b_w$ 是每个权重的字节数，$L$ 是层数，$h d$ 是注意力的宽度（头数乘以每头维度），$m_{kv}$ 是每个 token 的 KV 字节数。吞吐量为 $B / t(B)$，而批大小受留给缓存的显存限制（按 `kv_cache_calculator.py` 的算法：GPU 显存的 90% 可用，减去权重）。对 Llama 3.1 8B、bf16、单块 GPU、上下文 4,096 个 token：
 
 # %%
 model = models["Llama 3.1 8B"]
 n_matmul = calc.flops_per_token(model, 1)["matmul_params"]
 total = calc.count_params(model)["total"]
 kv_token = calc.kv_bytes_per_token(model, 2)
+kv_calc = book_module("scripts/inference/kv_cache_calculator.py", "kv_cache_calculator")
+shape = kv_calc.cache_shape(model, model["name"])
 layers, width = model["num_hidden_layers"], model["num_attention_heads"] * model["head_dim"]
 context = 4096
 batches = np.unique(np.round(np.logspace(0, 11, 200, base=2)).astype(int))
@@ -170,11 +172,12 @@ batches = np.unique(np.round(np.logspace(0, 11, 200, base=2)).astype(int))
 fig, ax = plt.subplots(figsize=(8, 4.5))
 print(f"{'加速器':<21}{'最大批大小(显存)':>12}{'拐点批大小':>6}{'该处 tok/s':>10}")
 for r in shown:
-    bw, peak, mem = figure(r, "mem_TBps") * 1e12, figure(r, "bf16_dense") * 1e12, figure(r, "mem_GB") * 1e9
+    bw, peak = figure(r, "mem_TBps") * 1e12, figure(r, "bf16_dense") * 1e12
     memory_time = (2 * total + batches * context * kv_token) / bw
     compute_time = (2 * n_matmul + 4 * layers * width * context) * batches / peak
     step = np.maximum(memory_time, compute_time)
-    cap = int((0.9 * mem - 2 * total) // (context * kv_token))
+    cap = kv_calc.capacity(shape, params=total, context=context, kv_dtype="bf16",
+                           weight_dtype="bf16", gpu_memory_gb=figure(r, "mem_GB"))["sequences"]
     ok = batches <= cap
     ax.loglog(batches[ok], (batches / step)[ok], label=r["name"])
     knee = batches[np.argmax(compute_time >= memory_time)] if (compute_time >= memory_time).any() else None
