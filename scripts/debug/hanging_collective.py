@@ -38,7 +38,24 @@ after ``--timeout-s`` + ``--dump-margin-s`` and exits.
 
 With NCCL, PyTorch's watchdog enforces the timeout and tears the process down itself; its log
 names the collective too (``WorkNCCL(SeqNum=1, OpType=ALLREDUCE, ...)``), and the flight recorder
-(``TORCH_NCCL_TRACE_BUFFER_SIZE``) can dump the last collectives of every rank.
+(``TORCH_FR_BUFFER_SIZE``, formerly ``TORCH_NCCL_TRACE_BUFFER_SIZE``) can dump the last collectives
+of every rank.
+
+The flight recorder works with gloo too (torch 2.13), so it can be shown on a CPU. ``--fr-dump DIR``
+turns it on and, when a collective fails, writes this rank's buffer to ``DIR/rank_<R>.json``: the
+collectives the rank issued, numbered, with operation, tensor sizes and the Python stack that
+issued them. ``--fr-report DIR`` (no launcher needed) lines up the ranks' dumps by that number and
+names the first collective where they differ, with the line of code on each side, and exits 3::
+
+    $ python hanging_collective.py --fr-report fr
+    flight recorder dumps of ranks 0, 1 (2 ranks in the group)
+      #1  rank 0 all_reduce [4] at hanging_collective.py:541   rank 1 all_reduce [4] at hanging_collective.py:541
+      #2  rank 0 all_reduce [4] at hanging_collective.py:547   rank 1 broadcast [4] at hanging_collective.py:550
+    hanging_collective.py: finding: collective #2: rank 0 runs all_reduce [4] (hanging_collective.py:547), rank 1 runs broadcast [4] (hanging_collective.py:550)
+
+PyTorch's own analyzer, ``torchfrtrace DIR -p rank_``, reads the pickled dumps that NCCL's
+watchdog writes (``TORCH_NCCL_DUMP_ON_TIMEOUT=1``); in torch 2.13 it stops with a KeyError on gloo
+dumps (the default group is recorded without its name), hence the small report here.
 
 How to launch
 -------------
@@ -49,6 +66,11 @@ CPU (gloo), two processes::
 and, in another terminal while it hangs::
 
     py-spy dump --pid <pid printed by rank 0>; py-spy dump --pid <pid printed by rank 1>
+
+With the flight recorder, then its report::
+
+    torchrun --standalone --nproc-per-node 2 hanging_collective.py --timeout-s 5 --fr-dump fr
+    python hanging_collective.py --fr-report fr
 
 GPUs (nccl, one GPU per rank): the same with ``--backend nccl``. SLURM: ``srun --ntasks 2
 python -m torch.distributed.run ...`` or plain ``srun`` with MASTER_ADDR/MASTER_PORT exported
@@ -76,8 +98,10 @@ import argparse
 import contextlib
 import datetime
 import faulthandler
+import json
 import math
 import os
+import pickle
 import re
 import sys
 import tempfile
@@ -306,8 +330,8 @@ class Collectives:
     this rank, the tensor and how long it waited (seconds): one line on stderr and status 1.
     """
 
-    def __init__(self, rank: int, timeout_s: float):
-        self.rank, self.timeout_s, self.count = rank, timeout_s, 0
+    def __init__(self, rank: int, timeout_s: float, fr_dump: str | None = None):
+        self.rank, self.timeout_s, self.count, self.fr_dump = rank, timeout_s, 0, fr_dump
 
     @contextlib.contextmanager
     def watch(self, name: str, tensor=None):
@@ -325,8 +349,117 @@ class Collectives:
                       f"{self.timeout_s:g} s: the other ranks are not in the same collective"
                       if "timed out" in str(exc).lower() or "timeout" in str(exc).lower()
                       else f"failed after {waited:.1f} s: {describe_failure(str(exc))}")
+            if self.fr_dump:
+                path = dump_flight_recorder(self.fr_dump, self.rank)
+                say(f"rank {self.rank}: flight recorder written to {path}", sys.stderr)
             raise ScriptError(f"rank {self.rank} (pid {os.getpid()}): {what} {reason}") from exc
         say(f"rank {self.rank}: {name} #{self.count} done")
+
+
+def dump_flight_recorder(folder: str, rank: int) -> str:
+    """Write this rank's flight-recorder buffer to ``folder/rank_<rank>.json`` (atomically) and
+    return the path. torch returns the buffer pickled (``_dump_fr_trace``); it is loaded here,
+    in the process that produced it, and saved as JSON so that reading a dump never unpickles a
+    file. Keys as torch writes them: ``pg_config`` (group name -> ranks), ``entries`` (one per
+    collective: ``collective_seq_id``, ``profiling_name`` such as ``gloo:all_reduce``,
+    ``input_sizes``, ``frames`` innermost first)."""
+    import torch
+    trace = pickle.loads(torch._C._distributed_c10d._dump_fr_trace())
+    path = os.path.join(folder, f"rank_{rank}.json")
+    write_atomic(path, json.dumps(trace, indent=1, default=str))
+    return path
+
+
+def load_flight_recorder(folder: str) -> dict[int, dict]:
+    """rank -> dump for every ``rank_<R>.json`` in ``folder``. Raises ScriptError (usage) when
+    the folder has none, and (failure) naming the file that is not a dump."""
+    if not os.path.isdir(folder):
+        raise ScriptError(f"--fr-report {folder}: no such folder", EXIT_USAGE)
+    dumps = {}
+    for name in sorted(os.listdir(folder)):
+        match = re.fullmatch(r"rank_(\d+)\.json", name)
+        if not match:
+            continue
+        path = os.path.join(folder, name)
+        try:
+            with open(path, encoding="utf-8") as f:
+                trace = json.load(f)
+            entries = trace["entries"]
+            if not isinstance(entries, list):
+                raise TypeError("entries is not a list")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ScriptError(f"--fr-report {path}: not a flight-recorder dump written by "
+                              f"--fr-dump ({exc})") from exc
+        dumps[int(match.group(1))] = trace
+    if not dumps:
+        raise ScriptError(f"--fr-report {folder}: no rank_<R>.json files; write them with "
+                          "--fr-dump", EXIT_USAGE)
+    return dumps
+
+
+def describe_entry(entry: dict) -> tuple[str, str]:
+    """("all_reduce [4]", "file.py:275"): the operation and its input sizes, and the first stack
+    frame outside torch (the caller's line that issued the collective; "" when none)."""
+    op = str(entry.get("profiling_name", "?")).partition(":")[2] or "?"
+    what = " ".join([op, *(str(s) for s in entry.get("input_sizes") or [])])
+    here = next((f for f in entry.get("frames") or []
+                 if f"{os.sep}torch{os.sep}" not in str(f.get("filename", ""))), None)
+    return what, f"{os.path.basename(str(here['filename']))}:{here['line']}" if here else ""
+
+
+def first_disagreement(dumps: dict[int, dict]) -> tuple[list[str], str | None]:
+    """Line the ranks' collectives up by sequence number (per process group) and return (the
+    table's lines, the first disagreement or None). Ranks disagree at a number when they ran
+    different operations or sizes there, or when a rank that dumped has no entry with that number
+    (it never got there: look at what it did instead). Ranks of the group that left no dump are
+    named on the first line, and are the finding when the dumps agree."""
+    group_ranks = set(dumps)
+    for trace in dumps.values():
+        for config in (trace.get("pg_config") or {}).values():
+            try:
+                group_ranks |= set(json.loads(str(config.get("ranks", "[]"))))
+            except (ValueError, AttributeError):
+                pass
+    by_seq: dict[tuple[str, int], dict[int, dict]] = {}
+    for rank, trace in dumps.items():
+        for entry in trace["entries"]:
+            if entry.get("is_p2p"):
+                continue
+            group = str((entry.get("process_group") or ["?"])[0])
+            by_seq.setdefault((group, int(entry["collective_seq_id"])), {})[rank] = entry
+    silent = sorted(group_ranks - set(dumps))
+    lines = [f"flight recorder dumps of ranks {', '.join(map(str, sorted(dumps)))} "
+             f"({len(group_ranks)} ranks in the group"
+             + (f"; no dump from rank {', '.join(map(str, silent))})" if silent else ")")]
+    finding = None
+    for (group, seq), per_rank in sorted(by_seq.items(), key=lambda item: item[0][1]):
+        shown = {rank: describe_entry(entry) for rank, entry in sorted(per_rank.items())}
+        lines.append(f"  #{seq}  " + "   ".join(f"rank {r} {what}" + (f" at {where}" if where else "")
+                                              for r, (what, where) in shown.items()))
+        if finding:
+            continue
+        missing = sorted(set(dumps) - set(per_rank))
+        if len({what for what, _ in shown.values()}) > 1 or missing:
+            sides = [f"rank {r} runs {what}" + (f" ({where})" if where else "")
+                     for r, (what, where) in shown.items()]
+            sides += [f"rank {r} has no collective #{seq}" for r in missing]
+            finding = f"collective #{seq}: " + ", ".join(sides)
+    if not finding and silent:
+        finding = (f"no dump from rank {', '.join(map(str, silent))}: it died, or none of its "
+                   "collectives failed")
+    return lines, finding
+
+
+def fr_report(folder: str) -> int:
+    """Print the aligned dumps of ``folder``; 3 and a finding line when ranks disagree, else 0."""
+    lines, finding = first_disagreement(load_flight_recorder(folder))
+    for line in lines:
+        say(line)
+    if finding:
+        say(f"{PROG}: finding: {finding}")
+        return EXIT_FINDING
+    say("all ranks ran the same collectives")
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -345,11 +478,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "exits, if the job is still alive (default 15)")
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
                    help="auto: nccl with CUDA, else gloo (default auto)")
+    p.add_argument("--fr-dump", type=nonempty, metavar="DIR",
+                   help="turn on PyTorch's flight recorder and, when a collective fails, write "
+                   "this rank's buffer to DIR/rank_<R>.json (the folder is created)")
+    p.add_argument("--fr-report", type=nonempty, metavar="DIR",
+                   help="no job: read the rank_<R>.json dumps in DIR and name the first "
+                   "collective where the ranks differ (exit 3 when they do)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.fr_report:
+        return fr_report(args.fr_report)
     rank, world = rank_and_world()
     if world < 2:
         raise ScriptError(f"needs at least 2 ranks (world size is {world}); launch with "
@@ -359,6 +500,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ScriptError(f"{var} is not set; launch with torchrun, or export it for "
                               "srun", EXIT_USAGE)
     master = f"{os.environ['MASTER_ADDR']}:{env_int('MASTER_PORT')}"
+    if args.fr_dump:
+        check_output_dir(args.fr_dump, "--fr-dump")
+        # Read when the first process group is made; an explicit setting is kept.
+        os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
     local = env_int("LOCAL_RANK", env_int("SLURM_LOCALID", 0))
 
     # Backstop: if the job is still alive well after the timeout, print every thread's stack
@@ -388,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as exc:
             raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master} "
                               f"failed: {(str(exc).strip().splitlines() or [''])[0]}") from exc
-    coll = Collectives(rank, args.timeout_s)
+    coll = Collectives(rank, args.timeout_s, args.fr_dump)
     t = torch.full((4,), float(rank + 1), device=device)
 
     # A first collective that every rank calls: it proves the group works before the hang.

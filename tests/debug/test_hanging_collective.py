@@ -68,10 +68,11 @@ def finish(proc: subprocess.Popen, limit: float) -> tuple[str, str]:
 
 
 def test_mismatch_is_diagnosed_and_ends_by_timeout_naming_the_collective(tmp_path):
-    traces = tmp_path / "traces"
+    traces, fr = tmp_path / "traces", tmp_path / "fr"
     start = time.monotonic()
     proc = start_job([str(SCRIPTS / "rank_line_tracer.py"), "--out", str(traces), "--",
-                      str(SCRIPTS / "hanging_collective.py"), "--timeout-s", str(TIMEOUT_S)])
+                      str(SCRIPTS / "hanging_collective.py"), "--timeout-s", str(TIMEOUT_S),
+                      "--fr-dump", str(fr)])
     seen, head = wait_for_ranks(proc, 2, limit=45)
     if len(seen) < 2:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -124,6 +125,53 @@ def test_mismatch_is_diagnosed_and_ends_by_timeout_naming_the_collective(tmp_pat
     assert any(f"rank 1 (pid {seen[1][0]}): broadcast #2" in e for e in errors)
     assert elapsed >= TIMEOUT_S                       # ended by the timeout, not before
 
+    # 4. The flight recorder: each rank dumped its buffer when its collective failed, and the
+    #    report names collective #2, each rank's operation and the line of code that issued it.
+    assert sorted(f.name for f in fr.iterdir()) == ["rank_0.json", "rank_1.json"]
+    report = subprocess.run([sys.executable, str(SCRIPTS / "hanging_collective.py"),
+                             "--fr-report", str(fr)], capture_output=True, text=True, timeout=60)
+    assert report.returncode == 3, report.stdout + report.stderr
+    found = re.search(r"finding: collective #2: rank 0 runs all_reduce \[4\] "
+                      r"\(hanging_collective\.py:(\d+)\), rank 1 runs broadcast \[4\] "
+                      r"\(hanging_collective\.py:(\d+)\)$", report.stdout, re.M)
+    assert found, report.stdout
+    source = (SCRIPTS / "hanging_collective.py").read_text(encoding="utf-8").splitlines()
+    assert source[int(found[1]) - 1].strip() == "dist.all_reduce(t)"
+    assert source[int(found[2]) - 1].strip() == "dist.broadcast(t, src=1)"
+    first = re.search(r"#1  rank 0 all_reduce \[4\] at hanging_collective\.py:(\d+)", report.stdout)
+    assert first and first[1] != found[1], report.stdout   # the first all_reduce, another line
+
+
+def fr_entry(seq: int, op: str, sizes: list, line: int) -> dict:
+    return {"collective_seq_id": seq, "profiling_name": f"gloo:{op}", "input_sizes": sizes,
+            "process_group": ["0", "default_pg"], "is_p2p": False,
+            "frames": [{"filename": "/x/torch/distributed/distributed_c10d.py", "line": 1,
+                        "name": op}, {"filename": "/job/train.py", "line": line, "name": "step"}]}
+
+
+def fr_dump(*entries: dict, ranks: str = "[0, 1, 2]") -> dict:
+    return {"pg_config": {"": {"name": "", "ranks": ranks}}, "entries": list(entries)}
+
+
+def test_flight_recorder_report_names_the_first_difference():
+    first_disagreement = import_script(SCRIPTS / "hanging_collective.py").first_disagreement
+    same = {r: fr_dump(fr_entry(1, "all_reduce", [[4]], 10), fr_entry(2, "all_gather", [[2]], 11))
+            for r in range(3)}
+    assert first_disagreement(same)[1] is None
+    # Rank 1's all_gather has 5 elements where the others have 2: the sizes differ, not the op.
+    shape = {**same, 1: fr_dump(fr_entry(1, "all_reduce", [[4]], 10),
+                                fr_entry(2, "all_gather", [[5]], 11))}
+    assert first_disagreement(shape)[1] == ("collective #2: rank 0 runs all_gather [2] (train.py:11), "
+                                            "rank 1 runs all_gather [5] (train.py:11), "
+                                            "rank 2 runs all_gather [2] (train.py:11)")
+    # Rank 2 stopped after #1, and rank 1 wrote no dump (it says nothing about rank 1's steps).
+    dead = {0: same[0], 2: fr_dump(fr_entry(1, "all_reduce", [[4]], 10))}
+    lines, finding = first_disagreement(dead)
+    assert finding == "collective #2: rank 0 runs all_gather [2] (train.py:11), rank 2 has no collective #2"
+    assert lines[0] == "flight recorder dumps of ranks 0, 2 (3 ranks in the group; no dump from rank 1)"
+    # The dumps that exist agree: the silent rank is the finding.
+    assert first_disagreement({0: same[0], 2: same[2]})[1].startswith("no dump from rank 1:")
+
 
 def test_matching_collectives_finish(launch):
     res = launch.torchrun("hanging_collective.py", ["--mode", "ok", "--timeout-s", "30"],
@@ -166,6 +214,15 @@ BAD_INPUT = [
     Case("mode-unknown", ["--mode", "deadlock"], "--mode"),
     Case("master-missing", [], "MASTER_ADDR is not set", env={"RANK": "0", "WORLD_SIZE": "2"}),
     *launcher_cases([], ["--timeout-s", "1"]),
+    Case("fr-dump-is-a-file", ["--fr-dump", "{tmp}/fr"], r"--fr-dump .*/fr: .*/fr is a file, not a folder",
+         env={"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "{port}"},
+         files={"fr": "not a folder"}),
+    Case("fr-report-no-folder", ["--fr-report", "{tmp}/none"], r"--fr-report .*/none: no such folder"),
+    Case("fr-report-no-dumps", ["--fr-report", "{tmp}"], r"no rank_<R>\.json files; write them with --fr-dump",
+         files={"notes.txt": "x"}),
+    Case("fr-report-not-a-dump", ["--fr-report", "{tmp}"],
+         r"rank_0\.json: not a flight-recorder dump written by --fr-dump", status=1,
+         files={"rank_0.json": "{\"entries\": 3}"}),
 ]
 
 
