@@ -1,0 +1,993 @@
+#!/usr/bin/env python
+"""find_bad_rank.py: which rank, host or link makes a distributed job slow, or does not answer?
+
+What it measures
+----------------
+Every rank of the job (started by torchrun or srun) takes part in three measurements, and rank 0
+compares them:
+
+1. **Compute**: a fixed loop of ``--matmul-iters`` float32 matmuls of ``--matmul-n`` square
+   matrices, timed on every rank at the same moment; ``compute_ms`` is the median time of one
+   matmul in milliseconds. It separates a slow host (throttled GPU or CPU, a second job on it)
+   from a slow link.
+2. **Ring pass**: each rank and its ring neighbour (rank r and r+1 mod N) exchange messages.
+3. **Pairwise pass** (at most ``--pairwise-max-ranks`` ranks, default 64; a larger job gets the
+   ring pass only, since the N(N-1)/2 pairs grow with the square of N): every other pair (i, j).
+   The pairs are scheduled in rounds of a round-robin tournament (the circle method: N-1 rounds
+   for an even N, N for an odd N), so that every pair meets exactly once and no rank is in two
+   pairs in the same round; pairs already measured by the ring pass are skipped.
+
+A pair exchanges messages by ping-pong with ``isend``/``irecv``, each wait bounded by
+``--timeout-s``: the lower rank sends, the higher rank sends the message back, ``--warmup`` untimed
+then ``--iters`` timed round trips. One-way time is half the fastest round trip (a fault slows
+every trip; a process the operating system was slow to wake slows one). **Latency**
+(``latency_us``, microseconds) is the one-way time of a ``--latency-bytes`` message (default 8
+bytes); **bandwidth** (``bandwidth_GBps``, decimal GBps, 1 GBps = 1e9 bytes/s) is a
+``--bandwidth-bytes`` message (default 16 MiB) divided by its one-way time: the algbw of one
+point-to-point transfer in one direction, with nothing else on the link.
+
+Verdicts (rank 0; ``--slow-factor`` F, default 3):
+
+* **dead rank R**: R did not join within ``--join-timeout-s``, or stopped answering: its partner
+  saw no sign of life (a heartbeat counter every rank bumps in the rendezvous store four times a
+  second) for ``--timeout-s``, or R never sent its results;
+* **slow rank R (host H, local rank L)**: the median of R's links is more than F times the median
+  of the links that do not touch R (latency), or less than 1/F of it (bandwidth). With its compute
+  time normal too, look at R's network path (NIC, cable, switch port, PCIe link); with its compute
+  time F times the others' as well, the host itself is slow;
+* **slow link R<->S**: one link F times slower than the median of the links between healthy ranks;
+  **failed link R<->S**: both ranks alive, but the transfer did not finish within ``--timeout-s``;
+* **slow compute on rank R**: compute time more than F times the median of the other ranks'.
+
+Telling a slow rank from a slow link needs 3 ranks or more (with 2 there is one link and nothing
+to compare it with).
+
+Exit status: 0 when nothing was found, 3 when rank 0 reports a finding (the other ranks exit 0,
+so under torchrun, which exits 1 when any rank fails, look for rank 0's ``exitcode: 3``), 1 for a
+runtime failure (the store or a device), 2 for a bad option or launcher variable, 130/143 after
+Ctrl-C/SIGTERM. Every failure is one line naming the rank and host (``--debug`` adds the
+traceback). A rank that cannot reach the rendezvous store (MASTER_ADDR:MASTER_PORT, rank 0's
+address under srun) says so within ``--timeout-s``.
+
+How it waits
+------------
+The ranks coordinate through the rendezvous store, not through collectives: a collective would
+wait for the dead rank along with everybody else. Before each exchange the two partners meet in
+the store; a partner whose heartbeat stands still for ``--timeout-s`` is declared dead, marked in
+the store, and skipped by everyone after. Results go to the store, where rank 0 collects them
+(``--timeout-s`` after the last sign of life of a silent rank at most). With gloo, every
+``wait`` has the timeout; with nccl a stuck transfer can block a rank inside NCCL, so every rank
+also runs under an overall deadline (``--timeout-s`` times the number of rounds plus three).
+
+Demo and self-test options
+--------------------------
+* ``--inject-slow-rank R --inject-delay-ms D``: rank R sleeps D ms before each send and receive;
+* ``--inject-slow-link R,S``: ranks R and S sleep D ms before each transfer between them;
+* ``--inject-dead-rank R`` with ``--inject-dead-how``: ``hang`` (default; R joins, then stops
+  answering and sleeps, as a rank stuck in a kernel or swapping), ``exit`` (R joins, then exits
+  with status 1 before its first transfer; not under torchrun, which then stops every rank) or
+  ``no-join`` (R sleeps instead of joining).
+
+How to launch
+-------------
+One node, 8 GPUs (nccl), or CPU processes (gloo, ``--device cpu``)::
+
+    torchrun --standalone --nproc-per-node 8 find_bad_rank.py --json bad_rank.json
+
+SLURM, one task per GPU (RANK, WORLD_SIZE and LOCAL_RANK come from SLURM_PROCID, SLURM_NTASKS and
+SLURM_LOCALID; each task must see all the node's GPUs, so no ``--gpus-per-task``)::
+
+    export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+    export MASTER_PORT=29500
+    srun --nodes 4 --ntasks-per-node 8 python find_bad_rank.py --timeout-s 60 --json bad_rank.json
+
+or torchrun on each node (``srun --nodes 4 --ntasks-per-node 1 torchrun --nnodes 4
+--nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:29500" find_bad_rank.py``).
+
+Example output
+--------------
+Injected slow rank, 4 CPU processes on a 2-core cloud VM (torch 2.13.0+cpu, gloo; rank 0 exits 3,
+torchrun's own failure report trimmed; on this oversubscribed machine, 4 processes on 2 cores, a
+transfer can wait milliseconds for its partner to be scheduled, hence ``--min-excess-ms 20``)::
+
+    $ torchrun --standalone --nproc-per-node 4 find_bad_rank.py --device cpu --timeout-s 5 \\
+        --bandwidth-bytes 64K --iters 5 --matmul-n 256 --min-excess-ms 20 \\
+        --inject-slow-rank 2 --inject-delay-ms 50
+    # 4 ranks on 1 host(s), gloo, 3 rounds (ring + pairwise)
+    rank host             local    lat_us  bw_GBps compute_ms  verdict
+       0 vm                   0      83.5    0.809       0.44  ok
+       1 vm                   1      70.3    0.783       0.45  ok
+       2 vm                   2   50402.9    0.001       0.46  slow rank
+       3 vm                   3      83.5    0.783       0.47  ok
+    (lat_us, bw_GBps: median over the rank's links; one-way latency of 8 B, algbw of 65536 B point-to-point)
+    FINDING: slow rank 2 (host vm, local rank 2): its links are 716.8x slower in latency and 622.3x in bandwidth than the links between the other ranks; its compute is normal: look at its network path (NIC, cable, switch port, PCIe)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import os
+import re
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+PROG = "find_bad_rank.py"
+
+
+# --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
+# --- script of the book; tests/test_script_contract.py keeps the copies in step.            ---
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ScriptError(Exception):
+    """A failure the user can act on. ``run_main`` prints it as the one line
+    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE):
+        super().__init__(message)
+        self.status = status
+
+
+def number(kind=float, lo=None, hi=None, lo_open=False):
+    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
+    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
+    option."""
+    def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type`` for names and paths: the empty string is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
+    """The integer environment variable ``name`` (``default`` when unset or empty, an error when
+    there is no default); a non-integer or a value below ``lo`` raises ScriptError naming it."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        if default is None:
+            raise ScriptError(f"environment variable {name} is not set", EXIT_USAGE)
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ScriptError(f"environment variable {name}={text!r} is not an integer", EXIT_USAGE) from None
+    if value < lo:
+        raise ScriptError(f"environment variable {name}={value} must be >= {lo}", EXIT_USAGE)
+    return value
+
+
+def check_output(path: str, option: str, inputs=()) -> str:
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
+    for item in inputs:
+        if os.path.realpath(item) == os.path.realpath(path):
+            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def check_output_dir(path: str, option: str) -> str:
+    """Check, before any work, that the folder ``path`` (given as ``option``) can receive results:
+    creates it if missing and makes sure a file can be created in it. Returns the path; raises
+    ScriptError naming the option and the offending path otherwise."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ScriptError(f"{option} {path}: {existing} is a file, not a folder", EXIT_USAGE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write there ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
+    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class deadline:
+    """``with deadline(seconds, "what"):`` bounds a wait that has no timeout of its own (or one
+    that retries): after ``seconds`` it prints ``PROG: error: WHAT did not finish within S s``
+    and ends the process at once (os._exit, since the stuck call cannot be unwound)."""
+
+    def __init__(self, seconds: float, what: str):
+        self.timer = threading.Timer(seconds, self._expire, (seconds, what))
+        self.timer.daemon = True
+
+    @staticmethod
+    def _expire(seconds: float, what: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {what} did not finish within {seconds:g} s\n")
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+
+
+def run_main(main, argv=None) -> None:
+    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    try:
+        status = main(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, ScriptError):
+            status, message = exc.status, str(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            status, message = EXIT_INTERRUPTED, "interrupted"
+        else:
+            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
+    sys.exit(status or EXIT_OK)
+# --- end of script contract ---
+
+
+def say(line: str, stream=sys.stdout) -> None:
+    """Write ``line`` and its newline in one write (ranks share the launcher's stdout)."""
+    stream.write(line + "\n")
+    stream.flush()
+
+
+def size_arg(text: str) -> int:
+    """argparse type for a byte count: ``4096``, ``64K``, ``16M``, ``1G`` (K = 1024)."""
+    match = re.fullmatch(r"(\d+)([KMG]?)(I?B)?", text.strip().upper())
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 8, 64K, 16M)")
+    return int(match[1]) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[match[2]]
+
+
+def pair_arg(text: str) -> tuple[int, int]:
+    """argparse type for ``R,S``: two different ranks."""
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not two ranks R,S (e.g. 1,2)")
+    a, b = (int(p) for p in parts)
+    if a == b:
+        raise argparse.ArgumentTypeError(f"{text!r} names the same rank twice")
+    return (min(a, b), max(a, b))
+
+
+MAX_BANDWIDTH_BYTES = 2 * 1024**3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface; building it touches neither torch nor any device."""
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Find the slow or dead rank, or the slow link, of a distributed "
+        "job: every pair of ranks measures latency and bandwidth by ping-pong, every rank times a "
+        "matmul loop, and rank 0 names the outlier. Exit 3 when it finds one. Launch with "
+        "torchrun or srun.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="cuda: one GPU per rank (LOCAL_RANK), nccl; cpu: gloo; auto: cuda when "
+                   "available (default auto)")
+    p.add_argument("--timeout-s", type=number(float, 0, 3600, lo_open=True), default=30.0,
+                   help="seconds without a sign of life before a partner is declared dead, and "
+                   "the limit of each transfer (default 30)")
+    p.add_argument("--join-timeout-s", type=number(float, 0, 3600, lo_open=True), default=60.0,
+                   help="seconds rank 0 waits for every rank to join (default 60)")
+    p.add_argument("--latency-bytes", type=size_arg, default=8, metavar="SIZE",
+                   help="message size of the latency test (default 8; 1 to 1M)")
+    p.add_argument("--bandwidth-bytes", type=size_arg, default=16 * 1024**2, metavar="SIZE",
+                   help="message size of the bandwidth test (default 16M; K=1024; at most 2G)")
+    p.add_argument("--iters", type=number(int, 1, 1000), default=10,
+                   help="timed round trips per pair and size (default 10)")
+    p.add_argument("--warmup", type=number(int, 1, 100), default=2,
+                   help="untimed round trips first (default 2)")
+    p.add_argument("--matmul-n", type=number(int, 16, 16384), default=1024,
+                   help="size of the square float32 matrices of the compute test (default 1024)")
+    p.add_argument("--matmul-iters", type=number(int, 1, 1000), default=10,
+                   help="matmuls timed per rank (default 10)")
+    p.add_argument("--slow-factor", type=number(float, 1, 1000, lo_open=True), default=3.0,
+                   help="how many times slower than its peers a rank, link or host must be to be "
+                   "named (default 3)")
+    p.add_argument("--min-excess-ms", type=number(float, 0, 60000), default=0.0,
+                   help="a slow rank or link must also take this many ms more per transfer than "
+                   "the others (default 0; raise it on a noisy, oversubscribed machine)")
+    p.add_argument("--pairwise-max-ranks", type=number(int, 2, 1024), default=64,
+                   help="largest world size that gets the pairwise pass; above it, the ring pass "
+                   "only (default 64)")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="rank 0 writes the matrices and findings to PATH")
+    demo = p.add_argument_group("demo and self-test (fault injection)")
+    demo.add_argument("--inject-slow-rank", type=number(int, 0), metavar="R",
+                      help="rank R sleeps --inject-delay-ms before each send and receive")
+    demo.add_argument("--inject-slow-link", type=pair_arg, metavar="R,S",
+                      help="ranks R and S sleep --inject-delay-ms before each transfer between "
+                      "them")
+    demo.add_argument("--inject-delay-ms", type=number(float, 0, 60000, lo_open=True),
+                      default=50.0, help="delay of the injections above (default 50)")
+    demo.add_argument("--inject-dead-rank", type=number(int, 0), metavar="R",
+                      help="rank R stops answering (see --inject-dead-how)")
+    demo.add_argument("--inject-dead-how", choices=("hang", "exit", "no-join"), default="hang",
+                      help="hang: join, then sleep instead of answering; exit: join, then exit 1 "
+                      "before the first transfer; no-join: sleep instead of joining (default hang)")
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 1 <= args.latency_bytes <= 1024**2:
+        parser.error(f"argument --latency-bytes: {args.latency_bytes} must be 1 to 1M bytes")
+    if not 1 <= args.bandwidth_bytes <= MAX_BANDWIDTH_BYTES:
+        parser.error(f"argument --bandwidth-bytes: {args.bandwidth_bytes} must be 1 byte to 2G "
+                     "(a larger message measures nothing more)")
+    return args
+
+
+# --- the schedule --------------------------------------------------------------------------------
+
+def tournament(n: int) -> list[list[tuple[int, int]]]:
+    """Round-robin rounds (circle method) for ranks 0..n-1: each pair (i < j) appears in exactly
+    one round, each rank at most once per round; n-1 rounds for an even n, n for an odd n (a
+    rank sits out each round)."""
+    players: list[int | None] = list(range(n)) + ([None] if n % 2 else [])
+    m = len(players)
+    rounds = []
+    for _ in range(m - 1):
+        pairs = []
+        for i in range(m // 2):
+            a, b = players[i], players[m - 1 - i]
+            if a is not None and b is not None:
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(sorted(pairs))
+        players = [players[0], players[-1], *players[1:-1]]
+    return rounds
+
+
+def ring_rounds(n: int) -> list[list[tuple[int, int]]]:
+    """The ring links (r, r+1 mod n) in rounds where no rank appears twice: 2 rounds for an even
+    n, 3 for an odd n (1 round for n = 2)."""
+    links = sorted({(min(r, (r + 1) % n), max(r, (r + 1) % n)) for r in range(n)} - {(0, 0)})
+    rounds: list[list[tuple[int, int]]] = []
+    for a, b in links:
+        for pairs in rounds:
+            if all(a not in p and b not in p for p in pairs):
+                pairs.append((a, b))
+                break
+        else:
+            rounds.append([(a, b)])
+    return rounds
+
+
+def schedule(n: int, pairwise_max: int) -> list[tuple[str, list[tuple[int, int]]]]:
+    """All rounds: ('ring', pairs)... then ('pairwise', pairs)... (without the ring's pairs);
+    the pairwise pass only when n <= pairwise_max."""
+    ring = ring_rounds(n)
+    done = {p for pairs in ring for p in pairs}
+    out = [("ring", pairs) for pairs in ring]
+    if n <= pairwise_max:
+        for pairs in tournament(n):
+            rest = [p for p in pairs if p not in done]
+            if rest:
+                out.append(("pairwise", rest))
+    return out
+
+
+# --- the verdict ---------------------------------------------------------------------------------
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def classify(n: int, latency, bandwidth, compute, dead=(), failed=(), factor: float = 3.0,
+             where=None, min_excess_ms: float = 0.0, nbytes: int = 1) -> list[dict]:
+    """Findings from the measured matrices (pure function, no torch).
+
+    ``latency``/``bandwidth``: n x n lists, symmetric, None where not measured; ``compute``: list
+    of n floats (ms) or None; ``dead``: {rank: reason}; ``failed``: [(i, j, reason)] for links
+    that did not finish; ``where(r)``: text for a rank's place (host, local rank). Returns a list
+    of {"kind", "ranks", "message"} in the order dead, slow rank, slow link, failed link, slow
+    compute."""
+    where = where or (lambda r: "")
+    dead = dict(dead)
+    findings = []
+    for r in sorted(dead):
+        findings.append({"kind": "dead_rank", "ranks": [r],
+                         "message": f"dead rank {r}{where(r)}: {dead[r]}"})
+    links = {}
+    for i in range(n):
+        for j in range(i + 1, n):
+            if i in dead or j in dead or latency[i][j] is None:
+                continue
+            links[(i, j)] = (latency[i][j], bandwidth[i][j])
+
+    def ratios(subset, base):
+        """(latency ratio, bandwidth ratio) of the medians of two sets of links; >1 is slower,
+        and a ratio whose excess time is under min_excess_ms counts as 1."""
+        # the lower median of a rank's links: with 2 links (the ring), one slow link is the
+        # link's fault, not the rank's
+        lat_s = statistics.median_low([links[k][0] for k in subset])
+        bw_s = statistics.median_high([links[k][1] for k in subset])
+        lat_b, bw_b = median([links[k][0] for k in base]), median([links[k][1] for k in base])
+        lat, bw = lat_s / max(lat_b, 1e-9), bw_b / max(bw_s, 1e-12)
+        if (lat_s - lat_b) / 1e3 < min_excess_ms:
+            lat = min(lat, 1.0)
+        if nbytes / 1e6 * (1 / max(bw_s, 1e-12) - 1 / max(bw_b, 1e-12)) < min_excess_ms:
+            bw = min(bw, 1.0)
+        return lat, bw
+
+    slow_ranks = set()
+    if n - len(dead) >= 3:
+        for r in range(n):
+            own = [k for k in links if r in k]
+            rest = [k for k in links if r not in k]
+            if not own or not rest:
+                continue
+            lat, bw = ratios(own, rest)
+            if max(lat, bw) > factor:
+                slow_ranks.add(r)
+                others = [c for i, c in enumerate(compute or []) if i != r and c is not None]
+                slow_host = compute and compute[r] is not None and others and \
+                    compute[r] > factor * median(others)
+                why = ("its compute is slow too: the host itself is slow (throttling, another job, "
+                       "a bad GPU)" if slow_host else "its compute is normal: look at its network "
+                       "path (NIC, cable, switch port, PCIe)")
+                findings.append({"kind": "slow_rank", "ranks": [r], "message": (
+                    f"slow rank {r}{where(r)}: its links are {lat:.1f}x slower in latency and "
+                    f"{bw:.1f}x in bandwidth than the links between the other ranks; {why}")})
+    healthy = [k for k in links if not (set(k) & slow_ranks)]
+    if len(healthy) >= 3:
+        for k in healthy:
+            lat, bw = ratios([k], healthy)
+            if max(lat, bw) > factor:
+                i, j = k
+                findings.append({"kind": "slow_link", "ranks": [i, j], "message": (
+                    f"slow link {i}<->{j}{where(i)}{where(j).replace(' (', ' and (')}: "
+                    f"{lat:.1f}x the median latency, {bw:.1f}x slower in bandwidth")})
+    for i, j, reason in failed:
+        if i not in dead and j not in dead:
+            findings.append({"kind": "failed_link", "ranks": [i, j],
+                             "message": f"failed link {i}<->{j}: {reason}"})
+    if compute and n - len(dead) >= 2:
+        for r in range(n):
+            others = [c for i, c in enumerate(compute) if i != r and c is not None and i not in dead]
+            if r in slow_ranks or r in dead or compute[r] is None or not others:
+                continue
+            if compute[r] > factor * median(others):
+                findings.append({"kind": "slow_compute", "ranks": [r], "message": (
+                    f"slow compute on rank {r}{where(r)}: {compute[r]:.2f} ms per matmul, "
+                    f"{compute[r] / median(others):.1f}x the other ranks' median")})
+    return findings
+
+
+# --- launch and store ----------------------------------------------------------------------------
+
+class Launch:
+    """Rank layout from torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK) or srun's
+    (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), and the store address."""
+
+    def __init__(self) -> None:
+        env = os.environ
+        self.host = socket.gethostname()
+        if "RANK" in env or "WORLD_SIZE" in env:
+            self.rank, self.world = env_int("RANK"), env_int("WORLD_SIZE", lo=1)
+            self.local_rank = env_int("LOCAL_RANK", 0)
+            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+        elif "SLURM_PROCID" in env:
+            self.rank, self.world = env_int("SLURM_PROCID"), env_int("SLURM_NTASKS", 1, lo=1)
+            self.local_rank = env_int("SLURM_LOCALID", 0)
+            self.launcher = "srun"
+        else:
+            self.rank, self.world, self.local_rank, self.launcher = 0, 1, 0, "python"
+        if self.world < 2:
+            raise ScriptError(f"needs at least 2 ranks (world size is {self.world}); launch with "
+                              "torchrun --nproc-per-node 2 (or more), or srun", EXIT_USAGE)
+        if not 0 <= self.rank < self.world:
+            raise ScriptError(f"rank {self.rank} is outside world size {self.world} (check RANK "
+                              "and WORLD_SIZE)", EXIT_USAGE)
+        if not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
+            raise ScriptError(f"launched by {self.launcher} (rank {self.rank} of {self.world}) but "
+                              "MASTER_ADDR and MASTER_PORT are not set; export them (the first "
+                              "node's address and a free port) or use torchrun", EXIT_USAGE)
+        self.addr, self.port = env["MASTER_ADDR"], env_int("MASTER_PORT", lo=1)
+        if self.port > 65535:
+            raise ScriptError(f"environment variable MASTER_PORT={self.port} is not a TCP port "
+                              "(1-65535)", EXIT_USAGE)
+        # torchrun's agent hosts the store at MASTER_ADDR:MASTER_PORT; under srun rank 0 does.
+        self.host_store = env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and self.rank == 0
+        self.prefix = f"find_bad_rank/{env.get('TORCHELASTIC_RUN_ID', '')}/" \
+                      f"{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
+
+    def me(self) -> str:
+        return f"rank {self.rank} on {self.host}"
+
+    def store_name(self) -> str:
+        return f"the store at MASTER_ADDR:MASTER_PORT {self.addr}:{self.port}"
+
+
+def connect_store(dist, launch: Launch, timeout_s: float, host: bool):
+    """A client (or, for rank 0 under srun, the server) of the rendezvous store, under one
+    deadline: the client retries a refused connection on its own."""
+    what = f"{launch.me()}: connecting to {launch.store_name()}"
+    with deadline(timeout_s * 1.1 + 1, what):
+        try:
+            store = dist.TCPStore(launch.addr, launch.port, None, host,
+                                  datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+        except (RuntimeError, OSError) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise ScriptError(f"{what} failed: {first}") from None
+    return dist.PrefixStore(launch.prefix, store)
+
+
+class Peers:
+    """Liveness through the store: every rank bumps ``hb/<rank>`` four times a second from a
+    thread (with a store client of its own); a rank whose counter stands still for ``timeout_s``
+    is dead, and whoever sees it first writes ``dead/<rank>`` for everybody."""
+
+    def __init__(self, store, hb_store, rank: int, timeout_s: float):
+        self.store, self.rank, self.timeout_s = store, rank, timeout_s
+        self.seen: dict[int, tuple[int, float]] = {}
+        self.dead: dict[int, str] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, args=(hb_store,), daemon=True)
+        self.thread.start()
+
+    def _beat(self, hb_store) -> None:
+        while not self.stop.is_set():
+            try:
+                hb_store.add(f"hb/{self.rank}", 1)
+            except Exception:  # noqa: BLE001 - the store is gone: the main thread will say so
+                return
+            self.stop.wait(0.25)
+
+    def has(self, key: str) -> bool:
+        return self.store.check([key])
+
+    def is_dead(self, peer: int) -> bool:
+        """True once ``peer`` is known dead (marked by someone, or silent for timeout_s)."""
+        if peer in self.dead:
+            return True
+        if self.has(f"dead/{peer}"):
+            self.dead[peer] = self.store.get(f"dead/{peer}").decode()
+            return True
+        count, now = self.store.add(f"hb/{peer}", 0), time.monotonic()
+        last = self.seen.get(peer)
+        if last is None or last[0] != count:
+            self.seen[peer] = (count, now)
+        elif now - last[1] > self.timeout_s:
+            reason = (f"no sign of life for {self.timeout_s:g} s (seen by rank {self.rank})"
+                      if count else f"never started its heartbeat within {self.timeout_s:g} s")
+            self.dead[peer] = reason
+            self.store.set(f"dead/{peer}", reason)
+            return True
+        return False
+
+    def wait_key(self, key: str, peer: int, poll: float = 0.005) -> bool:
+        """Wait until ``key`` is in the store (True) or ``peer`` is dead (False)."""
+        while not self.has(key):
+            if self.is_dead(peer):
+                return False
+            time.sleep(poll)
+            poll = min(poll * 1.5, 0.05)
+        return True
+
+
+# --- measuring -----------------------------------------------------------------------------------
+
+class PeerTimeout(Exception):
+    pass
+
+
+class Exchanger:
+    """Ping-pong between two ranks with isend/irecv, every wait bounded by the timeout."""
+
+    def __init__(self, torch, dist, device, args, rank: int):
+        self.torch, self.dist, self.device, self.args, self.rank = torch, dist, device, args, rank
+        self.timeout = datetime.timedelta(seconds=args.timeout_s)
+        self.small = torch.zeros(args.latency_bytes, dtype=torch.uint8, device=device)
+        self.large = torch.zeros(args.bandwidth_bytes, dtype=torch.uint8, device=device)
+
+    def delay(self, peer: int) -> None:
+        a = self.args
+        slow = a.inject_slow_rank == self.rank or (a.inject_slow_link is not None and {
+            self.rank, peer} == set(a.inject_slow_link))
+        if slow:
+            time.sleep(a.inject_delay_ms / 1000)
+
+    def _op(self, send: bool, buf, peer: int, tag: int) -> None:
+        self.delay(peer)
+        work = (self.dist.isend if send else self.dist.irecv)(buf, peer, tag=tag)
+        try:
+            done = work.wait(self.timeout)
+        except RuntimeError as exc:
+            raise PeerTimeout(f"{'send to' if send else 'receive from'} rank {peer} failed or "
+                              f"timed out after {self.args.timeout_s:g} s: "
+                              f"{(str(exc).strip().splitlines() or [''])[0][:120]}") from None
+        if done is False:
+            raise PeerTimeout(f"{'send to' if send else 'receive from'} rank {peer} did not finish "
+                              f"within {self.args.timeout_s:g} s")
+
+    def pingpong(self, buf, peer: int, first: bool, tag: int) -> float:
+        """Fastest round trip in seconds (measured on the first side). The minimum, not the
+        median: a bad link or rank is slow on every trip, while a trip that waited for the
+        operating system to schedule a process is slow once, so the minimum keeps the signal
+        and drops that noise."""
+        sync = self.torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        times = []
+        for i in range(self.args.warmup + self.args.iters):
+            start = time.perf_counter()
+            if first:
+                self._op(True, buf, peer, tag)
+                self._op(False, buf, peer, tag)
+            else:
+                self._op(False, buf, peer, tag)
+                self._op(True, buf, peer, tag)
+            sync()
+            if i >= self.args.warmup:
+                times.append(time.perf_counter() - start)
+        return min(times)
+
+
+def compute_ms(torch, device, n: int, iters: int) -> float:
+    """Median time of one n x n float32 matmul in ms (after one untimed)."""
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    times = []
+    for i in range(iters + 1):
+        sync()
+        start = time.perf_counter()
+        torch.mm(a, b)
+        sync()
+        if i:
+            times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def sleep_dead(peers: Peers | None, seconds: float) -> None:
+    """The injected dead rank stops answering: no heartbeat, no transfer, only sleep."""
+    if peers:
+        peers.stop.set()
+    time.sleep(seconds)
+
+
+def measure(args, launch: Launch, torch, dist, device, peers: Peers, stage: list[str]) -> dict:
+    """This rank's part of the passes; returns its row for rank 0."""
+    rank, n = launch.rank, launch.world
+    ex = Exchanger(torch, dist, device, args, rank)
+    stage[0] = "the compute test"
+    row = {"rank": rank, "compute_ms": compute_ms(torch, device, args.matmul_n, args.matmul_iters),
+           "links": [], "failed": []}
+    for g, (phase, pairs) in enumerate(schedule(n, args.pairwise_max_ranks)):
+        pair = next((p for p in pairs if rank in p), None)
+        if pair is None:
+            continue
+        peer = pair[1] if pair[0] == rank else pair[0]
+        first = pair[0] == rank
+        stage[0] = f"the {phase} pass, round {g}, with rank {peer}"
+        if args.inject_dead_rank == rank:
+            if args.inject_dead_how == "exit":
+                say(f"{PROG}: rank {rank}: injected dead rank: exiting before the first transfer",
+                    sys.stderr)
+                os._exit(EXIT_FAILURE)
+            sleep_dead(peers, 10 * args.timeout_s * (len(pairs) + n) + 600)
+        peers.store.set(f"ready/{g}/{rank}", "1")
+        if not peers.wait_key(f"ready/{g}/{peer}", peer):
+            continue                        # dead: rank 0 hears it from the store
+        try:
+            rtt_small = ex.pingpong(ex.small, peer, first, tag=2 * g)
+            rtt_large = ex.pingpong(ex.large, peer, first, tag=2 * g + 1)
+        except PeerTimeout as exc:
+            if first:
+                row["failed"].append([peer, str(exc)])
+            continue
+        if first:
+            row["links"].append([peer, rtt_small / 2 * 1e6,
+                                 args.bandwidth_bytes / (rtt_large / 2) / 1e9])
+    return row
+
+
+# --- rank 0: collect and report ------------------------------------------------------------------
+
+def collect(launch: Launch, peers: Peers, joined: dict, stage: list[str]) -> tuple[dict, dict]:
+    """Rows of every rank that answers (from the store), and the dead ones with a reason."""
+    rows = {}
+    pending = set(range(launch.world))
+    while pending:
+        for r in sorted(pending):
+            stage[0] = f"collecting the results of rank {r}"
+            if peers.has(f"row/{r}"):
+                rows[r] = json.loads(peers.store.get(f"row/{r}"))
+                pending.discard(r)
+            elif peers.is_dead(r):
+                pending.discard(r)
+        time.sleep(0.02)
+    dead = {}
+    for r in range(launch.world):
+        if r not in rows:
+            dead[r] = peers.dead.get(r, "sent no results")
+    return rows, dead
+
+
+def where_text(joined: dict):
+    def where(r: int) -> str:
+        info = joined.get(r)
+        return f" (host {info['host']}, local rank {info['local_rank']})" if info else ""
+    return where
+
+
+def fmt(value, spec: str) -> str:
+    """``value`` formatted by ``spec``, or "-" right-aligned to the same width when missing."""
+    if value is None:
+        return "-".rjust(int(re.match(r"\d*", spec)[0] or 1))
+    return format(value, spec)
+
+
+def report(args, launch: Launch, joined: dict, rows: dict, dead: dict, backend: str,
+           torch_version: str) -> int:
+    n = launch.world
+    lat = [[None] * n for _ in range(n)]
+    bw = [[None] * n for _ in range(n)]
+    failed = []
+    for r, row in rows.items():
+        for peer, lat_us, bw_gbps in row["links"]:
+            lat[r][peer] = lat[peer][r] = lat_us
+            bw[r][peer] = bw[peer][r] = bw_gbps
+        failed += [(r, peer, why) for peer, why in row["failed"]]
+    compute = [rows[r]["compute_ms"] if r in rows else None for r in range(n)]
+    where = where_text(joined)
+    findings = classify(n, lat, bw, compute, dead, failed, args.slow_factor, where,
+                        args.min_excess_ms, args.bandwidth_bytes)
+    named = {}
+    for f in findings:
+        for r in f["ranks"]:
+            named.setdefault(r, f["kind"].replace("_", " "))
+    say(f"{'rank':>4} {'host':<16} {'local':>5} {'lat_us':>9} {'bw_GBps':>8} {'compute_ms':>10}  "
+        "verdict")
+    for r in range(n):
+        info = joined.get(r, {})
+        lats = [v for v in lat[r] if v is not None]
+        bws = [v for v in bw[r] if v is not None]
+        say(f"{r:>4} {str(info.get('host', '?'))[:16]:<16} {str(info.get('local_rank', '?')):>5} "
+            f"{fmt(median(lats), '9.1f')} {fmt(median(bws), '8.3f')} "
+            f"{fmt(compute[r], '10.2f')}  {named.get(r, 'ok')}")
+    say("(lat_us, bw_GBps: median over the rank's links; one-way latency of "
+        f"{args.latency_bytes} B, algbw of {args.bandwidth_bytes} B point-to-point)")
+    for f in findings:
+        say(f"FINDING: {f['message']}")
+    if not findings:
+        say(f"OK: no slow, dead or failed rank or link among {n} ranks "
+            f"(slow factor {args.slow_factor:g})")
+    if args.json:
+        hosts = sorted({i["host"] for i in joined.values()})
+        result = {
+            "benchmark": "find_bad_rank", "schema_version": 1, "world_size": n,
+            "hosts": hosts,
+            "ranks": [{"rank": r, **joined.get(r, {})} for r in range(n)],
+            "backend": backend, "torch_version": torch_version,
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "latency_bytes": args.latency_bytes, "bandwidth_bytes": args.bandwidth_bytes,
+            "iters": args.iters, "warmup": args.warmup, "matmul_n": args.matmul_n,
+            "slow_factor": args.slow_factor, "min_excess_ms": args.min_excess_ms,
+            "timeout_s": args.timeout_s,
+            "passes": ["ring"] + (["pairwise"] if n <= args.pairwise_max_ranks else []),
+            "latency_us": lat, "bandwidth_GBps": bw, "compute_ms": compute,
+            "findings": findings,
+            "injected": {k: v for k, v in vars(args).items() if k.startswith("inject_") and
+                         v is not None and (k != "inject_dead_how" or args.inject_dead_rank
+                                            is not None)
+                         and (k != "inject_delay_ms" or args.inject_slow_rank is not None
+                              or args.inject_slow_link is not None)},
+        }
+        write_atomic(args.json, json.dumps(result, indent=1) + "\n")
+        say(f"# wrote {args.json}")
+    return EXIT_FINDING if findings else EXIT_OK
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+_stopped_by = [signal.SIGINT]
+
+
+def _on_sigterm(signum, frame):
+    _stopped_by[0] = signal.SIGTERM
+    raise KeyboardInterrupt
+
+
+def finish(status: int) -> None:
+    """Exit at once: after a timed-out transfer, process-group teardown can wait for a peer that
+    is gone, and a checker that hangs on its way out is what it exists to prevent."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    launch = Launch()
+    for option in ("inject_slow_rank", "inject_dead_rank"):
+        value = getattr(args, option)
+        if value is not None and value >= launch.world:
+            raise ScriptError(f"--{option.replace('_', '-')} {value} is outside world size "
+                              f"{launch.world} (ranks 0-{launch.world - 1})", EXIT_USAGE)
+    if args.inject_slow_link and args.inject_slow_link[1] >= launch.world:
+        raise ScriptError(f"--inject-slow-link {args.inject_slow_link[0]},"
+                          f"{args.inject_slow_link[1]} is outside world size {launch.world}",
+                          EXIT_USAGE)
+    if launch.rank == 0 and args.json:
+        check_output(args.json, "--json")
+    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    stage = ["starting"]
+    try:
+        status = run(args, launch, stage)
+    except KeyboardInterrupt:
+        say(f"{PROG}: error: {launch.me()}: interrupted during {stage[0]}", sys.stderr)
+        finish(128 + _stopped_by[0])
+    except ScriptError as exc:
+        if args.debug:
+            traceback.print_exc()
+        say(f"{PROG}: error: {exc}", sys.stderr)
+        finish(exc.status)
+    except Exception as exc:  # noqa: BLE001 - every failure must end this rank, not hang it
+        if args.debug:
+            traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        say(f"{PROG}: error: {launch.me()}: {stage[0]} failed: {type(exc).__name__}: {first}",
+            sys.stderr)
+        finish(EXIT_FAILURE)
+    finish(status)
+
+
+def run(args, launch: Launch, stage: list[str]) -> int:
+    import torch
+    import torch.distributed as dist
+
+    rank, n = launch.rank, launch.world
+    use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    if use_cuda:
+        if not torch.cuda.is_available():
+            raise ScriptError("--device cuda: no GPU is visible (use --device cpu)", EXIT_USAGE)
+        if launch.local_rank >= torch.cuda.device_count():
+            raise ScriptError(f"{launch.me()}: LOCAL_RANK {launch.local_rank} but only "
+                              f"{torch.cuda.device_count()} GPU(s) are visible", EXIT_USAGE)
+        device = torch.device("cuda", launch.local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    backend = "nccl" if use_cuda else "gloo"
+    dead_how = args.inject_dead_how if args.inject_dead_rank == rank else None
+    if dead_how == "no-join":              # sleep past rank 0's verdict, then leave
+        sleep_dead(None, args.join_timeout_s + args.timeout_s + 1)
+        raise ScriptError(f"{launch.me()}: injected dead rank: never joined (--inject-dead-how "
+                          "no-join)")
+
+    stage[0] = f"connecting to {launch.store_name()}"
+    store = connect_store(dist, launch, args.timeout_s, launch.host_store)
+    hb_store = connect_store(dist, launch, args.timeout_s, False)
+    me = {"host": launch.host, "local_rank": launch.local_rank, "pid": os.getpid()}
+    store.set(f"joined/{rank}", json.dumps(me))
+    peers = Peers(store, hb_store, rank, args.timeout_s)
+    wait = datetime.timedelta(seconds=args.join_timeout_s + args.timeout_s + 10)
+
+    joined = {}
+    if rank == 0:
+        stage[0] = f"waiting up to {args.join_timeout_s:g} s for all {n} ranks to join"
+        end = time.monotonic() + args.join_timeout_s
+        while len(joined) < n and time.monotonic() < end:
+            for r in range(n):
+                if r not in joined and peers.has(f"joined/{r}"):
+                    joined[r] = json.loads(store.get(f"joined/{r}"))
+            time.sleep(0.02)
+        missing = [r for r in range(n) if r not in joined]
+        if missing:
+            dead = {r: f"did not join within {args.join_timeout_s:g} s (--join-timeout-s)"
+                    for r in missing}
+            status = report(args, launch, joined, {}, dead, backend, torch.__version__)
+            store.set("go", "abort: " + ", ".join(f"rank {r}" for r in missing) + " did not join")
+            end = time.monotonic() + args.timeout_s   # under srun the store leaves with rank 0:
+            while store.add("go_seen", 0) < len(joined) - 1 and time.monotonic() < end:
+                time.sleep(0.02)                      # let the others read the verdict first
+            return status
+        say(f"# {n} ranks on {len({j['host'] for j in joined.values()})} host(s), {backend}, "
+            f"{len(schedule(n, args.pairwise_max_ranks))} rounds "
+            f"({'ring + pairwise' if n <= args.pairwise_max_ranks else 'ring only: more than '}"
+            f"{'' if n <= args.pairwise_max_ranks else str(args.pairwise_max_ranks) + ' ranks'})")
+        store.set("go", "go")
+    else:
+        stage[0] = "waiting for rank 0 to see every rank join"
+        store.wait(["go"], wait)
+        verdict = store.get("go").decode()
+        store.add("go_seen", 1)
+        if verdict != "go":
+            say(f"{PROG}: {launch.me()}: stopping: rank 0 reports that {verdict[7:]}", sys.stderr)
+            return EXIT_OK
+
+    stage[0] = "init_process_group"
+    rounds = len(schedule(n, args.pairwise_max_ranks))
+    overall = args.timeout_s * (rounds + 3) + 30
+    with deadline(overall, f"{launch.me()}: the measurement ({rounds} rounds)"):
+        dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank,
+                                world_size=n, timeout=datetime.timedelta(
+                                    seconds=args.timeout_s * (4 if backend == "nccl" else 1)))
+        row = measure(args, launch, torch, dist, device, peers, stage)
+        stage[0] = "sending the results to the store"
+        store.set(f"row/{rank}", json.dumps(row))
+        if rank != 0:
+            return EXIT_OK
+        rows, dead = collect(launch, peers, joined, stage)
+    return report(args, launch, joined, rows, dead, backend, torch.__version__)
+
+
+if __name__ == "__main__":
+    run_main(main)
