@@ -25,6 +25,29 @@ when one of these happens:
 * SIGINT (Ctrl-C): save and exit 130.
 * ``--run-steps N``: this run has done N steps: save and exit 0 (a self-imposed budget, for job
   chains where each job does a slice of the training).
+* a switch file (below) that an operator created.
+
+Switch files
+------------
+An operator with a shell on the shared file system, but no right to signal the job (another
+user's job, no ``scancel`` permission, a login node without SLURM), can still steer the run:
+
+* ``--save-switch PATH``: when PATH exists, save a checkpoint after the current step, rename
+  PATH to ``PATH.done`` (so it fires once, and its mtime records when it was honoured; a file
+  that cannot be renamed is reported and this switch is ignored for the rest of the run) and
+  go on training.
+* ``--kill-switch PATH``: when PATH exists, save after the current step and exit 0 *without*
+  requeueing: the operator's clean stop. The file is left in place, so a requeued or chained
+  job that starts later stops at once (``kill switch PATH present: not starting``) instead of
+  training on; delete it to let the training continue.
+
+The files are looked at every ``--switch-every N`` steps (default 10) and at start, not every
+step: one stat() is microseconds on a local disk, but on a shared file system every stat is a
+metadata-server request, and thousands of ranks polling each step add a load the whole cluster
+feels. Only the process with ``SLURM_PROCID`` 0 (or no SLURM) looks; this script is one
+process per job step, and in a multi-rank training rank 0 would broadcast its decision to the
+other ranks (one small collective every N steps) so that all of them save and stop at the same
+step.
 
 The file is written to a temporary name and renamed, so a crash mid-write never leaves a torn
 checkpoint. On start, an existing checkpoint is loaded and training resumes after its step (the
@@ -36,6 +59,8 @@ How to launch
 ::
 
     python train_requeue.py --ckpt-dir ckpt --steps 200                     # anywhere
+    python train_requeue.py --ckpt-dir ckpt --kill-switch ckpt/STOP --save-switch ckpt/SAVE
+    touch ckpt/SAVE                                                         # from any shell
     sbatch scripts/orchestration/train-requeue.sbatch --steps 5000          # see that template
     srun python train_requeue.py --ckpt-dir "$CKPT_DIR"                     # inside a job
 
@@ -57,7 +82,14 @@ file is opened in append mode; step lines left out)::
     train_requeue.py: resumed from step 24 (restart count 1)
     train_requeue.py: finished step 120 loss 0.015463 weights_sha256 d6d113db38542d35b14f8506cb3de70e2ed1907fd088e464284150d195022a73
 
-Exit status: 0 done (or stopped by SIGUSR1 / ``--run-steps`` after saving), 1 runtime failure
+A save switch, then a kill switch, created with ``touch`` during a run (``--steps 2000
+--step-time 0.02 --log-every 1000 --save-switch ck/SAVE --kill-switch ck/STOP``)::
+
+    train_requeue.py: start at step 0 of 2000 (restart count 0), lr 0.05
+    train_requeue.py: save switch ck/SAVE: saved step 100 to ck/checkpoint.pt; renamed the switch to ck/SAVE.done
+    train_requeue.py: kill switch ck/STOP: saved step 190 to ck/checkpoint.pt; stopping without requeue
+
+Exit status: 0 done (or stopped by SIGUSR1 / ``--run-steps`` / the kill switch after saving), 1 runtime failure
 (an unreadable or foreign checkpoint, a loss that turned nan/inf, a failed requeue), 2 usage
 error (an option, ``SLURM_RESTART_COUNT``/``SLURM_PROCID`` that is not an integer, a
 ``--ckpt-dir`` or ``--json`` that cannot be written; checked before torch is imported),
@@ -292,6 +324,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=number(int, 1), default=20, help="print every N steps (default 20)")
     p.add_argument("--no-requeue", action="store_true",
                    help="on SIGUSR1 only save and exit; do not call scontrol requeue")
+    p.add_argument("--save-switch", type=nonempty, default=None, metavar="PATH",
+                   help="when PATH exists: save after the current step, rename PATH to "
+                        "PATH.done, go on")
+    p.add_argument("--kill-switch", type=nonempty, default=None, metavar="PATH",
+                   help="when PATH exists: save after the current step and exit 0 without "
+                        "requeue (PATH is kept: delete it to let the training continue)")
+    p.add_argument("--switch-every", type=number(int, 1), default=10, metavar="N",
+                   help="look for the switch files every N steps (default 10; each look is a "
+                        "stat() on what may be a shared file system)")
     p.add_argument("--json", type=nonempty, default=None, help="write the final result to PATH")
     return p
 
@@ -313,7 +354,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                           f"script's torch.save checkpoint or nothing)", EXIT_USAGE)
     if args.json:
         check_output(args.json, "--json", inputs=[str(args.ckpt_dir / CKPT_NAME)])
+    switches = [(o, p) for o, p in (("--save-switch", args.save_switch),
+                                     ("--kill-switch", args.kill_switch)) if p]
+    for option, path in switches:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise ScriptError(f"{option} {path}: folder {folder} does not exist (the switch "
+                              "could never be created there)", EXIT_USAGE)
+        if os.path.isdir(path):
+            raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+        if os.path.realpath(path) in (os.path.realpath(ckpt), os.path.realpath(args.json or ckpt)):
+            raise ScriptError(f"{option} {path}: is the checkpoint or the --json file", EXIT_USAGE)
+    if len(switches) == 2 and os.path.realpath(args.save_switch) == os.path.realpath(args.kill_switch):
+        raise ScriptError(f"--save-switch and --kill-switch are the same file ({args.kill_switch})",
+                          EXIT_USAGE)
     return args
+
+
+def switch_pulled(args: argparse.Namespace) -> str | None:
+    """Which switch file exists now: "kill" (it wins), "save" or None. One stat() per switch."""
+    if args.kill_switch and os.path.exists(args.kill_switch):
+        return "kill"
+    if args.save_switch and os.path.exists(args.save_switch):
+        return "save"
+    return None
 
 
 class Stop:
@@ -386,6 +450,11 @@ def train(args: argparse.Namespace) -> int:
     """Run (or resume) the training; return the process exit status."""
     stop = Stop()
     stop.install()  # before importing torch: a signal during the import must not kill us
+    if args.leader and args.kill_switch and os.path.exists(args.kill_switch):
+        print(f"{PROG}: kill switch {args.kill_switch} present: not starting (delete it to let "
+              "the training continue)", flush=True)
+        return 0
+
     import torch
 
     ckpt = args.ckpt_dir / CKPT_NAME
@@ -453,6 +522,25 @@ def train(args: argparse.Namespace) -> int:
             else:
                 print(f"{PROG}: SIGUSR1: saved step {step} to {ckpt}; exiting", flush=True)
             return 0
+        pulled = None
+        if args.leader and step % args.switch_every == 0 and step < args.steps:
+            pulled = switch_pulled(args)
+        if pulled == "kill":
+            save_checkpoint(ckpt, state_now())
+            print(f"{PROG}: kill switch {args.kill_switch}: saved step {step} to {ckpt}; "
+                  "stopping without requeue", flush=True)
+            return 0
+        if pulled == "save":
+            save_checkpoint(ckpt, state_now())
+            done = f"{args.save_switch}.done"
+            try:
+                os.replace(args.save_switch, done)
+                handled = f"renamed the switch to {done}"
+            except OSError as exc:  # it would fire at every check: ignore it from now on
+                args.save_switch = None
+                handled = f"cannot rename the switch ({exc.strerror}): save switch ignored from now on"
+            print(f"{PROG}: save switch {done[:-5]}: saved step {step} to {ckpt}; {handled}",
+                  flush=True)
         if args.run_steps is not None and step - run_start >= args.run_steps and step < args.steps:
             save_checkpoint(ckpt, state_now())
             print(f"{PROG}: did {args.run_steps} steps in this run: saved step {step} to {ckpt}",

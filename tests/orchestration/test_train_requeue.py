@@ -47,7 +47,7 @@ def test_help_lists_the_options(launch):
     res = launch.python(SCRIPT, ["--help"])
     assert res.returncode == 0
     for option in ("--ckpt-dir", "--steps", "--save-every", "--run-steps", "--lr", "--no-requeue",
-                   "--json", "--debug"):
+                   "--json", "--debug", "--save-switch", "--kill-switch", "--switch-every"):
         assert option in res.stdout
 
 
@@ -92,6 +92,16 @@ BAD_INPUT = [
          env={"SLURM_RESTART_COUNT": "x"}),
     Case("env-procid-text", CK, "SLURM_PROCID='abc' is not an integer",
          env={"SLURM_PROCID": "abc"}),
+    Case("switch-every-zero", [*CK, "--switch-every", "0"], "--switch-every: 0 must be >= 1"),
+    Case("kill-switch-folder-missing", [*CK, "--kill-switch", "nowhere/STOP"],
+         r"--kill-switch nowhere/STOP: folder .*nowhere does not exist"),
+    Case("save-switch-is-folder", [*CK, "--save-switch", "d"], "--save-switch d: is a folder",
+         files={"d/x": "x"}),
+    Case("switch-is-the-checkpoint", [*CK, "--save-switch", "ck/checkpoint.pt"],
+         "is the checkpoint or the --json file"),
+    Case("switches-same-file", [*CK, "--save-switch", "S", "--kill-switch", "./S"],
+         r"--save-switch and --kill-switch are the same file"),
+    Case("kill-switch-empty", [*CK, "--kill-switch", ""], "--kill-switch: must not be empty"),
     Case("checkpoint-is-folder", CK, "ck/checkpoint.pt is not a file", files={"ck/checkpoint.pt/x": "x"}),
     # A loss that turned inf/nan ends the run instead of saving (and finishing with) nan weights.
     Case("lr-diverges", [*CK, "--steps", "100", "--lr", "10"],
@@ -172,3 +182,50 @@ def test_stop_signal_saves_and_exits_128_plus_signal(launch, tmp_path, sig, stat
     assert saved_step >= 20
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["step"] == saved_step
     assert "Traceback" not in err
+
+
+SWITCHED = ["--steps", "100", "--step-time", "0.02", "--save-every", "1000", "--switch-every", "5"]
+
+
+def test_save_switch_saves_once_and_training_goes_on(launch, tmp_path, reference_hash):
+    ckpt, switch = tmp_path / "ck", tmp_path / "SAVE"
+    proc = start(launch, ["--ckpt-dir", str(ckpt), "--save-switch", str(switch), *SWITCHED])
+    wait_for_line(proc, r"^step 20 ")
+    assert not (ckpt / "checkpoint.pt").exists()  # no periodic save before step 1000
+    switch.touch()  # the operator, from any shell
+    lines = wait_for_line(proc, r"save switch ")
+    saved_step = int(re.search(r"saved step (\d+) to ", lines[-1])[1])
+    assert saved_step % 5 == 0 and 20 <= saved_step < 100
+    assert f"renamed the switch to {switch}.done" in lines[-1]
+    # The checkpoint holds the step it announced (read before the final save replaces it).
+    assert torch.load(ckpt / "checkpoint.pt", weights_only=True)["step"] == saved_step
+    assert not switch.exists() and (tmp_path / "SAVE.done").exists()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.count("save switch ") == 0  # fired once: the rest of stdout has no second save
+    assert FINISHED.search(out)[2] == reference_hash(100)  # saving did not change the training
+
+
+def test_kill_switch_stops_at_a_step_boundary_and_the_resumed_run_matches(launch, tmp_path,
+                                                                          reference_hash):
+    ckpt, switch = tmp_path / "ck", tmp_path / "STOP"
+    args = ["--ckpt-dir", str(ckpt), "--kill-switch", str(switch), *SWITCHED]
+    proc = start(launch, args)
+    wait_for_line(proc, r"^step 20 ")
+    switch.touch()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    stopped = int(re.search(rf"kill switch {switch}: saved step (\d+) to .*stopping without "
+                            r"requeue", out)[1])
+    assert stopped % 5 == 0 and 20 <= stopped < 100
+    assert "finished step" not in out
+    assert torch.load(ckpt / "checkpoint.pt", weights_only=True)["step"] == stopped
+    assert switch.exists()  # kept: a requeued or chained job must not train on
+    res = launch.python(SCRIPT, args)
+    assert res.returncode == 0, res.output
+    assert "present: not starting" in res.stdout and "resumed" not in res.stdout
+    switch.unlink()
+    res = launch.python(SCRIPT, args)
+    assert res.returncode == 0, res.output
+    assert f"resumed from step {stopped}" in res.stdout
+    assert FINISHED.search(res.stdout)[2] == reference_hash(100)
