@@ -24,7 +24,9 @@ every trip; a process the operating system was slow to wake slows one). **Latenc
 (``latency_us``, microseconds) is the one-way time of a ``--latency-bytes`` message (default 8
 bytes); **bandwidth** (``bandwidth_GBps``, decimal GBps, 1 GBps = 1e9 bytes/s) is a
 ``--bandwidth-bytes`` message (default 16 MiB) divided by its one-way time: the algbw of one
-point-to-point transfer in one direction, with nothing else on the link.
+point-to-point transfer in one direction. All latency trips (both passes) come first; the
+bandwidth trips start once every rank has finished them, so that no small message queues behind
+another pair's bulk transfer on a shared NIC, PCIe switch or CPU core.
 
 Verdicts (rank 0; ``--slow-factor`` F, default 3):
 
@@ -57,7 +59,7 @@ the store; a partner whose heartbeat stands still for ``--timeout-s`` is declare
 the store, and skipped by everyone after. Results go to the store, where rank 0 collects them
 (``--timeout-s`` after the last sign of life of a silent rank at most). With gloo, every
 ``wait`` has the timeout; with nccl a stuck transfer can block a rank inside NCCL, so every rank
-also runs under an overall deadline (``--timeout-s`` times the number of rounds plus three).
+also runs under an overall deadline (``--timeout-s`` times twice the number of rounds, plus four).
 
 Demo and self-test options
 --------------------------
@@ -95,12 +97,12 @@ transfer can wait milliseconds for its partner to be scheduled, hence ``--min-ex
         --inject-slow-rank 2 --inject-delay-ms 50
     # 4 ranks on 1 host(s), gloo, 3 rounds (ring + pairwise)
     rank host             local    lat_us  bw_GBps compute_ms  verdict
-       0 vm                   0      83.5    0.809       0.44  ok
-       1 vm                   1      70.3    0.783       0.45  ok
-       2 vm                   2   50402.9    0.001       0.46  slow rank
-       3 vm                   3      83.5    0.783       0.47  ok
+       0 vm                   0      94.3    0.734       0.45  ok
+       1 vm                   1      69.9    0.734       0.49  ok
+       2 vm                   2   50377.3    0.001       0.45  slow rank
+       3 vm                   3      94.3    0.749       0.45  ok
     (lat_us, bw_GBps: median over the rank's links; one-way latency of 8 B, algbw of 65536 B point-to-point)
-    FINDING: slow rank 2 (host vm, local rank 2): its links are 716.8x slower in latency and 622.3x in bandwidth than the links between the other ranks; its compute is normal: look at its network path (NIC, cable, switch port, PCIe)
+    FINDING: slow rank 2 (host vm, local rank 2): its links are 720.9x slower in latency and 575.9x in bandwidth than the links between the other ranks; its compute is normal: look at its network path (NIC, cable, switch port, PCIe)
 """
 
 from __future__ import annotations
@@ -720,38 +722,58 @@ def sleep_dead(peers: Peers | None, seconds: float) -> None:
 
 
 def measure(args, launch: Launch, torch, dist, device, peers: Peers, stage: list[str]) -> dict:
-    """This rank's part of the passes; returns its row for rank 0."""
+    """This rank's part of the passes; returns its row for rank 0.
+
+    The schedule runs twice: first every pair's small-message (latency) trips, then, after every
+    rank living has finished those, the large-message (bandwidth) trips. Pairs of a round run at
+    the same time, and a latency trip that shared a NIC, a PCIe switch or a CPU core with another
+    pair's bulk transfer would measure that transfer's queue, not the link."""
     rank, n = launch.rank, launch.world
     ex = Exchanger(torch, dist, device, args, rank)
     stage[0] = "the compute test"
     row = {"rank": rank, "compute_ms": compute_ms(torch, device, args.matmul_n, args.matmul_iters),
            "links": [], "failed": []}
-    for g, (phase, pairs) in enumerate(schedule(n, args.pairwise_max_ranks)):
-        pair = next((p for p in pairs if rank in p), None)
-        if pair is None:
-            continue
-        peer = pair[1] if pair[0] == rank else pair[0]
-        first = pair[0] == rank
-        stage[0] = f"the {phase} pass, round {g}, with rank {peer}"
-        if args.inject_dead_rank == rank:
-            if args.inject_dead_how == "exit":
-                say(f"{PROG}: rank {rank}: injected dead rank: exiting before the first transfer",
-                    sys.stderr)
-                os._exit(EXIT_FAILURE)
-            sleep_dead(peers, 10 * args.timeout_s * (len(pairs) + n) + 600)
-        peers.store.set(f"ready/{g}/{rank}", "1")
-        if not peers.wait_key(f"ready/{g}/{peer}", peer):
-            continue                        # dead: rank 0 hears it from the store
-        try:
-            rtt_small = ex.pingpong(ex.small, peer, first, tag=2 * g)
-            rtt_large = ex.pingpong(ex.large, peer, first, tag=2 * g + 1)
-        except PeerTimeout as exc:
-            if first:
-                row["failed"].append([peer, str(exc)])
-            continue
-        if first:
-            row["links"].append([peer, rtt_small / 2 * 1e6,
-                                 args.bandwidth_bytes / (rtt_large / 2) / 1e9])
+    plan = schedule(n, args.pairwise_max_ranks)
+    latency: dict[int, float] = {}
+    failed: set[int] = set()
+    for kind, buf in (("latency", ex.small), ("bandwidth", ex.large)):
+        if kind == "bandwidth":
+            stage[0] = "waiting for every rank to finish the latency trips"
+            peers.store.set(f"latency-done/{rank}", "1")
+            for other in range(n):
+                if other != rank:
+                    peers.wait_key(f"latency-done/{other}", other)
+        for g, (phase, pairs) in enumerate(plan):
+            pair = next((p for p in pairs if rank in p), None)
+            if pair is None:
+                continue
+            peer = pair[1] if pair[0] == rank else pair[0]
+            first = pair[0] == rank
+            stage[0] = f"the {phase} pass ({kind}), round {g}, with rank {peer}"
+            if args.inject_dead_rank == rank:
+                if args.inject_dead_how == "exit":
+                    say(f"{PROG}: rank {rank}: injected dead rank: exiting before the first "
+                        "transfer", sys.stderr)
+                    os._exit(EXIT_FAILURE)
+                sleep_dead(peers, 10 * args.timeout_s * (len(plan) + n) + 600)
+            link = f"failed/{min(rank, peer)}-{max(rank, peer)}"
+            peers.store.set(f"ready/{kind}/{g}/{rank}", "1")
+            if not peers.wait_key(f"ready/{kind}/{g}/{peer}", peer):
+                continue                        # dead: rank 0 hears it from the store
+            if peer in failed or peers.has(link):
+                continue                        # failed in the latency pass (on either side)
+            try:
+                rtt = ex.pingpong(buf, peer, first, tag=2 * g + (kind == "bandwidth"))
+            except PeerTimeout as exc:
+                failed.add(peer)
+                peers.store.set(link, "1")
+                if first:
+                    row["failed"].append([peer, str(exc)])
+                continue
+            if first and kind == "latency":
+                latency[peer] = rtt / 2 * 1e6
+            elif first:
+                row["links"].append([peer, latency[peer], args.bandwidth_bytes / (rtt / 2) / 1e9])
     return row
 
 
@@ -975,7 +997,7 @@ def run(args, launch: Launch, stage: list[str]) -> int:
 
     stage[0] = "init_process_group"
     rounds = len(schedule(n, args.pairwise_max_ranks))
-    overall = args.timeout_s * (rounds + 3) + 30
+    overall = args.timeout_s * (2 * rounds + 4) + 30     # two passes over the rounds
     with deadline(overall, f"{launch.me()}: the measurement ({rounds} rounds)"):
         dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank,
                                 world_size=n, timeout=datetime.timedelta(
