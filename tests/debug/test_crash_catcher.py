@@ -272,6 +272,7 @@ BAD_INPUT = [
          "--out-dir /proc/crashes: cannot write there"),
     Case("json-is-a-folder", ["--json", "{tmp}", "--", "true"], "--json .*is a folder"),
     Case("json-folder-missing", ["--json", "{tmp}/no/r.json", "--", "true"], "does not exist"),
+    Case("json-unwritable", ["--json", "/proc/r.json", "--", "true"], "cannot write"),
     Case("json-is-a-fifo", ["--json", "{tmp}/pipe", "--", "true"], "is not a regular file",
          fifos=("pipe",)),
     Case("timeout-zero", ["--timeout", "0", "--", "true"], "--timeout: 0 must be > 0"),

@@ -217,6 +217,8 @@ BAD_INPUT = [
     Case("fr-dump-is-a-file", ["--fr-dump", "{tmp}/fr"], r"--fr-dump .*/fr: .*/fr is a file, not a folder",
          env={"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "{port}"},
          files={"fr": "not a folder"}),
+    Case("fr-dump-unwritable", ["--fr-dump", "/proc/fr"], r"--fr-dump /proc/fr: cannot write there",
+         env={"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "{port}"}),
     Case("fr-report-no-folder", ["--fr-report", "{tmp}/none"], r"--fr-report .*/none: no such folder"),
     Case("fr-report-no-dumps", ["--fr-report", "{tmp}"], r"no rank_<R>\.json files; write them with --fr-dump",
          files={"notes.txt": "x"}),

@@ -207,6 +207,10 @@ BAD_INPUT = [
     Case("events-is-heartbeat", ["--heartbeat", "hb", "--events", "hb"], "is also an input",
          files={"hb": ""}),
     Case("json-unwritable", ["--fs", "/tmp", "--json", "/proc/x.json"], "cannot write"),
+    Case("json-is-a-fifo", ["--fs", "/tmp", "--json", "{tmp}/pipe"], "is not a regular file",
+         fifos=("pipe",)),
+    Case("events-unwritable", ["--fs", "/tmp", "--events", "/proc/events.jsonl"], "cannot write"),
+    Case("interval-inf", ["--fs", "/tmp", "--interval", "inf"], "not a finite number"),
 ]
 
 
