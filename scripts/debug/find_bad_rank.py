@@ -39,7 +39,8 @@ Verdicts (rank 0; ``--slow-factor`` F, default 3):
   time F times the others' as well, the host itself is slow;
 * **slow link R<->S**: one link F times slower than the median of the links between healthy ranks;
   **failed link R<->S**: both ranks alive, but the transfer did not finish within ``--timeout-s``;
-* **slow compute on rank R**: compute time more than F times the median of the other ranks'.
+* **slow compute on rank R**: compute time more than F times the median of the other ranks'
+  (and, with ``--min-excess-ms``, at least that many ms more per matmul).
 
 Telling a slow rank from a slow link needs 3 ranks or more (with 2 there is one link and nothing
 to compare it with).
@@ -360,8 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how many times slower than its peers a rank, link or host must be to be "
                    "named (default 3)")
     p.add_argument("--min-excess-ms", type=number(float, 0, 60000), default=0.0,
-                   help="a slow rank or link must also take this many ms more per transfer than "
-                   "the others (default 0; raise it on a noisy, oversubscribed machine)")
+                   help="a slow rank or link must also take this many ms more per transfer, and "
+                   "slow compute this many ms more per matmul, than the others (default 0; raise "
+                   "it on a noisy, oversubscribed machine)")
     p.add_argument("--pairwise-max-ranks", type=number(int, 2, 1024), default=64,
                    help="largest world size that gets the pairwise pass; above it, the ring pass "
                    "only (default 64)")
@@ -486,6 +488,11 @@ def classify(n: int, latency, bandwidth, compute, dead=(), failed=(), factor: fl
             bw = min(bw, 1.0)
         return lat, bw
 
+    def slow_compute(ms: float, others_ms: float) -> bool:
+        """F times the others' median, and at least min_excess_ms more per matmul (a tiny
+        matmul on a busy CPU varies by a factor of 3 with no fault at all)."""
+        return ms > factor * others_ms and ms - others_ms >= min_excess_ms
+
     slow_ranks = set()
     if n - len(dead) >= 3:
         for r in range(n):
@@ -498,7 +505,7 @@ def classify(n: int, latency, bandwidth, compute, dead=(), failed=(), factor: fl
                 slow_ranks.add(r)
                 others = [c for i, c in enumerate(compute or []) if i != r and c is not None]
                 slow_host = compute and compute[r] is not None and others and \
-                    compute[r] > factor * median(others)
+                    slow_compute(compute[r], median(others))
                 why = ("its compute is slow too: the host itself is slow (throttling, another job, "
                        "a bad GPU)" if slow_host else "its compute is normal: look at its network "
                        "path (NIC, cable, switch port, PCIe)")
@@ -523,7 +530,7 @@ def classify(n: int, latency, bandwidth, compute, dead=(), failed=(), factor: fl
             others = [c for i, c in enumerate(compute) if i != r and c is not None and i not in dead]
             if r in slow_ranks or r in dead or compute[r] is None or not others:
                 continue
-            if compute[r] > factor * median(others):
+            if slow_compute(compute[r], median(others)):
                 findings.append({"kind": "slow_compute", "ranks": [r], "message": (
                     f"slow compute on rank {r}{where(r)}: {compute[r]:.2f} ms per matmul, "
                     f"{compute[r] / median(others):.1f}x the other ranks' median")})

@@ -82,6 +82,10 @@ def test_classify_healthy_slow_rank_slow_link_dead_and_slow_host(fbr):
     # a 2x slower link is not named with factor 3; a large ratio of a tiny time is not with a floor
     assert fbr.classify(n, *matrices(n, slow=[(1, 4)], factor=2), [1.0] * n) == []
     assert fbr.classify(n, *matrices(n, slow=slow2), [1.0] * n, min_excess_ms=5, nbytes=8) == []
+    # A matmul 9x slower but only 8 ms slower stays under a 10 ms floor; at 20 ms it is named.
+    assert fbr.classify(n, *matrices(n), [1.0, 1, 1, 9, 1, 1], min_excess_ms=10) == []
+    assert kinds(fbr.classify(n, *matrices(n), [1.0, 1, 1, 21, 1, 1], min_excess_ms=10)) == \
+        [("slow_compute", (3,))]
 
 
 def test_classify_works_on_the_ring_only_matrix_of_a_large_job(fbr):
