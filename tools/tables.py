@@ -6,6 +6,7 @@ A figure lives in one file; chapters place it with a marker line that the build 
     <!-- data-table: data/network/pcie.yml -->
     <!-- data-table: data/compute/accelerators.yml#memory -->
     <!-- results-table: results/network/all_reduce_bench-cpu-gloo-2proc.json -->
+    <!-- results-table: mamf_finder -->       (every results file of a benchmark, see below)
 
 Spec data (YAML)::
 
@@ -138,7 +139,7 @@ def _binary_size(nbytes: int) -> str:
 # benchmark name -> (column titles per language, function row -> cells[, caption function
 # (data, lang) -> str; without one the all-reduce caption below is used])
 RESULTS_COLUMNS = {
-    "all_reduce": (
+    "all_reduce_bench": (
         {
             "en": ["Size", "Elements", "Time (µs)", "algbw (GBps)", "busbw (GBps)"],
             "zh": ["消息大小", "元素数", "时间 (µs)", "algbw (GBps)", "busbw (GBps)"],
@@ -212,7 +213,7 @@ RESULTS_COLUMNS.update({
                    f"{r['iops']:,.0f}", f"{r['lat_p50_us']:,.0f} / {r['lat_p99_us']:,.0f}"],
         _fio_scan_caption,
     ),
-    "dataloader": (
+    "dataloader_bench": (
         {
             "en": ["num_workers", "pin_memory / non_blocking", "Samples/s", "Ideal samples/s",
                    "First batch (s)", "Wait (ms/batch)"],
@@ -224,7 +225,7 @@ RESULTS_COLUMNS.update({
                    f"{r['first_batch_s']:.2f}", f"{r['wait_ms_per_batch']:.1f}"],
         _dataloader_caption,
     ),
-    "checkpoint_io": (
+    "checkpoint_io_bench": (
         {
             "en": ["Method", "Operation", "GB", "Time (s)", "GBps"],
             "zh": ["方法", "操作", "GB", "时间 (s)", "GBps"],
@@ -255,7 +256,7 @@ _MEM_TESTS = {
            "host_copy": "主机内存拷贝"},
 }
 
-RESULTS_COLUMNS["mamf"] = (
+RESULTS_COLUMNS["mamf_finder"] = (
     {
         "en": ["M", "N", "K", "dtype", "Mean time (ms)", "Mean TFLOPS", "Median TFLOPS", "Max TFLOPS"],
         "zh": ["M", "N", "K", "数据类型", "平均时间 (ms)", "平均 TFLOPS", "中位数 TFLOPS", "最大 TFLOPS"],
@@ -272,7 +273,7 @@ RESULTS_COLUMNS["mem_bandwidth"] = (
 )
 
 _RESULTS_CAPTION = {
-    "mamf": {
+    "mamf_finder": {
         "en": "Measured with `{command}`: device {device}, torch {torch_version}, {date}; "
         "{warmup} warmup and {iters} timed iterations per shape; TFLOPS = 2·M·N·K / time / 10¹² "
         "(mean over iterations; max = fastest iteration). Best: **{best}**.",
@@ -298,7 +299,7 @@ _TIME_TEXT = {
 
 
 def _best_text(data: dict, lang: str) -> str:
-    if data["benchmark"] == "mamf":
+    if data["benchmark"] == "mamf_finder":
         return "; ".join(f"{dtype} {b['max_tflops']:.3f} TFLOPS ({b['m']}x{b['n']}x{b['k']})"
                          for dtype, b in data["best"].items())
     return "; ".join(f"{_MEM_TESTS[lang][test]} {gbps:.2f} GBps" for test, gbps in data["peak_GBps"].items())
@@ -329,7 +330,6 @@ def _kv_capacity_caption(d: dict, lang: str) -> str:
                        u=i["memory_utilization"], kv=i["kv_dtype"], w=i["weight_dtype"])
 
 
-# Calculators' --json (a "tool" key and "models" instead of "benchmark" and "results").
 RESULTS_COLUMNS["kv_cache_calculator"] = (
     {
         "en": ["Model", "KV bytes/token", "KV GB/sequence", "Weights GB", "Free GB", "Tokens",
@@ -481,12 +481,12 @@ RESULTS_COLUMNS["quantize_weights"] = (
 
 
 # Views of results files: a long sweep shown in full would bury the answer.
-RESULTS_VIEWS = {"mamf": {"best": 5}}  # view -> rows kept per dtype, fastest first
+RESULTS_VIEWS = {"mamf_finder": {"best": 5}}  # view -> rows kept per dtype, fastest first
 
 
 def render_results_table(path: Path, lang: str = "en", view: str | None = None) -> str:
     """Markdown for a benchmark's ``--json`` output, with a caption saying how it was measured.
-    ``view`` "best" (mamf only) keeps the five fastest shapes (max TFLOPS) of each dtype.
+    ``view`` "best" (mamf_finder only) keeps the five fastest shapes (max TFLOPS) of each dtype.
 
     Raises TableError (naming the file) for an unknown benchmark, an unknown view or a malformed
     file.
@@ -494,8 +494,9 @@ def render_results_table(path: Path, lang: str = "en", view: str | None = None) 
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        if "tool" in data and "benchmark" not in data:
-            data["benchmark"], data["results"] = data["tool"], data["models"]
+        if data.get("origin") == "published":
+            raise TableError(f"{path}: published figures render with the other files of their "
+                             f"benchmark: <!-- results-table: {data['benchmark']} -->")
         if view is not None:
             keep = RESULTS_VIEWS.get(data["benchmark"], {}).get(view)
             if keep is None:
@@ -508,7 +509,7 @@ def render_results_table(path: Path, lang: str = "en", view: str | None = None) 
         rows = _results_rows(data, lang)
         if caption_of:
             caption = caption_of[0](data, lang)
-        elif data["benchmark"] == "all_reduce":
+        elif data["benchmark"] == "all_reduce_bench":
             caption = _CAPTION[lang].format(
                 command=data["command"],
                 world_size=data["world_size"],
@@ -545,6 +546,196 @@ def _is_number(cell: str) -> bool:
     return True
 
 
+# --- every results file of a benchmark -----------------------------------------------------
+#
+# ``<!-- results-table: mamf_finder -->`` (a benchmark name) or a glob such as
+# ``<!-- results-table: results/compute/mamf_finder-*.json -->`` renders one summary row per
+# measured file (per dtype or test where a file holds several): the device, its headline figures,
+# the date and the file. A reader's pull request that adds a file (tools/results.py add) adds a
+# row. Files with ``origin: published`` follow in a second table, one row per published figure
+# with its source.
+
+REPO = Path(__file__).resolve().parents[1]
+
+_COMMON = {"en": ("Device", "Date", "File"), "zh": ("设备", "日期", "文件")}
+
+
+def _peak(rows, key):
+    return max(rows, key=lambda r: r[key] if r.get(key) is not None else float("-inf"))
+
+
+def _mamf_summary(d):
+    out = []
+    for dtype in d.get("dtypes") or sorted({r["dtype"] for r in d["results"]}):
+        rows = [r for r in d["results"] if r["dtype"] == dtype]
+        if rows:
+            b = _peak(rows, "max_tflops")
+            out.append([dtype, f"{b['max_tflops']:,.1f}", f"{b['mean_tflops']:,.1f}",
+                        f"{b['m']}×{b['n']}×{b['k']}"])
+    return out
+
+
+def _mem_summary(d):
+    out = []
+    for test in d.get("tests") or sorted({r["test"] for r in d["results"]}):
+        rows = [r for r in d["results"] if r["test"] == test]
+        if rows:
+            b = _peak(rows, "GBps")
+            out.append([test, f"{b['GBps']:,.1f}", _binary_size(b["size_bytes"])])
+    return out
+
+
+def _all_reduce_summary(d):
+    b = _peak(d["results"], "busbw_GBps")
+    return [[f"{d['world_size']} ({d['nnodes']})", d["backend"], f"{b['busbw_GBps']:,.3f}",
+             _binary_size(b["size_bytes"])]]
+
+
+def _fio_summary(d):
+    reads = [r for r in d["results"] if r["rw"] == "read"]
+    rand = [r for r in d["results"] if r["rw"] == "randread"]
+    return [[str(d["direct"]), f"{_peak(reads, 'bw_MBps')['bw_MBps']:,.0f}" if reads else "—",
+             f"{_peak(rand, 'iops')['iops']:,.0f}" if rand else "—"]]
+
+
+def _checkpoint_summary(d):
+    cells = [str(d["world_size"]), d["filesystem"]]
+    for op in ("save", "load"):
+        rows = [r for r in d["results"] if r["op"].startswith(op)]
+        cells.append(f"{_peak(rows, 'GBps')['GBps']:.3f}" if rows else "—")
+    return [cells]
+
+
+def _dataloader_summary(d):
+    b = _peak(d["results"], "samples_per_s")
+    rec = d["recommended"]
+    return [[str(d["cpu_count"]), d["cost"], f"{b['samples_per_s']:,.1f}",
+             f"num_workers={rec['num_workers']}, pin_memory={rec['pin_memory']}"]]
+
+
+def _decode_summary(d):
+    b = _peak(d["results"], "decode_tokens_per_s")
+    return [[d["dtype"], str(d["threads"]), f"{b['decode_tokens_per_s']:,.0f} (batch {b['batch']})",
+             f"{min(r['tpot_ms'] for r in d['results'] if r['batch'] == min(x['batch'] for x in d['results'])):.2f}"]]
+
+
+# benchmark -> ({lang: headline column titles}, data -> rows of headline cells)
+SUMMARIES = {
+    "mamf_finder": ({"en": ["dtype", "Max TFLOPS", "Mean TFLOPS", "Shape M×N×K"],
+                     "zh": ["数据类型", "最大 TFLOPS", "平均 TFLOPS", "形状 M×N×K"]}, _mamf_summary),
+    "mem_bandwidth": ({"en": ["Test", "Peak GBps", "At size"], "zh": ["测试", "峰值 GBps", "对应大小"]},
+                      _mem_summary),
+    "all_reduce_bench": ({"en": ["Ranks (nodes)", "Backend", "Peak busbw (GBps)", "At size"],
+                          "zh": ["rank 数（节点数）", "后端", "busbw 峰值 (GBps)", "对应大小"]},
+                         _all_reduce_summary),
+    "fio_scan": ({"en": ["direct", "Best read MBps", "Best randread IOPS"],
+                  "zh": ["direct", "顺序读最佳 MBps", "随机读最佳 IOPS"]}, _fio_summary),
+    "checkpoint_io_bench": ({"en": ["Ranks", "File system", "Best save GBps", "Best load GBps"],
+                             "zh": ["rank 数", "文件系统", "保存最佳 GBps", "加载最佳 GBps"]},
+                            _checkpoint_summary),
+    "dataloader_bench": ({"en": ["CPU cores", "Sample cost", "Best samples/s", "Recommended"],
+                          "zh": ["CPU 核数", "样本开销", "最佳样本/秒", "推荐设置"]}, _dataloader_summary),
+    "decode_bench": ({"en": ["dtype", "Threads", "Best decode tokens/s", "TPOT at the smallest batch (ms)"],
+                      "zh": ["数据类型", "线程数", "最佳解码 token/秒", "最小批的 TPOT (ms)"]}, _decode_summary),
+}
+
+# benchmark -> ({lang: column titles}, published row -> cells); the Source column is added.
+PUBLISHED = {
+    # The source's own peak column (spec_tflops) stays in the file but is not shown: the book's
+    # peaks live in data/compute/accelerators.yml, and two tables must not disagree.
+    "mamf_finder": ({"en": ["Device", "dtype", "Mean TFLOPS", "Shape M×N×K", "torch"],
+                     "zh": ["设备", "数据类型", "平均 TFLOPS", "形状 M×N×K", "torch"]},
+                    lambda r: [r["device"], r["dtype"],
+                               f"{r.get('mean_tflops', r.get('max_tflops')):,.1f}",
+                               f"{r['m']}×{r['n']}×{r['k']}" if "m" in r else "", r.get("torch", "")]),
+    "mem_bandwidth": ({"en": ["Device", "Test", "GBps"], "zh": ["设备", "测试", "GBps"]},
+                      lambda r: [r["device"], r["test"], f"{r['GBps']:,.1f}"]),
+    "all_reduce_bench": ({"en": ["Device", "GPUs", "Nodes", "Size", "busbw (GBps)", "Fabric"],
+                          "zh": ["设备", "GPU 数", "节点数", "消息大小", "busbw (GBps)", "互连"]},
+                         lambda r: [r["device"], str(r.get("gpus", "")), str(r.get("nodes", "")),
+                                    _binary_size(r["size_bytes"]) if "size_bytes" in r else "—",
+                                    f"{r['busbw_GBps']:,.1f}", r.get("fabric", "")]),
+}
+
+_PUBLISHED_CAPTION = {
+    "en": "Published by others, not measured with the book's scripts: {who}. {method}. "
+          "Each row links to where it is stated.",
+    "zh": "他人发表的数据，并非用本书脚本实测：{who}。{method}。每一行都链接到其出处。",
+}
+_MEASURED_CAPTION = {
+    "en": "One row per results file under `results/` (per dtype or test where a file holds several); "
+          "each file's command and machine are in its part's `results/README.md`. "
+          "Add yours: `python tools/results.py add FILE` (CONTRIBUTING.md).",
+    "zh": "`results/` 下每个结果文件一行（文件含多种数据类型或测试时每种一行）；每个文件的命令和机器见所在部分的 "
+          "`results/README.md`。提交你的结果：`python tools/results.py add FILE`（见 CONTRIBUTING.md）。",
+}
+
+
+def summary_files(spec: str) -> tuple[str, list[Path]]:
+    """(benchmark, files) for a marker argument: a benchmark name or a glob of results files."""
+    if "/" not in spec and "*" not in spec and not spec.endswith(".json"):
+        benchmark = spec
+        candidates = sorted(REPO.glob(f"results/*/{benchmark}-*.json"))
+    else:
+        candidates = sorted(REPO.glob(spec)) if not Path(spec).is_absolute() else \
+            sorted(Path(spec).parent.glob(Path(spec).name))
+        benchmark = None
+    files = []
+    for path in candidates:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise TableError(f"{path}: {err}") from err
+        if benchmark is None:
+            benchmark = data.get("benchmark")
+        if data.get("benchmark") == benchmark:
+            files.append(path)
+    if not files:
+        raise TableError(f"{spec}: no results files (results/<part>/{spec}-*.json)")
+    return benchmark, files
+
+
+def render_results_summary(spec: str, lang: str = "en") -> str:
+    """Markdown: one row per measured file of a benchmark (``spec``: its name or a glob of files),
+    then, when any exist, the published figures in a table of their own with a source per row."""
+    benchmark, files = summary_files(spec)
+    if benchmark not in SUMMARIES:
+        raise TableError(f"{spec}: no summary for benchmark '{benchmark}' "
+                         f"(summaries: {', '.join(SUMMARIES)})")
+    titles, summarize = SUMMARIES[benchmark]
+    dev, date, file = _COMMON[lang]
+    measured, published, captions = [], [], []
+    for path in files:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            if data.get("origin") == "published":
+                if benchmark not in PUBLISHED:
+                    raise TableError(f"no published table for {benchmark}")
+                cells_of = PUBLISHED[benchmark][1]
+                for r in data["results"]:
+                    published.append(cells_of(r) + [f"[[{len(published) + 1}]]({r['source']})"])
+                who = data.get("published_by", "")
+                method = data.get("method", "").rstrip(".")
+                captions.append(_PUBLISHED_CAPTION[lang].format(who=who, method=method))
+                continue
+            for cells in summarize(data):
+                measured.append([data["device"] or "—", *cells, data["date_utc"][:10], f"`{path.name}`"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise TableError(f"{path}: cannot summarize ({type(err).__name__}: {err})") from err
+    parts = []
+    if measured:
+        header = [dev, *titles[lang], date, file]
+        align = [":--"] + ["--:" if _is_number(measured[0][i].split(" ")[0].replace("×", ""))
+                           else ":--" for i in range(1, len(header))]
+        parts.append(_markdown(header, measured, align) + "\n\n" + _MEASURED_CAPTION[lang])
+    if published:
+        header = PUBLISHED[benchmark][0][lang] + [_SOURCE[lang]]
+        align = [":--"] + ["--:" if _is_number(published[0][i].split(" ")[0].replace("×", "").rstrip("%"))
+                           else ":--" for i in range(1, len(header))]
+        parts.append(_markdown(header, published, align) + "\n\n" + " ".join(dict.fromkeys(captions)))
+    return "\n\n".join(parts)
+
+
 def split_view(path) -> tuple[Path, str | None]:
     """``data/x.yml#memory`` -> (Path('data/x.yml'), 'memory'); no ``#`` -> (path, None)."""
     text = str(path)
@@ -556,6 +747,9 @@ def split_view(path) -> tuple[Path, str | None]:
 
 def render(path: Path, lang: str = "en") -> str:
     """Render a data (.yml/.yaml, optionally ``FILE#VIEW``) or results (.json) file."""
+    text = str(path)
+    if "*" in text or ("/" not in text and "." not in text):  # every results file of a benchmark
+        return render_results_summary(text, lang)
     path, view = split_view(path)
     if path.suffix in (".yml", ".yaml"):
         return render_data_table(path, lang, view)
@@ -566,7 +760,8 @@ def render(path: Path, lang: str = "en") -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", type=Path, help="data/…/*.yml[#VIEW] or results/…/*.json")
+    parser.add_argument("file", help="data/…/*.yml[#VIEW], results/…/*.json[#VIEW], a benchmark "
+                        "name (every results file of it) or a glob of results files")
     parser.add_argument("--lang", choices=LANGS, default="en")
     args = parser.parse_args(argv)
     try:

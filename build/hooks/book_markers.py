@@ -13,6 +13,10 @@ A marker is an HTML comment alone on a line (invisible if the hook is absent):
         a spec table from a YAML data file, in the page's language (tools/tables.py)
     <!-- results-table: results/network/all_reduce_bench-cpu-gloo-2proc.json -->
         a table of measured results from a benchmark's --json output (tools/tables.py)
+    <!-- results-table: mamf_finder -->
+    <!-- results-table: results/compute/mamf_finder-*.json -->
+        every results file of a benchmark (by name, or a glob): one summary row per measured
+        file, then the published figures (origin: published) with a source per row
 
 Paths are relative to the repository root. A missing file or a bad table fails the build
 with the page named. The files under scripts/, data/ and results/ are copied into the site.
@@ -146,6 +150,11 @@ def _title(lang: str, src: str) -> str:
 def on_page_markdown(markdown, page, config, files):
     def expand(match):
         kind, rel = match.groups()
+        if kind == "results-table" and ("*" in rel or "/" not in rel):
+            try:  # a benchmark name or a glob: every results file of it (tools/tables.py)
+                return tables.render(rel, page_language(page))
+            except tables.TableError as err:
+                raise PluginError(f"{page.file.src_uri}: {err}") from err
         if not (ROOT / rel.split("#", 1)[0]).is_file():  # data-table FILE#VIEW
             raise PluginError(f"{page.file.src_uri}: {kind} marker names a missing file: {rel}")
         if kind == "embed-script":

@@ -259,20 +259,29 @@ plt.show()
 # ## Measured MAMF from the results files
 #
 # The book's results folder holds `--json` outputs of `mamf_finder.py`. Where a GPU
-# run exists, it is compared with its datasheet peak here; the CPU run is always
-# there and shows the gap between the mean and the best iteration on a shared
-# machine.
+# run exists, its best shape is compared with the dense datasheet peak of its
+# row in the spec file; the CPU run is always there and shows the gap between the
+# mean and the best iteration on a shared machine. The plot keeps, for each M,
+# the fastest of the N and K that were swept.
 
 # %%
 # The mamf_finder.py results in results/compute/ (a downloaded notebook cannot list a folder).
-MAMF_RESULTS = ["results/compute/mamf_finder-cpu.json"]
+MAMF_RESULTS = ["results/compute/mamf_finder-cpu.json",
+                "results/compute/mamf_finder-h100.json"]
 runs = [json.loads(book_file(rel)) for rel in MAMF_RESULTS]
 gpu_runs = [r for r in runs if r["device_type"] == "cuda"]
 print(f"mamf_finder results files: {len(runs)}, of them GPU runs: {len(gpu_runs)}")
+# The name CUDA reports for a device, and its row in data/compute/accelerators.yml.
+SPEC_ROW = {"NVIDIA H100 80GB HBM3": "NVIDIA H100 SXM"}
 for run in runs:
     for dtype, best in run["best"].items():
         # The best shape varies from run to run on a busy machine, so only the value is printed.
-        print(f"{run['device']} {dtype}: best ≈ {best['max_tflops']:.3f} TFLOPS")
+        line = f"{run['device']} {dtype}: best ≈ {best['max_tflops']:.3f} TFLOPS"
+        row = rows.get(SPEC_ROW.get(run["device"], ""))
+        if row and isinstance(row.get(f"{dtype}_dense"), (int, float)):
+            peak = row[f"{dtype}_dense"]
+            line += f", {best['max_tflops'] / peak:.0%} of the {peak:g} TFLOPS dense peak"
+        print(line)
 if not gpu_runs:
     print("no GPU results file in results/compute/ yet: run mamf_finder.py on a GPU and "
           "add its --json output")
@@ -280,12 +289,17 @@ if not gpu_runs:
 fig, ax = plt.subplots(figsize=(8, 3.5))
 for run in runs:
     for dtype in run["dtypes"]:
-        rs = [r for r in run["results"] if r["dtype"] == dtype]
+        ms = sorted({r["m"] for r in run["results"] if r["dtype"] == dtype})
+        best_max = [max(r["max_tflops"] for r in run["results"]
+                        if r["dtype"] == dtype and r["m"] == m) for m in ms]
+        best_mean = [max(r["mean_tflops"] for r in run["results"]
+                         if r["dtype"] == dtype and r["m"] == m) for m in ms]
         label = f"{run['device']} {dtype}"
-        ax.plot([r["m"] for r in rs], [r["max_tflops"] for r in rs], "o-", label=label + " max")
-        ax.plot([r["m"] for r in rs], [r["mean_tflops"] for r in rs], "x--", label=label + " mean")
+        ax.plot(ms, best_max, "o-", label=label + " max")
+        ax.plot(ms, best_mean, "x--", label=label + " mean")
 ax.set_xlabel("M")
-ax.set_ylabel("TFLOPS")
+ax.set_xscale("log", base=2)
+ax.set_ylabel("TFLOPS, best over N and K")
 ax.set_yscale("log")
 ax.set_title("mamf_finder.py results (results/compute/)")
 ax.legend(fontsize=7)

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 8df369b1bb7b6d3409c6bfbe005e3021b686c673fdd7e6e2ae18952de6d36e48
+#       source_sha256: e6469e75bd4259dd768ef1943bf07bd18e6bd86617f599fafc4876883539e501
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -235,30 +235,43 @@ plt.show()
 #
 # ## 结果文件中实测的 MAMF
 #
-# 本书的 results 目录保存了 `mamf_finder.py` 的 `--json` 输出。有 GPU 的运行结果时，这里会把它与数据手册的峰值比较；CPU 的运行结果总是存在，它显示了在共享机器上平均值与最好一次迭代之间的差距。
+# 本书的 results 目录保存了 `mamf_finder.py` 的 `--json` 输出。有 GPU 的运行结果时，这里把其中最快的形状与规格文件中对应一行的稠密（dense）数据手册峰值比较；CPU 的运行结果总是存在，它显示了在共享机器上平均值与最好一次迭代之间的差距。图中每个 M 只保留所扫过的各种 N 与 K 中最快的一个。
 
 # %%
 # The mamf_finder.py results in results/compute/ (a downloaded notebook cannot list a folder).
-MAMF_RESULTS = ["results/compute/mamf_finder-cpu.json"]
+MAMF_RESULTS = ["results/compute/mamf_finder-cpu.json",
+                "results/compute/mamf_finder-h100.json"]
 runs = [json.loads(book_file(rel)) for rel in MAMF_RESULTS]
 gpu_runs = [r for r in runs if r["device_type"] == "cuda"]
 print(f"mamf_finder 结果文件：{len(runs)} 个，其中 GPU 运行：{len(gpu_runs)} 个")
+# CUDA 报告的设备名，及其在 data/compute/accelerators.yml 中对应的行。
+SPEC_ROW = {"NVIDIA H100 80GB HBM3": "NVIDIA H100 SXM"}
 for run in runs:
     for dtype, best in run["best"].items():
         # 在繁忙的机器上，最佳形状每次运行都可能不同，所以只打印数值。
-        print(f"{run['device']} {dtype}：最佳 ≈ {best['max_tflops']:.3f} TFLOPS")
+        line = f"{run['device']} {dtype}：最佳 ≈ {best['max_tflops']:.3f} TFLOPS"
+        row = rows.get(SPEC_ROW.get(run["device"], ""))
+        if row and isinstance(row.get(f"{dtype}_dense"), (int, float)):
+            peak = row[f"{dtype}_dense"]
+            line += f"，为 {peak:g} TFLOPS 稠密峰值的 {best['max_tflops'] / peak:.0%}"
+        print(line)
 if not gpu_runs:
     print("results/compute/ 中还没有 GPU 结果文件：请在 GPU 上运行 mamf_finder.py 并加入其 --json 输出")
 
 fig, ax = plt.subplots(figsize=(8, 3.5))
 for run in runs:
     for dtype in run["dtypes"]:
-        rs = [r for r in run["results"] if r["dtype"] == dtype]
+        ms = sorted({r["m"] for r in run["results"] if r["dtype"] == dtype})
+        best_max = [max(r["max_tflops"] for r in run["results"]
+                        if r["dtype"] == dtype and r["m"] == m) for m in ms]
+        best_mean = [max(r["mean_tflops"] for r in run["results"]
+                         if r["dtype"] == dtype and r["m"] == m) for m in ms]
         label = f"{run['device']} {dtype}"
-        ax.plot([r["m"] for r in rs], [r["max_tflops"] for r in rs], "o-", label=label + " 最大")
-        ax.plot([r["m"] for r in rs], [r["mean_tflops"] for r in rs], "x--", label=label + " 平均")
+        ax.plot(ms, best_max, "o-", label=label + " 最大")
+        ax.plot(ms, best_mean, "x--", label=label + " 平均")
 ax.set_xlabel("M")
-ax.set_ylabel("TFLOPS")
+ax.set_xscale("log", base=2)
+ax.set_ylabel("TFLOPS，N 与 K 中最好的")
 ax.set_yscale("log")
 ax.set_title("mamf_finder.py 的结果（results/compute/）")
 ax.legend(fontsize=7)

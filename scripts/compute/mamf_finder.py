@@ -61,7 +61,7 @@ before it (marked ``"interrupted": true``).
 
 ``--json PATH`` writes::
 
-    {"benchmark": "mamf", "schema_version": 1, "device": "<name>", "device_type": "cpu|cuda|...",
+    {"benchmark": "mamf_finder", "schema_version": 1, "device": "<name>", "device_type": "cpu|cuda|...",
      "dtypes": [...], "warmup": <int>, "iters": <int>, "flush_l2": <bool>,
      "torch_version": "<version>", "versions": {...}, "hostname": "<host>",
      "date_utc": "YYYY-MM-DDTHH:MM:SSZ", "command": "<command line>", "interrupted": <bool>,
@@ -661,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     best = _print_summary(results, total, interrupted)
     if args.json:
         report = {
-            "benchmark": "mamf", "schema_version": 1, "device": device.name,
+            "benchmark": "mamf_finder", "schema_version": 1, "device": device.name,
             "device_type": device.type, "dtypes": args.dtype, "warmup": args.warmup,
             "iters": args.iters, "flush_l2": flush is not None, "torch_version": torch.__version__,
             "versions": versions, "hostname": socket.gethostname(),

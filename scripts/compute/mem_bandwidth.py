@@ -88,6 +88,7 @@ import datetime
 import json
 import math
 import os
+import platform
 import re
 import shlex
 import signal
@@ -512,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
             "device_type": kind, "tests": tests, "warmup": args.warmup, "iters": args.iters,
             "threads": torch.get_num_threads(),
             "torch_version": torch.__version__, "hostname": socket.gethostname(),
+            "versions": {"python": platform.python_version(), "torch": torch.__version__},
             "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
             "results": results, "peak_GBps": peak, "interrupted": bool(stopped_by),

@@ -772,6 +772,7 @@ def main(argv: list[str] | None = None) -> int:
             "benchmark": "decode_bench", "schema_version": 1, "device": name,
             "device_type": args.device_type, "dtype": args.dtype, "threads": threads,
             "torch_version": torch.__version__, "python": platform.python_version(),
+            "versions": {"python": platform.python_version(), "torch": torch.__version__},
             "hostname": socket.gethostname(),
             "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),

@@ -87,10 +87,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import math
 import os
+import platform
 import re
+import shlex
 import sys
 import tempfile
 import threading
@@ -653,13 +656,19 @@ def main(argv: list[str] | None = None) -> int:
     docs = [describe(m, args) for m in models]
     print(report_one(docs[0], args) if len(docs) == 1 else report_table(docs, args))
     if args.json:
-        text = json.dumps({"tool": "kv_cache_calculator", "schema_version": 1,
+        text = json.dumps({"benchmark": "kv_cache_calculator", "schema_version": 1,
+                           "device": None,  # computed, not measured
+                           "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
+                               "%Y-%m-%dT%H:%M:%SZ"),
+                           "command": "python " + shlex.join(
+                               [os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+                           "versions": {"python": platform.python_version()},
                            "units": {"memory": "bytes", "params": "count"},
                            "inputs": {k: getattr(args, k) for k in (
                                "model", "config", "params", "context", "kv_dtype",
                                "weight_dtype", "gpu_memory", "gpus", "memory_utilization",
                                "overhead_gb")},
-                           "models": docs}, indent=2)
+                           "results": docs}, indent=2)
         if args.json == "-":
             print(text)
         else:

@@ -141,6 +141,7 @@ import math
 import os
 import random
 import re
+import platform
 import shlex
 import signal
 import sys
@@ -879,6 +880,8 @@ def main(argv: list[str] | None = None) -> int:
                "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                "torch_version": torch.__version__,
                "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+               "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+               "versions": {"python": platform.python_version(), "torch": torch.__version__},
                "settings": settings,
                "documents": {"train": len(train), "held_out": len(held)},
                "model": {"parameters": n_params, "quantized_weights": n_weights,

@@ -182,6 +182,7 @@ import json
 import math
 import os
 import random
+import platform
 import shlex
 import signal
 import sys
@@ -1172,6 +1173,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"benchmark": "serving_simulator", "schema_version": 1,
                "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
                "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "device": None, "versions": {"python": platform.python_version()},
                "settings": settings, "step_model": step_model,
                "knee_req_s": knees, "interrupted": bool(stopped_by),
                "units": {"times": "seconds", "throughput_tok_s": "output tokens per second",

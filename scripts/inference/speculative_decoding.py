@@ -128,6 +128,7 @@ import json
 import math
 import os
 import random
+import platform
 import shlex
 import signal
 import sys
@@ -885,6 +886,8 @@ def main(argv: list[str] | None = None) -> int:
                "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
                "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                "torch": torch.__version__, "settings": settings,
+               "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+               "versions": {"python": platform.python_version(), "torch": torch.__version__},
                "documents": {"train": len(train), "held_out": len(held)},
                "models": info,
                "baseline": {"target_only_s": base_s, "target_passes": sum(base_calls),

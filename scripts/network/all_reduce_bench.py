@@ -40,7 +40,7 @@ time in us, algbw and busbw in GBps, check) and then the peak busbw. ``nnodes`` 
 distinct host names among the ranks. ``--json PATH`` writes (schema; values in <> are
 placeholders)::
 
-    {"benchmark": "all_reduce", "schema_version": 1, "backend": "nccl" | "gloo",
+    {"benchmark": "all_reduce_bench", "schema_version": 1, "backend": "nccl" | "gloo",
      "device": "cpu" | "<CUDA device name>", "world_size": <int>, "nnodes": <int>,
      "dtype": "float32", "warmup": <int>, "iters": <int>, "torch_version": "<version>",
      "hostname": "<rank 0 host>", "date_utc": "YYYY-MM-DDTHH:MM:SSZ",
@@ -141,6 +141,7 @@ import io
 import json
 import math
 import os
+import platform
 import re
 import shlex
 import signal
@@ -795,7 +796,7 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
         print(f"# peak busbw: {peak['busbw_GBps']:.4f} GBps at size {peak['size_bytes']} bytes "
               f"({format_size(peak['size_bytes'])})", flush=True)
         report = {
-            "benchmark": "all_reduce",
+            "benchmark": "all_reduce_bench",
             "schema_version": 1,
             "backend": backend,
             "device": device_name,
@@ -805,6 +806,7 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
             "warmup": args.warmup,
             "iters": args.iters,
             "torch_version": torch.__version__,
+            "versions": {"python": platform.python_version(), "torch": torch.__version__},
             "hostname": launch.host,
             "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
                 "%Y-%m-%dT%H:%M:%SZ"),

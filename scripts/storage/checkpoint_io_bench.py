@@ -29,7 +29,7 @@ Output
 A table (method, operation, bytes, median seconds, GBps) and ``--json PATH`` (values in <> are
 placeholders)::
 
-    {"benchmark": "checkpoint_io", "schema_version": 1, "world_size": <int>,
+    {"benchmark": "checkpoint_io_bench", "schema_version": 1, "world_size": <int>,
      "backend": "gloo" | "nccl", "device": "cpu" | "<CUDA device name>", "dtype": "bfloat16",
      "size_bytes": <int, all ranks>, "tensor_bytes": <int>, "iters": <int>, "directory": "<DIR>",
      "filesystem": "<type>", "cold_read": true, "torch_version": "<version>",
@@ -551,11 +551,12 @@ def main(argv=None) -> int:
             print("# verified: every tensor read back equals what was written")
             if args.json:
                 summary = {
-                    "benchmark": "checkpoint_io", "schema_version": 1, "world_size": world,
+                    "benchmark": "checkpoint_io_bench", "schema_version": 1, "world_size": world,
                     "backend": backend, "device": dev_name, "dtype": args.dtype,
                     "size_bytes": total_bytes, "tensor_bytes": args.tensor_size,
                     "iters": args.iters, "directory": str(args.dir), "filesystem": fs,
                     "cold_read": not args.warm_read, "torch_version": torch.__version__,
+                    "versions": {"python": platform.python_version(), "torch": torch.__version__},
                     "hostname": platform.node(),
                     "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "command": _command(world), "units": {"GBps": "1e9 bytes/s", "time": "s"},

@@ -34,7 +34,7 @@ Output
 A table (one row per setting) and a recommendation. ``--json PATH`` writes (values in <> are
 placeholders)::
 
-    {"benchmark": "dataloader", "schema_version": 1, "device": "cpu" | "<CUDA device name>",
+    {"benchmark": "dataloader_bench", "schema_version": 1, "device": "cpu" | "<CUDA device name>",
      "cpu_count": <int>, "sample_shape": [3, 224, 224], "sample_bytes": <int>,
      "sample_ms": <float>, "cost": "cpu" | "sleep", "batch_size": <int>, "batches": <int>,
      "warmup": <int>, "step_ms": <float>, "torch_version": "<version>", "hostname": "<host>",
@@ -521,10 +521,11 @@ def main(argv=None) -> int:
           f"of the best {max(r['samples_per_s'] for r in rows):.1f})")
     if args.json:
         summary = {
-            "benchmark": "dataloader", "schema_version": 1, "device": name, "cpu_count": cpus,
+            "benchmark": "dataloader_bench", "schema_version": 1, "device": name, "cpu_count": cpus,
             "sample_shape": shape, "sample_bytes": sample_bytes, "sample_ms": args.sample_ms,
             "cost": args.cost, "batch_size": args.batch_size, "batches": args.batches,
             "warmup": args.warmup, "step_ms": args.step_ms, "torch_version": torch.__version__,
+            "versions": {"python": platform.python_version(), "torch": torch.__version__},
             "hostname": platform.node(),
             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "command": " ".join(shlex.quote(a) for a in [*_env_prefix(), "python", *sys.argv]),

@@ -21,6 +21,7 @@ import torch
 
 from tests.bad_input import Case, check_refused
 from tests.launchers import REPO, clean_env, import_script
+from tools.results import problems
 
 SCRIPT = "mamf_finder.py"
 ROW = re.compile(r"^\s+(\d+)/(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\w+)\s+([\d.]+)\s+([\d.]+)\s+"
@@ -41,7 +42,8 @@ def rows(stdout: str) -> list[dict]:
 
 
 def check_report(report: dict, shapes: list[tuple[int, int, int]], dtypes: list[str]) -> None:
-    assert report["benchmark"] == "mamf" and report["schema_version"] == 1
+    assert problems(report, "--json") == []  # tools/schemas/<benchmark>.schema.json
+    assert report["benchmark"] == "mamf_finder" and report["schema_version"] == 1
     assert report["device_type"] == "cpu" and report["dtypes"] == dtypes
     assert report["versions"]["torch"] == torch.__version__
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", report["date_utc"])

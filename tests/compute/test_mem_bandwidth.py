@@ -16,6 +16,7 @@ import torch
 
 from tests.bad_input import Case, check_refused
 from tests.launchers import REPO, interrupt_when
+from tools.results import problems
 
 SCRIPT = "mem_bandwidth.py"
 ROW = re.compile(r"^(\w+)\s+(\d+[KMG]?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
@@ -27,6 +28,7 @@ def size_of(label: str) -> int:
 
 
 def check_results(report: dict, tests: list[str], sizes: list[int]) -> None:
+    assert problems(report, "--json") == []  # tools/schemas/<benchmark>.schema.json
     assert report["benchmark"] == "mem_bandwidth" and report["schema_version"] == 1
     assert report["tests"] == tests
     assert [(r["test"], r["size_bytes"]) for r in report["results"]] == [

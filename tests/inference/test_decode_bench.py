@@ -24,6 +24,7 @@ import torch
 
 from tests.bad_input import Case, check_refused
 from tests.launchers import REPO, import_script, interrupt_when
+from tools.results import problems
 
 SCRIPT = "decode_bench.py"
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s")
@@ -139,6 +140,7 @@ def check_rows(doc: dict, dtype_bytes: int) -> None:
 
 def test_sweep_json_obeys_the_formulas(sweep):
     _, doc = sweep
+    assert problems(doc, "--json") == []  # tools/schemas/<benchmark>.schema.json
     assert doc["benchmark"] == "decode_bench" and doc["interrupted"] is False
     assert doc["device_type"] == "cpu" and doc["device"] and doc["dtype"] == "fp32"
     assert doc["torch_version"] == torch.__version__ and doc["threads"] == 1

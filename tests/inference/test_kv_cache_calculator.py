@@ -26,6 +26,7 @@ import pytest
 
 from tests.bad_input import Case, check_refused
 from tests.launchers import REPO, import_script
+from tools.results import problems
 
 SCRIPT = "kv_cache_calculator.py"
 DATA = REPO / "data" / "models" / "architectures.yml"
@@ -154,7 +155,9 @@ def test_cli_single_model_and_json(launch, tmp_path):
                                  "--kv-dtype", "fp8", "--json", str(out)])
     assert res.returncode == 0, res.output
     doc = json.loads(out.read_text())
-    (m,) = doc["models"]
+    (m,) = doc["results"]
+    assert problems(doc, "--json") == []  # tools/schemas/<benchmark>.schema.json
+    assert doc["benchmark"] == "kv_cache_calculator" and doc["device"] is None
     assert m["name"] == "Llama 3.1 70B" and doc["inputs"]["gpus"] == 4
     assert m["kv_per_token_model"] == 80 * 2 * 8 * 128 * 1
     assert m["cache_shape"]["kv_heads_per_gpu"] == 2
@@ -169,7 +172,7 @@ def test_cli_config_and_every_model(launch, tmp_path):
                                  "--json", "-"])
     assert res.returncode == 0, res.output
     doc = json.loads(res.stdout[res.stdout.index("{"):])
-    assert doc["models"][0]["kv_per_token"] == 2 * 2 * 2 * 16 * 2
+    assert doc["results"][0]["kv_per_token"] == 2 * 2 * 2 * 16 * 2
     res = launch.python(SCRIPT, ["--model", "all", "--kv-dtype", "int4"])
     assert res.returncode == 0, res.output
     names = [m["name"] for m in import_script(launch.scripts / SCRIPT).load_models(str(DATA))]
@@ -251,4 +254,7 @@ def test_the_kv_cache_pages_tables_are_current(launch, tmp_path, name):
                                  "--kv-dtype", i["kv_dtype"], "--weight-dtype", i["weight_dtype"],
                                  "--overhead-gb", str(i["overhead_gb"]), "--json", str(out)])
     assert res.returncode == 0, res.output
-    assert json.loads(out.read_text()) == recorded, f"recompute results/inference/{name}"
+    now = json.loads(out.read_text())
+    for run_specific in ("date_utc", "command", "versions"):  # the envelope: when, how, with what
+        assert now.pop(run_specific) and recorded.pop(run_specific)
+    assert now == recorded, f"recompute results/inference/{name}"

@@ -29,6 +29,7 @@ import pytest
 
 from tests.bad_input import Case, check_refused
 from tests.launchers import REPO, clean_env, import_script, interrupt_when
+from tools.results import problems
 
 torch = pytest.importorskip("torch")
 
@@ -219,6 +220,7 @@ def test_bits_per_byte_of_a_uniform_model_is_8(qw):
 
 def test_cli_run(run):
     res, doc = run
+    assert problems(doc, "--json") == []  # tools/schemas/<benchmark>.schema.json
     assert doc["benchmark"] == "quantize_weights" and doc["torch_version"] and doc["date_utc"]
     assert doc["command"].startswith("python ") and doc["interrupted"] is False
     rows = {r["scheme"]: r for r in doc["results"]}

@@ -29,6 +29,7 @@ import pytest
 
 from tests.bad_input import Case, check_refused
 from tests.launchers import import_script, interrupt_when
+from tools.results import problems
 
 SCRIPT = "serving_simulator.py"
 REPLICATIONS = 8
@@ -344,6 +345,7 @@ def test_cli_fit_and_two_policies(launch, sim, tmp_path):
                         timeout=60)
     assert res.returncode == 0, res.output
     doc = json.loads(out.read_text())
+    assert problems(doc, "--json") == []  # tools/schemas/<benchmark>.schema.json
     assert doc["benchmark"] == "serving_simulator" and not doc["interrupted"]
     assert {"command", "date_utc", "settings", "step_model", "results"} <= set(doc)
     sm = doc["step_model"]

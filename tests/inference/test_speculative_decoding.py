@@ -31,6 +31,7 @@ import pytest
 
 from tests.bad_input import Case, check_refused
 from tests.launchers import REPO, import_script, interrupt_when
+from tools.results import problems
 
 torch = pytest.importorskip("torch")
 
@@ -211,6 +212,7 @@ def test_speculative_sampling_matches_target_sampling(sd, models, k):
 
 def test_rows_measure_what_they_say(run):
     res, doc = run
+    assert problems(doc, "--json") == []  # tools/schemas/<benchmark>.schema.json
     assert doc["benchmark"] == "speculative_decoding" and doc["settings"]["draft_lens"] == [1, 2, 4]
     assert doc["torch"] and doc["date_utc"] and doc["interrupted"] is False
     assert doc["models"]["target"]["parameters"] > doc["models"]["draft"]["parameters"]

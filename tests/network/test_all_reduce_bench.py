@@ -23,12 +23,13 @@ import torch
 
 from tests.bad_input import Case, check_refused, launcher_cases
 from tests.launchers import interrupt_when, import_script
+from tools.results import problems
 
 SCRIPT = "all_reduce_bench.py"
 # Keys and types the notebook helper relies on (the script may add keys, never rename these).
 TOP_KEYS = {"benchmark": str, "schema_version": int, "backend": str, "device": str,
             "world_size": int, "nnodes": int, "dtype": str, "warmup": int, "iters": int,
-            "torch_version": str, "hostname": str, "date_utc": str, "command": str,
+            "torch_version": str, "versions": dict, "hostname": str, "date_utc": str, "command": str,
             "results": list, "peak_busbw_GBps": (int, float)}
 RESULT_KEYS = {"size_bytes": int, "count": int, "time_us": (int, float),
                "algbw_GBps": (int, float), "busbw_GBps": (int, float)}
@@ -56,7 +57,8 @@ def check_report(report: dict, world_size: int, sizes: list[int], elem_size: int
     for key, typ in TOP_KEYS.items():
         assert key in report, f"missing key {key}"
         assert isinstance(report[key], typ), f"{key} has type {type(report[key]).__name__}"
-    assert report["benchmark"] == "all_reduce"
+    assert problems(report, "--json") == []  # tools/schemas/<benchmark>.schema.json
+    assert report["benchmark"] == "all_reduce_bench"
     assert report["schema_version"] == 1
     assert report["world_size"] == world_size
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", report["date_utc"])

@@ -13,13 +13,15 @@ import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
 from tests.launchers import REPO, interrupt_when
+from tools.results import problems
 
 SCRIPT = "checkpoint_io_bench.py"
 SIZE = 2 * 1024 ** 2
 
 
 def check(report, world, ops):
-    assert report["benchmark"] == "checkpoint_io" and report["schema_version"] == 1
+    assert problems(report, "--json") == []  # tools/schemas/<benchmark>.schema.json
+    assert report["benchmark"] == "checkpoint_io_bench" and report["schema_version"] == 1
     assert report["world_size"] == world
     assert report["verified"] is True and report["cold_read"] is True
     assert [(r["method"], r["op"]) for r in report["results"]] == ops

@@ -13,6 +13,7 @@ import pytest
 
 from tests.bad_input import Case, check_refused
 from tests.launchers import REPO, interrupt_when, import_script
+from tools.results import problems
 
 SCRIPT = "dataloader_bench.py"
 ROW = re.compile(r"^\s*(\d+)\s+(True|False)\s+(True|False)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
@@ -28,7 +29,8 @@ def run(launch, tmp_path, extra):
 
 
 def check(res, report, workers, flags):
-    assert report["benchmark"] == "dataloader" and report["schema_version"] == 1
+    assert problems(report, "--json") == []  # tools/schemas/<benchmark>.schema.json
+    assert report["benchmark"] == "dataloader_bench" and report["schema_version"] == 1
     assert report["sample_bytes"] == 3 * 32 * 32
     got = [(r["num_workers"], r["pin_memory"], r["non_blocking"]) for r in report["results"]]
     assert got == [(w, p, n) for w in workers for p, n in flags]

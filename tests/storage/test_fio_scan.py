@@ -22,6 +22,7 @@ import pytest
 from tests.bad_input import Case, check_refused
 from tests.conftest import require_tool
 from tests.launchers import REPO, clean_env, import_script
+from tools.results import problems
 
 SCRIPT = "fio_scan.py"
 ROW = re.compile(r"^\s*(read|write|randread|randwrite)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+"
@@ -53,6 +54,7 @@ def test_scan_runs_fio_and_reports_a_consistent_table(launch, tmp_path):
                                  "--json", str(out), "--plot", str(plot)], timeout=90)
     assert res.returncode == 0, res.output
     report = json.loads(out.read_text())
+    assert problems(report, "--json") == []  # tools/schemas/<benchmark>.schema.json
     assert report["benchmark"] == "fio_scan" and report["schema_version"] == 1
     assert report["fio_version"].startswith("fio-")
     assert report["runtime_s_per_job"] == pytest.approx(4 / 8, rel=1e-3)

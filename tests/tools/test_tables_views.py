@@ -1,5 +1,5 @@
 """tools/tables.py: FILE#VIEW selects a view of a data file; results of the compute benchmarks
-(mamf, mem_bandwidth) render with their captions."""
+(mamf_finder, mem_bandwidth) render with their captions."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_mamf_best_view_keeps_the_fastest_shapes_of_each_dtype(tmp_path):
             for dtype in ("bf16", "fp8") for m in range(1, 9)]
     path = tmp_path / "mamf.json"
     path.write_text(json.dumps({
-        "benchmark": "mamf", "schema_version": 1, "device": "gpu", "torch_version": "2.x",
+        "benchmark": "mamf_finder", "schema_version": 1, "device": "gpu", "torch_version": "2.x",
         "warmup": 1, "iters": 3, "date_utc": "2026-01-02T03:04:05Z", "command": "python x.py",
         "dtypes": ["bf16", "fp8"], "results": rows,
         "best": {d: rows[7 if d == "bf16" else 15] for d in ("bf16", "fp8")}}))
@@ -101,7 +101,7 @@ def test_compute_results_render_with_captions(tmp_path):
     mamf = tmp_path / "mamf.json"
     row = {"m": 8, "n": 16, "k": 32, "dtype": "bf16", "mean_ms": 1.0, "mean_tflops": 0.5,
            "median_tflops": 0.6, "max_tflops": 0.7}
-    mamf.write_text(json.dumps({**common, "benchmark": "mamf", "results": [row],
+    mamf.write_text(json.dumps({**common, "benchmark": "mamf_finder", "results": [row],
                                 "best": {"bf16": row}}))
     text = render(mamf, "en")
     assert "| 8 | 16 | 32 | bf16 | 1.000 | 0.500 | 0.600 | 0.700 |" in text
@@ -129,3 +129,59 @@ def test_a_change_that_rounds_to_zero_has_no_sign():
     table = render(Path("results/inference/quantize_weights-cpu.json"), "en")
     assert "-0.0000" not in table and "| bf16 | 1.4659 | 0.0000 (0.00%) |" in table
     assert re.search(r"\| int4 \| [0-9.]+ \| \+0\.[0-9]{4} \(\+[0-9.]+%\) \|", table)  # a loss keeps its +
+
+
+# --- every results file of a benchmark (<!-- results-table: BENCHMARK --> or a glob) ----------
+
+def _mamf_file(folder: Path, name: str, device: str, tflops: float, **extra) -> Path:
+    row = {"m": 8, "n": 16, "k": 32, "dtype": "bf16", "mean_ms": 1.0, "mean_tflops": tflops / 2,
+           "median_tflops": tflops / 2, "max_tflops": tflops}
+    path = folder / name
+    path.write_text(json.dumps({"benchmark": "mamf_finder", "schema_version": 1, "device": device,
+                                "date_utc": "2026-01-02T03:04:05Z", "command": "python x.py",
+                                "dtypes": ["bf16"], "results": [row], **extra}))
+    return path
+
+
+def test_summary_has_one_row_per_measured_file_and_published_figures_apart(tmp_path):
+    from tools.tables import render_results_summary
+    _mamf_file(tmp_path, "mamf_finder-a.json", "GPU A", 100.0)
+    _mamf_file(tmp_path, "mamf_finder-b.json", "GPU B", 250.0)
+    (tmp_path / "mamf_finder-published.json").write_text(json.dumps({
+        "benchmark": "mamf_finder", "schema_version": 1, "origin": "published", "device": "various",
+        "date_utc": "2026-01-02T00:00:00Z", "versions": {}, "published_by": "Someone",
+        "results": [{"device": "GPU C", "dtype": "fp8", "mean_tflops": 900.0, "spec_tflops": 1000,
+                     "source": "https://example.org/c"}]}))
+    text = render_results_summary(f"{tmp_path}/mamf_finder-*.json", "en")
+    ours, theirs = text.split("| Device | dtype | Mean TFLOPS |")
+    assert "| GPU A | bf16 | 100.0 | 50.0 | 8×16×32 | 2026-01-02 | `mamf_finder-a.json` |" in ours
+    assert "| GPU B | bf16 | 250.0 |" in ours and "GPU C" not in ours
+    assert "| GPU C | fp8 | 900.0 |" in text and "[[1]](https://example.org/c)" in text
+    assert "1,000" not in text, "the source's own peak is not shown (the book's peaks: accelerators.yml)"
+    assert "Published by others" in theirs and "Someone" in theirs and "GPU A" not in theirs
+    assert "他人发表" in render_results_summary(f"{tmp_path}/mamf_finder-*.json", "zh")
+
+
+def test_summary_of_the_committed_files_lists_each_of_them():
+    """The marker by benchmark name renders every committed file of it (a new file adds a row)."""
+    files = sorted(Path("results").glob("*/mem_bandwidth-*.json"))
+    text = render("mem_bandwidth", "en")
+    assert files and all(f"`{f.name}`" in text for f in files)
+
+
+def test_summary_refuses_what_it_cannot_show(tmp_path):
+    from tools.tables import render_results_summary
+    with pytest.raises(TableError, match="no results files"):
+        render_results_summary(f"{tmp_path}/nothing-*.json")
+    (tmp_path / "kv-1.json").write_text(json.dumps({"benchmark": "kv_cache_calculator", "results": []}))
+    with pytest.raises(TableError, match="no summary for benchmark 'kv_cache_calculator'"):
+        render_results_summary(f"{tmp_path}/kv-*.json")
+    broken = _mamf_file(tmp_path, "mamf_finder-x.json", "GPU", 1.0)
+    broken.write_text(broken.read_text().replace('"max_tflops"', '"fastest"'))
+    with pytest.raises(TableError, match="mamf_finder-x.json: cannot summarize"):
+        render_results_summary(f"{tmp_path}/mamf_finder-*.json")
+
+
+def test_a_published_file_is_not_rendered_alone():
+    with pytest.raises(TableError, match="render with the other files of their benchmark"):
+        render("results/compute/mamf_finder-published-various-2026-11-25.json")

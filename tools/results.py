@@ -1,0 +1,296 @@
+"""Check, file and plot the results files under results/ (the ``--json`` output of the book's
+scripts, and figures others published).
+
+    python tools/results.py validate [FILE ...]     every results file (default) against its schema
+    python tools/results.py add FILE                a reader's run: validate, name, copy into results/
+    python tools/results.py plot BENCHMARK [--out results.png] [FILE ...]
+
+Every results file shares an envelope (tools/schemas/envelope.schema.json): ``benchmark`` (the
+file stem of the script that wrote it), ``schema_version``, ``origin`` (``measured``, the default,
+or ``published``), ``device``, ``date_utc``, ``versions``, ``command`` (measured only) and
+``results`` (one flat object per row; a published row carries its ``source`` URL). Each benchmark
+adds its own keys in ``tools/schemas/<benchmark>.schema.json`` (JSON Schema 2020-12); a file
+whose benchmark has no schema is refused. Adding a benchmark is adding that one file.
+
+Files under results/ that are not results files (README.md, text logs, JSON lines, experiment
+records with their own structure) are listed in NOT_RESULTS with the reason.
+
+Exit status: 0 all valid / done, 1 a file is invalid or would be overwritten, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMAS = ROOT / "tools" / "schemas"
+RESULTS = ROOT / "results"
+PROG = "results.py"
+
+# Files under results/ that are not results JSON, with the reason (README.md files are skipped too).
+NOT_RESULTS = {
+    "results/storage/import_torch-strace-file-syscalls.txt":
+        "strace summary (text) quoted by the Storage chapter",
+    "results/training/memory_estimator-h100.txt": "memory_estimator.py's text report",
+    "results/training/train_example-cpu-metrics.jsonl":
+        "metrics log (JSON lines) read by notebooks/training/training_metrics.py",
+    "results/instabilities/loss_spike_experiment.json":
+        "experiment record (per-step curves of six training runs, key 'runs') read by "
+        "notebooks/instabilities/loss_spike_detection.py; no results rows",
+    "results/models/dpo_tiny-cpu.json":
+        "experiment record (a DPO training log, key 'log') of scripts/models/dpo_tiny.py; "
+        "no results rows",
+}
+
+
+class ResultsError(Exception):
+    """A problem with a results file; the message names the file."""
+
+
+def _rel(path: Path) -> str:
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def known_benchmarks() -> list[str]:
+    return sorted(p.name.removesuffix(".schema.json") for p in SCHEMAS.glob("*.schema.json")
+                  if p.name != "envelope.schema.json")
+
+
+def _validator(benchmark: str):
+    """A Draft 2020-12 validator for ``benchmark``'s schema, with the envelope registered."""
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    resources = []
+    for path in SCHEMAS.glob("*.schema.json"):
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        resources.append((schema["$id"], Resource.from_contents(schema)))
+    registry = Registry().with_resources(resources)
+    schema = json.loads((SCHEMAS / f"{benchmark}.schema.json").read_text(encoding="utf-8"))
+    return Draft202012Validator(schema, registry=registry)
+
+
+def load(path: Path) -> dict:
+    """The JSON object in ``path``; ResultsError for an unreadable file or another JSON type."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ResultsError(f"{_rel(path)}: cannot read JSON ({err})") from err
+    if not isinstance(data, dict):
+        raise ResultsError(f"{_rel(path)}: a results file holds a JSON object, not {type(data).__name__}")
+    return data
+
+
+def problems(data: dict, where: str = "file") -> list[str]:
+    """Every way ``data`` breaks its benchmark's schema, one line each (empty: valid)."""
+    benchmark = data.get("benchmark")
+    if not isinstance(benchmark, str):
+        return [f"{where}: no 'benchmark' key (the file stem of the script that wrote it)"]
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", benchmark) or \
+            not (SCHEMAS / f"{benchmark}.schema.json").is_file():
+        return [f"{where}: unknown benchmark '{benchmark}' (no tools/schemas/{benchmark}.schema.json; "
+                f"known: {', '.join(known_benchmarks())})"]
+    errors = sorted(_validator(benchmark).iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    return [f"{where}: {'/'.join(map(str, e.absolute_path)) or '(top level)'}: {_short(e.message)}"
+            for e in errors]
+
+
+def _short(message: str, limit: int = 160) -> str:
+    """A validator message in one short line (some quote the whole offending value)."""
+    message = " ".join(message.split())
+    return message if len(message) <= limit else message[:limit - 1] + "…"
+
+
+def result_files() -> list[Path]:
+    """Every results JSON under results/ (not README.md, not the files in NOT_RESULTS)."""
+    return sorted(p for p in RESULTS.rglob("*") if p.is_file() and p.name != "README.md"
+                  and _rel(p) not in NOT_RESULTS)
+
+
+def files_of(benchmark: str) -> list[Path]:
+    """The results files of ``benchmark`` (by their ``benchmark`` key), measured ones first."""
+    found = [p for p in RESULTS.glob(f"*/{benchmark}-*.json") if _rel(p) not in NOT_RESULTS
+             and load(p).get("benchmark") == benchmark]
+    return sorted(found, key=lambda p: (load(p).get("origin", "measured") != "measured", p.name))
+
+
+def validate(paths: list[Path]) -> list[str]:
+    errors = []
+    for path in paths:
+        if path.suffix != ".json":
+            errors.append(f"{_rel(path)}: not a results JSON; list it in NOT_RESULTS "
+                          "(tools/results.py) with the reason, or remove it")
+            continue
+        try:
+            errors += problems(load(path), _rel(path))
+        except ResultsError as err:
+            errors.append(str(err))
+    return errors
+
+
+def device_slug(device) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'; None (hardware-independent) -> 'any'."""
+    if device is None:
+        return "any"
+    return re.sub(r"[^a-z0-9]+", "-", str(device).lower()).strip("-")[:60] or "unknown"
+
+
+def part_of(benchmark: str) -> str:
+    """The book part whose script wrote ``benchmark`` (scripts/<part>/<benchmark>.py)."""
+    found = sorted(ROOT.glob(f"scripts/*/{benchmark}.py"))
+    if not found:
+        raise ResultsError(f"no scripts/<part>/{benchmark}.py to tell which results/<part>/ it belongs to")
+    return found[0].parent.name
+
+
+def add(path: Path, results_dir: Path = RESULTS) -> Path:
+    """Validate a reader's results file and copy it, unchanged, to
+    results/<part>/<benchmark>-<device-slug>-<date>.json. Refuses to overwrite."""
+    data = load(path)
+    errors = problems(data, _rel(path))
+    if errors:
+        raise ResultsError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    benchmark = data["benchmark"]
+    origin = data.get("origin", "measured")
+    slug = device_slug(data["device"]) + ("-published" if origin == "published" else "")
+    target = results_dir / part_of(benchmark) / f"{benchmark}-{slug}-{data['date_utc'][:10]}.json"
+    if target.exists():
+        raise ResultsError(f"{_rel(target)} exists; not overwriting it (a second run on the same "
+                           "day and device: rename your file's device or date, or compare the two)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, target)
+    return target
+
+
+def readme_entry(target: Path) -> str:
+    """The section to add to results/<part>/README.md for a newly added file."""
+    data = load(target)
+    versions = ", ".join(f"{k} {v}" for k, v in data.get("versions", {}).items())
+    how = (f"```bash\n{data['command']}\n```" if "command" in data else
+           "Published figures; the source of each row is in the file.")
+    return (f"## `{target.name}`\n\n{how}\n\nMachine: {data['device']} (describe it: CPU, "
+            f"GPU count, interconnect, driver, and that it was idle), {versions}, "
+            f"{data['date_utc'][:10]}.\n")
+
+
+# --- plots --------------------------------------------------------------------------------
+
+def _label(data: dict, path: Path) -> str:
+    origin = " (published)" if data.get("origin") == "published" else ""
+    return f"{data.get('device') or 'any'}, {data['date_utc'][:10]}{origin}"
+
+
+def _plot_mamf(ax, docs):
+    """One bar per device and dtype: the best mean TFLOPS over the shapes (what published MAMF
+    tables report: a mean over iterations of the best shape)."""
+    best = {}
+    for path, data in docs:
+        published = data.get("origin") == "published"
+        for row in data["results"]:
+            label = f"{row['device']} (published)" if published else _label(data, path)
+            value = row.get("mean_tflops", row.get("max_tflops"))
+            key = (label, row["dtype"])
+            best[key] = max(value, best.get(key, 0.0))
+    ax.barh([f"{label}, {dtype}" for label, dtype in best], list(best.values()))
+    ax.set_xlabel("TFLOPS (mean over iterations, best shape)")
+    ax.tick_params(axis="y", labelsize="x-small")
+    ax.invert_yaxis()
+
+
+def _plot_lines(ax, docs, group, x, y, xlabel, ylabel):
+    for path, data in docs:
+        series = {}
+        for row in data["results"]:
+            if x in row and y in row:
+                series.setdefault(row.get(group) if group else None, []).append((row[x], row[y]))
+        for name, points in series.items():
+            points.sort()
+            label = _label(data, path) + (f", {name}" if name else "")
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="small")
+
+
+PLOTS = {
+    "mamf_finder": lambda ax, docs: _plot_mamf(ax, docs),
+    "mem_bandwidth": lambda ax, docs: _plot_lines(ax, docs, "test", "size_bytes", "GBps",
+                                                  "copy size (bytes)", "GBps (copied bytes / time)"),
+    "all_reduce_bench": lambda ax, docs: _plot_lines(ax, docs, None, "size_bytes", "busbw_GBps",
+                                                     "message size (bytes)", "busbw (GBps)"),
+}
+
+
+def plot(benchmark: str, out: Path, paths: list[Path] | None = None) -> Path:
+    """One PNG/SVG of every results file of ``benchmark`` (or of ``paths``)."""
+    if benchmark not in PLOTS:
+        raise ResultsError(f"no plot for '{benchmark}' (plots: {', '.join(PLOTS)})")
+    if out.suffix not in (".png", ".svg"):
+        raise ResultsError(f"{out}: the plot is written as .png or .svg")
+    paths = paths or files_of(benchmark)
+    docs = [(p, load(p)) for p in paths]
+    wrong = [_rel(p) for p, d in docs if d.get("benchmark") != benchmark]
+    if wrong or not docs:
+        raise ResultsError(f"no {benchmark} results to plot" if not docs else
+                           f"{wrong[0]} is not a {benchmark} results file")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3 + 0.18 * sum(len(d["results"]) for _, d in docs
+                                                         if d.get("origin") == "published")))
+    PLOTS[benchmark](ax, docs)
+    ax.set_title(f"{benchmark}: {len(docs)} file(s) under results/")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("validate", help="check results files against their schemas")
+    p.add_argument("files", nargs="*", type=Path, help="default: every results file under results/")
+    p = sub.add_parser("add", help="validate a results file and copy it into results/<part>/")
+    p.add_argument("file", type=Path)
+    p = sub.add_parser("plot", help="plot every results file of a benchmark")
+    p.add_argument("benchmark")
+    p.add_argument("files", nargs="*", type=Path, help="default: every file of the benchmark")
+    p.add_argument("--out", type=Path, default=None, help="PNG or SVG (default: BENCHMARK.png)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "validate":
+            paths = args.files or result_files()
+            errors = validate(paths)
+            for line in errors:
+                print(f"{PROG}: error: {line}", file=sys.stderr)
+            if errors:
+                return 1
+            print(f"{len(paths)} results file(s) valid")
+        elif args.command == "add":
+            target = add(args.file)
+            print(f"added {_rel(target)}\n\nAdd this to results/{target.parent.name}/README.md:\n")
+            print(readme_entry(target))
+        else:
+            out = plot(args.benchmark, args.out or Path(f"{args.benchmark}.png"), args.files)
+            print(f"wrote {out}")
+    except ResultsError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
