@@ -1,10 +1,12 @@
-"""The accelerator spec file data/compute/accelerators.yml: every row sourced, units consistent,
-dense/sparse and dtype orderings sane, views renderable in both languages."""
+"""The accelerator spec file data/compute/accelerators.yml: every row sourced from a vendor
+document, units consistent, dense/sparse and dtype orderings sane, the rows the notebooks read
+by name present, views renderable in both languages."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 import yaml
@@ -14,13 +16,31 @@ from tools.tables import render
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "compute" / "accelerators.yml"
 MISSING = "—"
-# column key -> (unit that its English title must name, plausible range for a value)
+# column key -> (unit that the reader must see, plausible range for a value)
 NUMERIC = {
     "tf32_dense": ("TFLOPS", (50, 5000)), "bf16_dense": ("TFLOPS", (100, 10000)),
     "bf16_sparse": ("TFLOPS", (100, 20000)), "fp8_dense": ("TFLOPS", (100, 20000)),
-    "fp8_sparse": ("TFLOPS", (100, 40000)), "mem_GB": ("GB", (8, 1000)),
-    "mem_TBps": ("TBps", (0.5, 30)), "power_W": ("W", (100, 3000)),
+    "fp8_sparse": ("TFLOPS", (100, 40000)), "fp4_dense": ("TFLOPS", (1000, 40000)),
+    "mem_GB": ("GB", (8, 1000)), "mem_TBps": ("TBps", (0.5, 30)),
+    "scaleup_GBps": ("GBps", (50, 5000)), "power_W": ("W", (100, 3000)),
 }
+# Hosts of vendor documents (a source's host must be one of these or a subdomain of one).
+# News sites, resellers, wikis and personal pages are not on it, by design.
+VENDOR_DOMAINS = {
+    "nvidia.com",                                # www., developer., resources., docs.
+    "amd.com",                                   # www., rocm.docs.
+    "cloud.google.com", "blog.google",           # docs.cloud.google.com too
+    "aws.amazon.com", "awsdocs-neuron.readthedocs-hosted.com",
+    "intel.com", "habana.ai",                    # Habana Labs is Intel's Gaudi unit
+    "huawei.com", "hiascend.com",
+}
+MX_FORMATS = {"MXFP8", "MXFP6", "MXFP4", "NVFP4"}
+# Rows other files read by name: notebooks/compute/roofline.py and
+# notebooks/inference/decode_roofline.py (bf16_dense, mem_TBps, mem_GB).
+READ_BY_NAME = ["NVIDIA A100 SXM 80GB", "NVIDIA H100 SXM", "NVIDIA H200 SXM", "NVIDIA B200 (HGX)",
+                "AMD MI300X", "AMD MI355X", "Intel Gaudi 3", "Google TPU v6e (Trillium)",
+                "AWS Trainium2"]
+VIEWS = ["compute", "lowprecision", "memory", "scaleup", "survey"]
 
 
 @pytest.fixture(scope="module")
@@ -33,18 +53,51 @@ def value(row: dict, key: str):
     return None if v == MISSING else v
 
 
-def test_every_row_has_https_sources_and_all_columns(data):
-    keys = [c["key"] for c in data["columns"]]
+def sources(row: dict) -> list:
+    return row["source"] if isinstance(row["source"], list) else [row["source"]]
+
+
+def is_vendor(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    return any(host == d or host.endswith("." + d) for d in VENDOR_DOMAINS)
+
+
+def test_is_vendor_accepts_vendor_hosts_only():
+    assert is_vendor("https://docs.cloud.google.com/tpu/docs/tpu7x")
+    assert is_vendor("https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html")
+    for url in ("https://www.theregister.com/2025/06/12/amd_mi355x/",
+                "https://servethehome.com/intel-gaudi-3-for-ai-training-and-inference",
+                "https://glennklockwood.com/garden/processors/h100",
+                "https://archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html",
+                "https://notnvidia.com/x", "https://nvidia.com.example.org/x"):
+        assert not is_vendor(url), url
+
+
+def test_catalogue_covers_the_vendors_and_generations(data):
     names = [row["name"] for row in data["rows"]]
+    assert len(names) >= 28, len(names)
     assert len(names) == len(set(names)), "duplicate accelerator rows"
+    vendors = {row["vendor"] for row in data["rows"]}
+    assert {"NVIDIA", "AMD", "Google", "AWS", "Intel", "Huawei"} <= vendors, vendors
+    for name in READ_BY_NAME:
+        assert name in names, f"{name} is read by a notebook"
+        row = next(r for r in data["rows"] if r["name"] == name)
+        assert all(isinstance(row[k], (int, float)) for k in ("bf16_dense", "mem_TBps", "mem_GB")), name
+
+
+def test_every_row_has_https_vendor_sources_and_all_columns(data):
+    keys = [c["key"] for c in data["columns"]]
     for row in data["rows"]:
-        sources = row["source"] if isinstance(row["source"], list) else [row["source"]]
-        assert sources and all(re.fullmatch(r"https://\S+", s) for s in sources), row["name"]
+        urls = sources(row)
+        assert urls and all(re.fullmatch(r"https://\S+", s) for s in urls), row["name"]
+        assert all(is_vendor(s) for s in urls), (row["name"], [s for s in urls if not is_vendor(s)])
+        assert len(urls) <= 2, f"{row['name']}: one vendor document per figure, two at most per row"
         assert set(keys) <= set(row), f"{row['name']} lacks {set(keys) - set(row)}"
 
 
 def test_units_are_declared_shown_and_values_are_numbers_in_range(data):
     columns = {c["key"]: c for c in data["columns"]}
+    assert {k for k, c in columns.items() if "unit" in c} == set(NUMERIC)
     for key, (unit, (lo, hi)) in NUMERIC.items():
         assert columns[key].get("unit") == unit, key
         # The reader sees the unit: in the column title, or in the caption of every view
@@ -73,28 +126,53 @@ def test_sparse_is_at_most_twice_dense_and_never_below(data):
 
 
 def test_lower_precision_is_never_slower(data):
+    order = ("tf32_dense", "bf16_dense", "fp8_dense", "fp4_dense")
     for row in data["rows"]:
-        tf32, bf16, fp8 = (value(row, k) for k in ("tf32_dense", "bf16_dense", "fp8_dense"))
-        if tf32 is not None and bf16 is not None:
-            assert tf32 <= bf16, row["name"]
-        if bf16 is not None and fp8 is not None:
-            assert bf16 <= fp8, row["name"]
+        for wide, narrow in zip(order, order[1:]):
+            a, b = value(row, wide), value(row, narrow)
+            if a is not None and b is not None:
+                assert a <= b, (row["name"], wide, a, narrow, b)
+
+
+def test_mx_column_names_known_formats_and_matches_fp4(data):
+    for row in data["rows"]:
+        mx = row["mx"]
+        formats = set() if mx == MISSING else {f.strip() for f in mx.split(",")}
+        assert formats <= MX_FORMATS, (row["name"], formats - MX_FORMATS)
+        if value(row, "fp4_dense") is not None:
+            assert formats & {"MXFP4", "NVFP4"}, f"{row['name']} has an FP4 rate but no 4-bit format"
+        if formats:
+            assert value(row, "fp8_dense") is not None, f"{row['name']}: MX formats but no FP8 rate"
 
 
 def test_variants_that_share_silicon_share_compute(data):
     rows = {row["name"]: row for row in data["rows"]}
-    compute = ("tf32_dense", "bf16_dense", "bf16_sparse", "fp8_dense", "fp8_sparse")
+    compute = ("tf32_dense", "bf16_dense", "bf16_sparse", "fp8_dense", "fp8_sparse", "fp4_dense")
     for a, b in (("NVIDIA H100 SXM", "NVIDIA H200 SXM"), ("AMD MI300X", "AMD MI325X"),
-                 ("NVIDIA A100 SXM 80GB", "NVIDIA A100 PCIe 80GB")):
+                 ("NVIDIA A100 SXM 80GB", "NVIDIA A100 PCIe 80GB"),
+                 ("NVIDIA H100 NVL", "NVIDIA H200 NVL")):
         assert [rows[a][k] for k in compute] == [rows[b][k] for k in compute], (a, b)
 
 
+def test_superchip_rows_are_per_gpu(data):
+    # A GB200/GB300 superchip holds two GPUs of about 180-290 GB each; a per-superchip row
+    # (372 GB or more, 16 TBps) would double the per-device figures.
+    for row in data["rows"]:
+        if row["name"].startswith(("NVIDIA GB200", "NVIDIA GB300")):
+            assert "per GPU" in row["name"]
+            assert value(row, "mem_GB") <= 300 and value(row, "mem_TBps") <= 10, row["name"]
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("view", [None, "compute", "memory", "survey"])
+@pytest.mark.parametrize("view", [None, *VIEWS])
 def test_views_render(data, lang, view):
+    assert set(VIEWS) == set(data["views"]), "a view was added or removed: update VIEWS"
     target = f"{DATA}#{view}" if view else DATA
     table = render(target, lang)
     columns = data["views"][view]["columns"] if view else [c["key"] for c in data["columns"]]
     header = table.split("\n| ", 1)[0] if table.startswith("|") else table.split("\n\n", 1)[1]
     assert header.splitlines()[0].count("|") == len(columns) + 2  # + the source column
     assert table.count("\n| ") >= len(data["rows"]) + 1
+    if view:
+        caption = data["views"][view]["caption"][lang]
+        assert f"**{caption}**" in table
