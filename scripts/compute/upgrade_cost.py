@@ -1,0 +1,855 @@
+#!/usr/bin/env python
+"""upgrade_cost.py: cost per trained token on each accelerator you are choosing between.
+
+What it computes
+----------------
+For each device option (an A100 you run today, an H100 or a B200 you could move to), from a
+throughput in TFLOPS, a price per device-hour and a model size:
+
+* **model FLOPs per token**: ``6 N + 12 L a T`` (PaLM, Chowdhery et al. 2022, appendix B,
+  https://arxiv.org/abs/2204.02311). ``N`` is the number of parameters that take part in matrix
+  multiplications, ``L`` the number of layers, ``a`` the attention width (heads x head dimension)
+  and ``T`` the sequence length. ``6N`` is 2 FLOPs per parameter per token in the forward pass and
+  4 in the backward pass (Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, section 2.1);
+  ``12 L a T`` is the attention score and attention-times-value matmuls, forward and backward.
+  Without ``--layers/--hidden/--seq-len`` only ``6N`` is counted. It is the formula of
+  flops_mfu_calculator.py and of the book's Performance page ("FLOPs per token").
+* **achieved TFLOPS** per device = the device's TFLOPS figure x ``--efficiency`` (default 1).
+  The figure is either given (``NAME:TFLOPS``: a datasheet peak, with ``--efficiency`` = the MFU
+  you expect; or the achieved TFLOPS of a run you measured, with efficiency 1) or read from a
+  mamf_finder.py ``--json`` file (``--mamf-json``: the highest ``max_tflops`` of ``--dtype``, the
+  device's maximum achievable matmul FLOPS; ``--efficiency`` is then the fraction of it the
+  training run reaches).
+* **tokens/s per device** = achieved FLOPS / FLOPs per token; **USD per million tokens** =
+  (price per device-hour + electricity per device-hour) / tokens per device-hour x 1e6.
+* with ``--tokens``: **device-hours** for the run, its **cost** and the **days** it takes on
+  ``--devices`` devices, assuming perfect scaling (days = device-hours / devices / 24).
+* against the first option: the **speed** and **cost per token** ratios, and the
+  **break-even price**: the price per device-hour at which this option costs exactly as much per
+  token as the first one, ``(USD per token of the first) x (tokens per hour of this one) -
+  (electricity per hour of this one)``. Rent or buy the new device if it is offered below that.
+* electricity (optional): ``--power-w`` per device (average draw while training, in watts) and
+  ``--usd-per-kwh`` add ``power_w / 1000 x usd_per_kwh`` USD per device-hour, shown apart. A
+  rental price usually includes power already; add it for hardware you own.
+
+Units: decimal (1 TFLOPS = 1e12 FLOP/s, 1 M tokens = 1e6 tokens); prices in whatever currency you
+enter, labelled USD. The script knows no prices: every price is yours. Communication, memory
+capacity and software maturity are outside this model (see the book's "When to upgrade" page).
+
+The functions ``flops_per_token``, ``mamf_tflops``, ``option_cost``, ``compare`` and
+``break_even_usd_per_hour`` are plain computations (no I/O, standard library only, ValueError on
+bad input), so the module can be imported elsewhere (for example in a browser with Pyodide)
+without side effects.
+
+How to launch
+-------------
+Standard library only, no torch, no GPU. Each ``--device`` starts an option; ``--mamf-json``,
+``--dtype``, ``--usd-per-hour``, ``--efficiency`` and ``--power-w`` after it belong to it::
+
+    python upgrade_cost.py --params 7e9 --tokens 1e12 --devices 64 \\
+        --device a100:312:1.50 --efficiency 0.45 \\
+        --device h100 --mamf-json mamf-h100.json --dtype bf16 --usd-per-hour 3.00 --efficiency 0.55
+
+``NAME:TFLOPS:USD_PER_HOUR`` gives all three at once; ``NAME`` alone (or ``NAME::USD_PER_HOUR``)
+takes the TFLOPS from ``--mamf-json`` (and the price from ``--usd-per-hour``).
+
+Example output
+--------------
+A100 (dense bf16 datasheet peak, 45 % MFU) against the H100 measured in the book's
+results/compute/mamf_finder-h100.json (bf16 and fp8 MAMF, the run at 55 % of it), for a 7B model
+on 1e12 tokens with 256 devices. The prices are made up for the example::
+
+    $ python scripts/compute/upgrade_cost.py --params 7e9 --layers 32 --hidden 4096 --seq-len 4096 \\
+          --tokens 1e12 --devices 256 --device a100:312:1.50 --efficiency 0.45 \\
+          --device h100-bf16::3.00 --mamf-json results/compute/mamf_finder-h100.json --efficiency 0.55 \\
+          --device h100-fp8::3.00 --mamf-json results/compute/mamf_finder-h100.json --dtype fp8 \\
+          --efficiency 0.55
+    # upgrade_cost.py: cost per trained token (decimal units; prices as given, labelled USD)
+    # model: N = 7e+09, L = 32, a = 4096, T = 4096: 4.844e+10 FLOPs per token (6N + 12LaT)
+    # run: 1e+12 tokens on 256 devices
+    # h100-bf16: TFLOPS = bf16 MAMF from mamf_finder-h100.json: NVIDIA H100 80GB HBM3, best of 192 shapes at 4096x2048x8192
+    # h100-fp8: TFLOPS = fp8 MAMF from mamf_finder-h100.json: NVIDIA H100 80GB HBM3, best of 192 shapes at 8192x5120x6144
+    #                              a100  h100-bf16  h100-fp8
+    TFLOPS figure                   312      793.7     1,431
+    efficiency                     0.45       0.55      0.55
+    achieved TFLOPS               140.4      436.6     787.3
+    tokens/s per device           2,898      9,012    16,252
+    USD per device-hour             1.5          3         3
+    USD per million tokens       0.1438    0.09247   0.05128
+    device-hours                 95,842     30,823    17,092
+    cost USD                    143,763     92,470    51,277
+    days on 256 devices            15.6      5.017     2.782
+    speed vs a100                     1      3.109     5.607
+    cost per token vs a100            1     0.6432    0.3567
+    break-even USD/device-hour      1.5      4.664     8.411
+    # break-even: the price per device-hour at which an option costs what a100 costs per token
+
+Read the last line: against an A100 at 1.50 per hour, an H100 running the same bf16 recipe is
+the cheaper way to train this model at any price below 4.66 per hour. The fp8 column is
+optimistic: it assumes every matmul runs in fp8 at the same share of the fp8 MAMF.
+
+Exit status: 0 success; 2 bad input, with one line ``upgrade_cost.py: error: ...`` naming the
+option, before any work: a missing, non-finite, zero or negative number (a price, TFLOPS,
+efficiency outside (0, 1], power), a ``--device`` without TFLOPS or price or with either given
+twice, a setting before any ``--device``, duplicate names, a partial model shape, ``--power-w``
+without ``--usd-per-kwh`` or the reverse, a ``--mamf-json`` that does not exist, is not JSON,
+is not a mamf_finder.py result or has no row of the ``--dtype``, and a ``--json`` path that
+cannot be written (or names an input). ``--debug`` also prints the traceback of a failure.
+
+``--json PATH`` (written atomically) holds ``benchmark`` "upgrade_cost", ``schema_version`` 1,
+``date_utc``, ``command``, ``versions`` ({"python"}), ``device`` null (the result depends on the
+inputs, not on this machine), the inputs (``params``, ``layers``, ``attn_width``, ``seq_len``,
+``tokens``, ``devices``, ``usd_per_kwh``), ``flops_per_token`` ({"dense", "attention",
+"model"}), ``units``, and ``results``: one flat object per device option with the rows of the
+table above (``null`` where an input was not given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import threading
+import traceback
+
+PROG = "upgrade_cost.py"
+BENCHMARK = "upgrade_cost"
+MAMF_BENCHMARKS = ("mamf", "mamf_finder")  # mamf_finder.py's "benchmark" value, old and new
+MAMF_DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp8")
+
+# Caps: far above any real value, low enough that the products below stay finite and exact enough.
+MAX_TFLOPS = 1e5          # per device; the largest fp4 datasheet figures are ~1e4
+MAX_USD_PER_HOUR = 1e6    # per device-hour
+MAX_POWER_W = 1e5         # per device, all of a rack's share included
+MAX_USD_PER_KWH = 1e3
+MAX_PARAMS = 1e16
+MAX_COUNT = 10**12        # layers, width, sequence length, devices
+MAX_TOKENS = 1e18
+MAX_OPTIONS = 32          # --device options in one comparison
+MAX_MAMF_BYTES = 64 << 20  # a mamf_finder.py file of 10,000 shapes is ~3 MB
+
+# --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
+# --- script of the book; tests/test_script_contract.py keeps the copies in step.            ---
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ScriptError(Exception):
+    """A failure the user can act on. ``run_main`` prints it as the one line
+    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE):
+        super().__init__(message)
+        self.status = status
+
+
+def number(kind=float, lo=None, hi=None, lo_open=False):
+    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
+    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
+    option."""
+    def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type`` for names and paths: the empty string is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
+    """The integer environment variable ``name`` (``default`` when unset or empty, an error when
+    there is no default); a non-integer or a value below ``lo`` raises ScriptError naming it."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        if default is None:
+            raise ScriptError(f"environment variable {name} is not set", EXIT_USAGE)
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ScriptError(f"environment variable {name}={text!r} is not an integer", EXIT_USAGE) from None
+    if value < lo:
+        raise ScriptError(f"environment variable {name}={value} must be >= {lo}", EXIT_USAGE)
+    return value
+
+
+def check_output(path: str, option: str, inputs=()) -> str:
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
+    for item in inputs:
+        if os.path.realpath(item) == os.path.realpath(path):
+            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def check_output_dir(path: str, option: str) -> str:
+    """Check, before any work, that the folder ``path`` (given as ``option``) can receive results:
+    creates it if missing and makes sure a file can be created in it. Returns the path; raises
+    ScriptError naming the option and the offending path otherwise."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ScriptError(f"{option} {path}: {existing} is a file, not a folder", EXIT_USAGE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write there ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
+    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class deadline:
+    """``with deadline(seconds, "what"):`` bounds a wait that has no timeout of its own (or one
+    that retries): after ``seconds`` it prints ``PROG: error: WHAT did not finish within S s``
+    and ends the process at once (os._exit, since the stuck call cannot be unwound)."""
+
+    def __init__(self, seconds: float, what: str):
+        self.timer = threading.Timer(seconds, self._expire, (seconds, what))
+        self.timer.daemon = True
+
+    @staticmethod
+    def _expire(seconds: float, what: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {what} did not finish within {seconds:g} s\n")
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+
+
+def run_main(main, argv=None) -> None:
+    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    try:
+        status = main(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, ScriptError):
+            status, message = exc.status, str(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            status, message = EXIT_INTERRUPTED, "interrupted"
+        else:
+            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
+    sys.exit(status or EXIT_OK)
+# --- end of script contract ---
+
+
+# ---------------------------------------------------------------- computation (no I/O)
+
+def _check(name: str, value, lo: float = 0.0, hi: float | None = None, lo_open: bool = True,
+           integer: bool = False) -> float:
+    """``value`` as a float if it is a finite number in range, else ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, not {type(value).__name__}")
+    if integer and (not isinstance(value, int) and not float(value).is_integer()):
+        raise ValueError(f"{name} must be a whole number, not {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, not {value!r}")
+    if value < lo or (lo_open and value == lo):
+        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, not {value:g}")
+    if hi is not None and value > hi:
+        raise ValueError(f"{name} must be <= {hi:g}, not {value:g}")
+    return float(value)
+
+
+def flops_per_token(params: float, layers: int | None = None, attn_width: int | None = None,
+                    seq_len: int | None = None) -> dict:
+    """Training FLOPs per token (forward + backward) of a dense transformer.
+
+    Args:
+        params: N, the parameters that take part in matrix multiplications (for a mixture of
+            experts: those active per token), a count > 0.
+        layers, attn_width, seq_len: L, a (heads x head dimension; the hidden size for standard
+            multi-head attention) and T; all three or none.
+
+    Returns ``{"dense": 6N, "attention": 12 L a T (0 without the shape), "model": their sum}``
+    in FLOPs per token: 6N from Kaplan et al. 2020 (arXiv:2001.08361, section 2.1), 12LaT from
+    PaLM (Chowdhery et al. 2022, arXiv:2204.02311, appendix B); the same formula as the book's
+    Performance page and flops_mfu_calculator.py. Raises ValueError on a non-positive, non-finite
+    or partial input.
+    """
+    n = _check("params", params, hi=MAX_PARAMS)
+    shape = {"layers": layers, "attn_width": attn_width, "seq_len": seq_len}
+    given = [k for k, v in shape.items() if v is not None]
+    if given and len(given) < 3:
+        missing = [k for k in shape if shape[k] is None]
+        raise ValueError(f"the attention term needs layers, attn_width and seq_len; "
+                         f"{', '.join(given)} given without {', '.join(missing)}")
+    dense = 6.0 * n                                   # 2N forward + 4N backward
+    attention = 0.0
+    if given:
+        lay, width, seq = (_check(k, v, lo=1, lo_open=False, hi=MAX_COUNT, integer=True)
+                           for k, v in shape.items())
+        attention = 12.0 * lay * width * seq          # PaLM: 12 L H Q T
+    return {"dense": dense, "attention": attention, "model": dense + attention}
+
+
+def mamf_tflops(data, dtype: str) -> dict:
+    """The maximum achievable matmul TFLOPS of ``dtype`` in a mamf_finder.py ``--json`` result.
+
+    Args:
+        data: the parsed JSON object (a dict) of mamf_finder.py's ``--json`` (``benchmark``
+            "mamf" or "mamf_finder", a ``results`` list of rows with ``dtype`` and
+            ``max_tflops``).
+        dtype: "bf16", "fp16", "fp32", "tf32" or "fp8".
+
+    Returns ``{"tflops": the highest max_tflops among the dtype's rows, "shape": "MxNxK" of that
+    row, "device": the file's device name, "interrupted": whether the sweep was cut short,
+    "shapes": how many shapes of the dtype were measured}``. TFLOPS are decimal (1e12 FLOP/s).
+    Raises ValueError when ``data`` is not a mamf_finder result of one device (a table of
+    published results with a ``device`` per row is refused: the best row would mix devices) or
+    has no valid row of ``dtype``.
+    """
+    if not isinstance(data, dict) or data.get("benchmark") not in MAMF_BENCHMARKS:
+        found = data.get("benchmark") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"not a mamf_finder.py result (benchmark {found!r}, expected "
+                         f"{' or '.join(map(repr, MAMF_BENCHMARKS))})")
+    rows = data.get("results")
+    if not isinstance(rows, list):
+        raise ValueError("has no 'results' list")
+    seen, best = [], None
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("dtype"), str):
+            raise ValueError(f"results[{i}] has no 'dtype'")
+        if "device" in row:  # a table of published results, one row per device
+            raise ValueError(f"results[{i}] names its own device ({row['device']!r}): a table "
+                             "of several devices, not one device's mamf_finder.py --json; "
+                             "enter the figure you want as NAME:TFLOPS:USD_PER_HOUR")
+        if row["dtype"] not in seen:
+            seen.append(row["dtype"])
+        if row["dtype"] != dtype:
+            continue
+        try:
+            value = _check(f"results[{i}].max_tflops", row.get("max_tflops"), hi=MAX_TFLOPS)
+        except ValueError as err:
+            raise ValueError(str(err)) from None
+        if best is None or value > best[0]:
+            best = (value, row)
+    if best is None:
+        have = ", ".join(seen) if seen else "no rows"
+        raise ValueError(f"has no {dtype} measurement (it has: {have})")
+    value, row = best
+    shape = "x".join(str(row.get(k, "?")) for k in ("m", "n", "k"))
+    return {"tflops": value, "shape": shape, "device": str(data.get("device")),
+            "interrupted": bool(data.get("interrupted", False)),
+            "shapes": sum(1 for r in rows if r["dtype"] == dtype)}
+
+
+def electricity_usd_per_hour(power_w: float | None, usd_per_kwh: float | None) -> float:
+    """Electricity cost of one device-hour: power_w / 1000 kW x 1 h x usd_per_kwh; 0 when either
+    is None. Raises ValueError on a non-positive or non-finite value."""
+    if power_w is None or usd_per_kwh is None:
+        return 0.0
+    return (_check("power_w", power_w, hi=MAX_POWER_W) / 1000.0
+            * _check("usd_per_kwh", usd_per_kwh, hi=MAX_USD_PER_KWH))
+
+
+def option_cost(*, tflops: float, usd_per_device_hour: float, flops_per_token: float,
+                efficiency: float = 1.0, power_w: float | None = None,
+                usd_per_kwh: float | None = None, tokens: float | None = None,
+                devices: int = 1) -> dict:
+    """Throughput and cost of training on one kind of device.
+
+    Args:
+        tflops: the device's TFLOPS figure (peak, MAMF or measured), decimal, > 0.
+        usd_per_device_hour: price of one device for one hour, > 0.
+        flops_per_token: training FLOPs per token (``flops_per_token()["model"]``), > 0.
+        efficiency: fraction of ``tflops`` the run achieves, in (0, 1].
+        power_w, usd_per_kwh: average power per device (W) and electricity price; both or none.
+        tokens: tokens of the whole run (optional); devices: devices it runs on (>= 1).
+
+    Returns a flat dict: ``achieved_tflops``, ``tokens_per_s_per_device``,
+    ``electricity_usd_per_device_hour``, ``usd_per_mtoken`` (USD per 1e6 tokens, electricity
+    included), ``usd_per_mtoken_electricity`` (its electricity part), and, when ``tokens`` is
+    given (else None): ``device_hours``, ``compute_usd``, ``electricity_usd``, ``total_usd``,
+    ``days`` on ``devices`` devices at perfect scaling. Raises ValueError on bad input.
+    """
+    tflops = _check("tflops", tflops, hi=MAX_TFLOPS)
+    price = _check("usd_per_device_hour", usd_per_device_hour, hi=MAX_USD_PER_HOUR)
+    fpt = _check("flops_per_token", flops_per_token)
+    efficiency = _check("efficiency", efficiency, hi=1.0)
+    if (power_w is None) != (usd_per_kwh is None):
+        raise ValueError("electricity needs both power_w and usd_per_kwh")
+    devices = _check("devices", devices, lo=1, lo_open=False, hi=MAX_COUNT, integer=True)
+    energy = electricity_usd_per_hour(power_w, usd_per_kwh)
+    achieved = tflops * efficiency
+    per_s = achieved * 1e12 / fpt
+    per_hour = per_s * 3600.0
+    out = {
+        "achieved_tflops": achieved,
+        "tokens_per_s_per_device": per_s,
+        "electricity_usd_per_device_hour": energy,
+        "usd_per_mtoken": (price + energy) / per_hour * 1e6,
+        "usd_per_mtoken_electricity": energy / per_hour * 1e6,
+        "device_hours": None, "compute_usd": None, "electricity_usd": None, "total_usd": None,
+        "days": None,
+    }
+    if tokens is not None:
+        tokens = _check("tokens", tokens, hi=MAX_TOKENS)
+        hours = tokens / per_hour
+        out.update(device_hours=hours, compute_usd=hours * price, electricity_usd=hours * energy,
+                   total_usd=hours * (price + energy), days=hours / devices / 24.0)
+    bad = [k for k, v in out.items() if isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        raise ValueError(f"the inputs overflow double precision ({bad[0]} is not finite)")
+    return out
+
+
+def break_even_usd_per_hour(reference_usd_per_mtoken: float, tokens_per_s_per_device: float,
+                            electricity_usd_per_device_hour: float = 0.0) -> float:
+    """The price per device-hour at which a device that trains ``tokens_per_s_per_device``
+    tokens/s (and pays ``electricity_usd_per_device_hour`` on top) costs exactly
+    ``reference_usd_per_mtoken`` USD per million tokens: reference x tokens per hour / 1e6 -
+    electricity. Negative when its electricity alone costs more per token than the reference.
+    Raises ValueError on bad input."""
+    ref = _check("reference_usd_per_mtoken", reference_usd_per_mtoken)
+    rate = _check("tokens_per_s_per_device", tokens_per_s_per_device)
+    energy = _check("electricity_usd_per_device_hour", electricity_usd_per_device_hour,
+                    lo_open=False)
+    return ref * rate * 3600.0 / 1e6 - energy
+
+
+def compare(options: list[dict], *, flops_per_token: float, tokens: float | None = None,
+            devices: int = 1, usd_per_kwh: float | None = None) -> list[dict]:
+    """Cost rows for several device options, the first one being the reference.
+
+    Args:
+        options: dicts with ``name`` (str), ``tflops``, ``usd_per_device_hour``, and optionally
+            ``efficiency`` (default 1) and ``power_w``; any other keys are copied to the row.
+        flops_per_token, tokens, devices: as in ``option_cost``.
+        usd_per_kwh: electricity price; when given, every option needs ``power_w``.
+
+    Returns one flat dict per option: its inputs, ``option_cost``'s outputs, and
+    ``speedup_vs_first`` (tokens/s ratio), ``cost_ratio_vs_first`` (USD per token ratio) and
+    ``break_even_usd_per_device_hour`` (the price at which it matches the first option per
+    token; for the first option, its own price). Raises ValueError on bad input (naming the
+    option).
+    """
+    if not options:
+        raise ValueError("no device options")
+    if len(options) > MAX_OPTIONS:
+        raise ValueError(f"{len(options)} device options; at most {MAX_OPTIONS}")
+    names = [o.get("name") for o in options]
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"option name {name!r} must be a non-empty string")
+        if names.count(name) > 1:
+            raise ValueError(f"option name {name!r} appears twice")
+    rows = []
+    for o in options:
+        power = o.get("power_w")
+        if usd_per_kwh is not None and power is None:
+            raise ValueError(f"{o['name']}: no power_w, but usd_per_kwh is given (electricity "
+                             "would be counted for some options only)")
+        if usd_per_kwh is None and power is not None:
+            raise ValueError(f"{o['name']}: power_w given without usd_per_kwh")
+        try:
+            cost = option_cost(tflops=o.get("tflops"), usd_per_device_hour=o.get("usd_per_device_hour"),
+                               efficiency=o.get("efficiency", 1.0), power_w=power,
+                               usd_per_kwh=usd_per_kwh, flops_per_token=flops_per_token,
+                               tokens=tokens, devices=devices)
+        except ValueError as err:
+            raise ValueError(f"{o['name']}: {err}") from None
+        rows.append({**o, "efficiency": float(o.get("efficiency", 1.0)), "power_w": power,
+                     "flops_per_token": float(flops_per_token), **cost})
+    first = rows[0]
+    for row in rows:
+        row["speedup_vs_first"] = row["tokens_per_s_per_device"] / first["tokens_per_s_per_device"]
+        row["cost_ratio_vs_first"] = row["usd_per_mtoken"] / first["usd_per_mtoken"]
+        row["break_even_usd_per_device_hour"] = break_even_usd_per_hour(
+            first["usd_per_mtoken"], row["tokens_per_s_per_device"],
+            row["electricity_usd_per_device_hour"])
+    return rows
+
+
+# ---------------------------------------------------------------- command line
+
+NAME_FORBIDDEN = set(":,") | {chr(c) for c in range(32)} | {chr(127)}
+
+
+def device_spec(text: str) -> dict:
+    """argparse type of ``--device``: ``NAME[:TFLOPS[:USD_PER_HOUR]]``, empty fields allowed
+    (``NAME::2.5``: TFLOPS from --mamf-json)."""
+    fields = text.split(":")
+    if len(fields) > 3:
+        raise argparse.ArgumentTypeError(f"{text!r} has {len(fields)} fields; expected "
+                                         "NAME:TFLOPS:USD_PER_HOUR (names cannot contain ':')")
+    name = fields[0].strip()
+    if not name:
+        raise argparse.ArgumentTypeError(f"{text!r} has no NAME; expected NAME:TFLOPS:USD_PER_HOUR")
+    if any(ch in NAME_FORBIDDEN for ch in name) or len(name) > 64:
+        raise argparse.ArgumentTypeError(f"NAME {name[:64]!r} must be at most 64 printable "
+                                         "characters without ':' or ','")
+    spec = {"name": name, "tflops": None, "usd_per_device_hour": None}
+    for key, what, field, hi in (("tflops", "TFLOPS", 1, MAX_TFLOPS),
+                                 ("usd_per_device_hour", "USD_PER_HOUR", 2, MAX_USD_PER_HOUR)):
+        if len(fields) > field and fields[field].strip():
+            try:
+                spec[key] = number(float, 0, hi, lo_open=True)(fields[field].strip())
+            except argparse.ArgumentTypeError as err:
+                raise argparse.ArgumentTypeError(f"{name}: {what} {err}") from None
+    return spec
+
+
+class NewDevice(argparse.Action):
+    """``--device SPEC``: start a new device option."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        options = getattr(namespace, self.dest) or []
+        if len(options) >= MAX_OPTIONS:
+            raise argparse.ArgumentError(self, f"at most {MAX_OPTIONS} device options")
+        if any(o["name"] == values["name"] for o in options):
+            raise argparse.ArgumentError(self, f"{values['name']!r} is given twice; names "
+                                               "must be unique")
+        setattr(namespace, self.dest, [*options, {**values, "set_by": {}}])
+
+
+class DeviceSetting(argparse.Action):
+    """An option that belongs to the ``--device`` before it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        options = getattr(namespace, "device") or []
+        if not options:
+            raise argparse.ArgumentError(self, "must follow the --device it belongs to")
+        current = options[-1]
+        if self.dest in current["set_by"]:
+            raise argparse.ArgumentError(self, f"given twice for --device {current['name']}")
+        current["set_by"][self.dest] = option_string
+        current[self.dest] = values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, allow_abbrev=False,
+        description="Cost per trained token on each device option: tokens/s from TFLOPS "
+                    "(given, or the MAMF of a mamf_finder.py --json) and model FLOPs per token "
+                    "(6N + 12LaT), your price per device-hour, optional electricity; with the "
+                    "break-even price against the first option. Decimal units.",
+        epilog="Example: %(prog)s --params 7e9 --tokens 1e12 --devices 64 --device a100:312:1.5 "
+               "--efficiency 0.45 --device h100 --mamf-json h100.json --usd-per-hour 3 "
+               "--efficiency 0.55 (prices made up)")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    d = p.add_argument_group(
+        "device options (repeat --device; the options after it belong to it; the first is the "
+        "reference)")
+    d.add_argument("--device", action=NewDevice, type=device_spec, metavar="NAME[:TFLOPS[:USD_PER_HOUR]]",
+                   help="start a device option: a name, its TFLOPS figure and price per device-hour")
+    d.add_argument("--mamf-json", action=DeviceSetting, type=nonempty, metavar="FILE",
+                   help="take TFLOPS from this mamf_finder.py --json file (its best max_tflops "
+                        "of --dtype)")
+    d.add_argument("--dtype", action=DeviceSetting, choices=MAMF_DTYPES,
+                   help="dtype to read from --mamf-json (default bf16)")
+    d.add_argument("--usd-per-hour", action=DeviceSetting, metavar="USD",
+                   type=number(float, 0, MAX_USD_PER_HOUR, lo_open=True),
+                   help="price of one device for one hour (your price; any currency)")
+    d.add_argument("--efficiency", action=DeviceSetting, metavar="FRACTION",
+                   type=number(float, 0, 1, lo_open=True),
+                   help="fraction of the TFLOPS figure the run achieves, (0, 1]: the MFU for a "
+                        "peak, the share of MAMF for --mamf-json (default 1)")
+    d.add_argument("--power-w", action=DeviceSetting, metavar="W",
+                   type=number(float, 0, MAX_POWER_W, lo_open=True),
+                   help="average power per device while training, W (needs --usd-per-kwh)")
+    m = p.add_argument_group("model (6N, plus 12LaT when the shape is given)")
+    m.add_argument("--params", required=True, type=number(float, 0, MAX_PARAMS, lo_open=True),
+                   help="N, parameters used in matmuls (MoE: active per token)")
+    m.add_argument("--layers", type=number(int, 1, MAX_COUNT), help="L, transformer layers")
+    m.add_argument("--hidden", type=number(int, 1, MAX_COUNT),
+                   help="a, attention width (heads x head dim; the hidden size for standard "
+                        "attention)")
+    m.add_argument("--seq-len", type=number(int, 1, MAX_COUNT), help="T, sequence length")
+    r = p.add_argument_group("run")
+    r.add_argument("--tokens", type=number(float, 0, MAX_TOKENS, lo_open=True),
+                   help="tokens to train on: adds device-hours, cost and days")
+    r.add_argument("--devices", type=number(int, 1, MAX_COUNT), default=1,
+                   help="devices the run uses, for the days (default 1)")
+    r.add_argument("--usd-per-kwh", type=number(float, 0, MAX_USD_PER_KWH, lo_open=True),
+                   help="electricity price; every --device then needs --power-w")
+    p.add_argument("--json", metavar="PATH", type=nonempty, help="write the results as JSON")
+    return p
+
+
+def read_mamf_file(path: str, dtype: str, option: str) -> dict:
+    """``mamf_tflops`` of the file at ``path``; ScriptError (usage, naming ``option`` and the
+    file) when it is missing, unreadable, not JSON, not a mamf_finder.py result or lacks the
+    dtype."""
+    try:
+        if os.path.isdir(path):
+            raise ScriptError(f"{option} {path}: is a folder, not a mamf_finder.py --json file",
+                              EXIT_USAGE)
+        if os.path.exists(path) and not os.path.isfile(path):
+            raise ScriptError(f"{option} {path}: is not a regular file", EXIT_USAGE)
+        with open(path, "rb") as f:
+            raw = f.read(MAX_MAMF_BYTES + 1)
+    except FileNotFoundError:
+        raise ScriptError(f"{option} {path}: does not exist", EXIT_USAGE) from None
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot read it ({err.strerror})", EXIT_USAGE) from None
+    if len(raw) > MAX_MAMF_BYTES:
+        raise ScriptError(f"{option} {path}: larger than {MAX_MAMF_BYTES >> 20} MiB; not a "
+                          "mamf_finder.py --json file", EXIT_USAGE)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ScriptError(f"{option} {path}: not UTF-8 text; expected a mamf_finder.py --json "
+                          "file", EXIT_USAGE) from None
+    except json.JSONDecodeError as err:
+        raise ScriptError(f"{option} {path}: not JSON ({err.msg}, line {err.lineno}); expected a "
+                          "mamf_finder.py --json file", EXIT_USAGE) from None
+    except RecursionError:
+        raise ScriptError(f"{option} {path}: nested too deeply; not a mamf_finder.py --json "
+                          "file", EXIT_USAGE) from None
+    try:
+        return mamf_tflops(data, dtype)
+    except ValueError as err:
+        raise ScriptError(f"{option} {path}: {err}", EXIT_USAGE) from None
+
+
+def resolve(args) -> tuple[list[dict], dict]:
+    """Check the parsed arguments and read the mamf files: (options for ``compare``, FLOPs per
+    token). Raises ScriptError (usage) naming the option at fault."""
+    if not args.device:
+        raise ScriptError("give at least one --device (NAME:TFLOPS:USD_PER_HOUR, or NAME with "
+                          "--mamf-json FILE and --usd-per-hour USD)", EXIT_USAGE)
+    shape = {"--layers": args.layers, "--hidden": args.hidden, "--seq-len": args.seq_len}
+    given = [k for k, v in shape.items() if v is not None]
+    if given and len(given) < 3:
+        missing = [k for k, v in shape.items() if v is None]
+        raise ScriptError(f"{' '.join(given)} needs {' and '.join(missing)} too: the attention "
+                          "term 12LaT needs all three", EXIT_USAGE)
+    options = []
+    for spec in args.device:
+        name, set_by = spec["name"], spec["set_by"]
+        where = f"--device {name}"
+        if "mamf_json" in set_by:
+            if spec["tflops"] is not None:
+                raise ScriptError(f"{where}: TFLOPS given twice, in NAME:TFLOPS and --mamf-json; "
+                                  "keep one", EXIT_USAGE)
+        elif spec["tflops"] is None:
+            raise ScriptError(f"{where}: no TFLOPS; write {name}:TFLOPS:USD_PER_HOUR or give "
+                              "--mamf-json FILE after it", EXIT_USAGE)
+        elif "dtype" in set_by:
+            raise ScriptError(f"{where}: --dtype {spec['dtype']} only goes with --mamf-json",
+                              EXIT_USAGE)
+        if "usd_per_hour" in set_by:
+            if spec["usd_per_device_hour"] is not None:
+                raise ScriptError(f"{where}: price given twice, in NAME:TFLOPS:USD_PER_HOUR and "
+                                  "--usd-per-hour; keep one", EXIT_USAGE)
+            spec["usd_per_device_hour"] = spec["usd_per_hour"]
+        elif spec["usd_per_device_hour"] is None:
+            raise ScriptError(f"{where}: no price; write {name}:TFLOPS:USD_PER_HOUR or give "
+                              "--usd-per-hour USD after it", EXIT_USAGE)
+        if args.usd_per_kwh is not None and "power_w" not in set_by:
+            raise ScriptError(f"{where}: no --power-w, but --usd-per-kwh is given (electricity "
+                              "would be counted for some devices only)", EXIT_USAGE)
+        if args.usd_per_kwh is None and "power_w" in set_by:
+            raise ScriptError(f"{where}: --power-w {spec['power_w']:g} needs --usd-per-kwh",
+                              EXIT_USAGE)
+        option = {"name": name, "tflops": spec["tflops"],
+                  "tflops_source": "given", "mamf_json": None, "mamf_dtype": None,
+                  "mamf_device": None, "mamf_shape": None, "mamf_shapes": None,
+                  "mamf_interrupted": None,
+                  "usd_per_device_hour": spec["usd_per_device_hour"],
+                  "efficiency": spec.get("efficiency", 1.0), "power_w": spec.get("power_w")}
+        if "mamf_json" in set_by:
+            option["mamf_json"], option["mamf_dtype"] = spec["mamf_json"], spec.get("dtype", "bf16")
+            options.append((option, spec["mamf_json"], set_by["mamf_json"]))
+        else:
+            options.append((option, None, None))
+    if args.json:  # before reading anything else, and never over an input
+        check_output(args.json, "--json", inputs=[path for _, path, _ in options if path])
+    for option, path, flag in options:
+        if path is not None:
+            found = read_mamf_file(path, option["mamf_dtype"], f"--device {option['name']} {flag}")
+            option.update(tflops=found["tflops"], tflops_source="mamf_json",
+                          mamf_device=found["device"], mamf_shape=found["shape"],
+                          mamf_shapes=found["shapes"],
+                          mamf_interrupted=found["interrupted"])
+    try:
+        flops = flops_per_token(args.params, args.layers, args.hidden, args.seq_len)
+    except ValueError as err:
+        raise ScriptError(str(err), EXIT_USAGE) from None
+    return [o for o, _, _ in options], flops
+
+
+def _num(x) -> str:
+    """A number for the text report: 4 significant digits, thousands separated."""
+    if x is None:
+        return "-"
+    if x != 0 and (abs(x) >= 1e9 or abs(x) < 1e-3):
+        return f"{x:.4g}"
+    if abs(x) >= 1e3:
+        return f"{x:,.0f}"
+    return f"{x:.4g}"
+
+
+def report(rows: list[dict], flops: dict, args) -> str:
+    """The text table: one line per quantity, one column per device option."""
+    first = rows[0]["name"]
+    shape = (f", L = {args.layers}, a = {args.hidden}, T = {args.seq_len}"
+             if args.layers is not None else "")
+    formula = "6N + 12LaT" if args.layers is not None else \
+        "6N only; --layers, --hidden and --seq-len add 12LaT"
+    lines = [
+        f"# {PROG}: cost per trained token (decimal units; prices as given, labelled USD)",
+        f"# model: N = {args.params:.4g}{shape}: {flops['model']:.4g} FLOPs per token ({formula})",
+    ]
+    run = []
+    if args.tokens is not None:
+        run.append(f"{args.tokens:.4g} tokens on {args.devices} device{'s' * (args.devices > 1)}")
+    if args.usd_per_kwh is not None:
+        run.append(f"electricity {args.usd_per_kwh:g} USD/kWh")
+    if run:
+        lines.append("# run: " + "; ".join(run))
+    for r in rows:
+        if r["tflops_source"] == "mamf_json":
+            note = " (sweep interrupted)" if r["mamf_interrupted"] else ""
+            lines.append(f"# {r['name']}: TFLOPS = {r['mamf_dtype']} MAMF from "
+                         f"{os.path.basename(r['mamf_json'])}: {r['mamf_device']}, best of "
+                         f"{r['mamf_shapes']} shapes at {r['mamf_shape']}{note}")
+    table = [
+        ("TFLOPS figure", "tflops"),
+        ("efficiency", "efficiency"),
+        ("achieved TFLOPS", "achieved_tflops"),
+        ("tokens/s per device", "tokens_per_s_per_device"),
+        ("USD per device-hour", "usd_per_device_hour"),
+    ]
+    if args.usd_per_kwh is not None:
+        table += [("power W", "power_w"),
+                  ("+ electricity USD/device-hour", "electricity_usd_per_device_hour")]
+    table.append(("USD per million tokens", "usd_per_mtoken"))
+    if args.usd_per_kwh is not None:
+        table.append(("  of which electricity", "usd_per_mtoken_electricity"))
+    if args.tokens is not None:
+        table += [("device-hours", "device_hours"), ("cost USD", "total_usd")]
+        if args.usd_per_kwh is not None:
+            table.append(("  of which electricity", "electricity_usd"))
+        table.append((f"days on {args.devices} device{'s' * (args.devices > 1)}", "days"))
+    table += [(f"speed vs {first}", "speedup_vs_first"),
+              (f"cost per token vs {first}", "cost_ratio_vs_first"),
+              ("break-even USD/device-hour", "break_even_usd_per_device_hour")]
+    label_w = max(len(label) for label, _ in table)
+    cells = [[_num(r[key]) for r in rows] for _, key in table]
+    col_w = [max(len(r["name"]), *(len(c[i]) for c in cells)) for i, r in enumerate(rows)]
+    lines.append("#" + " " * (label_w - 1) + "".join(f"  {r['name']:>{w}}"
+                                                   for r, w in zip(rows, col_w)))
+    for (label, _), row in zip(table, cells):
+        lines.append(f"{label:<{label_w}}" + "".join(f"  {c:>{w}}" for c, w in zip(row, col_w)))
+    if len(rows) > 1:
+        lines.append(f"# break-even: the price per device-hour at which an option costs what "
+                     f"{first} costs per token")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    options, flops = resolve(args)
+    try:
+        rows = compare(options, flops_per_token=flops["model"], tokens=args.tokens,
+                       devices=args.devices, usd_per_kwh=args.usd_per_kwh)
+    except ValueError as err:
+        raise ScriptError(str(err), EXIT_USAGE) from None
+    # The JSON file is written before the table is printed, so a closed pipe
+    # (`| head`) cannot cost the reader the file.
+    if args.json:
+        script = sys.argv[0] if os.path.basename(sys.argv[0]) == PROG else PROG
+        result = {
+            "benchmark": BENCHMARK, "schema_version": 1,
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": shlex.join(["python", os.path.relpath(script) if os.path.exists(script)
+                                   else script, *argv]),
+            "versions": {"python": platform.python_version()},
+            "device": None,
+            "params": args.params, "layers": args.layers, "attn_width": args.hidden,
+            "seq_len": args.seq_len, "flops_per_token": flops, "tokens": args.tokens,
+            "devices": args.devices, "usd_per_kwh": args.usd_per_kwh,
+            "units": {"tflops": "1e12 FLOP/s per device", "usd": "the currency of the prices "
+                      "given", "usd_per_mtoken": "per 1e6 trained tokens",
+                      "days": "wall-clock on --devices devices at perfect scaling"},
+            "results": rows,
+        }
+        write_atomic(args.json, json.dumps(result, indent=2) + "\n")
+    print(report(rows, flops, args))
+    if args.json:
+        print(f"# wrote {args.json}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    run_main(main)
