@@ -174,8 +174,10 @@ print("all closed forms agree with the enumeration:", all(checks.values()))
 # gradients.
 #
 # **Cluster (assumed):** 64 nodes of 8 H100 GPUs. Bus bandwidths as in the Network
-# chapter's estimate: 40 GBps per GPU between nodes (80% of a 400 Gbps NIC), and
-# 360 GBps inside a node (80% of NVLink 4's 450 GBps per direction). Achieved
+# chapter's estimate: 40 GBps per GPU between nodes (80% of a 400 Gbps NIC) for a group
+# with one GPU per node, 320 GBps for a group that spans every GPU of each node (its rings
+# leave the node through all eight NICs), and 360 GBps inside a node (80% of NVLink 4's
+# 450 GBps per direction). Achieved
 # compute 40% of the dense bf16 peak of 989 TFLOPS.
 #
 # **Batch:** 1024 sequences per step (4.2M tokens), micro-batch 1.
@@ -188,6 +190,7 @@ PSI = L * layer_psi + 2 * V * h          # input embedding + output projection
 N_MATMUL = L * layer_psi + V * h         # parameters in matmuls (6N)
 GPUS, PER_NODE = 512, 8
 BW_NVLINK, BW_NET = 360 * GB, 40 * GB
+BW_NET_NODE = PER_NODE * BW_NET   # a group with every GPU of each node uses all its NICs
 F = 0.40 * 989e12
 SEQS, b = 1024, 1
 
@@ -212,7 +215,7 @@ print(f"compute per GPU per step = {compute_s:.2f} s at {F / 1e12:.0f} TFLOPS")
 def layout_rows(name):
     rows = []
     if name == "A":
-        rows.append(("FSDP (d=512)", v_zero3(PSI, 512), BW_NET, "mostly overlapped"))
+        rows.append(("FSDP (d=512)", v_zero3(PSI, 512), BW_NET_NODE, "mostly overlapped"))
     else:
         t, p, d = 8, 4, 16
         m = SEQS // d
@@ -270,10 +273,11 @@ plt.show()
 # What the numbers say:
 #
 # * **A (FSDP only).** The 1.5 × 2Ψ volume per step does not depend on $d$, while
-#   the compute per GPU falls as $1/d$: with 8192 tokens per GPU per step the FSDP
-#   traffic takes about as long as the compute. This is the Network chapter's rule
-#   in action: $F/B_{\mathrm{bus}} \approx 9{,}900$ tokens per GPU are needed to hide
-#   it.
+#   the compute per GPU falls as $1/d$. The FSDP group holds every GPU of every node, so
+#   its rings use all eight NICs of a node (320 GBps): with 8192 tokens per GPU per step
+#   the traffic takes about a seventh of the compute and hides behind it. The Network
+#   chapter's rule gives the margin: $F/B_{\mathrm{bus}} \approx 1{,}240$ tokens per GPU
+#   hide it, where a group with one GPU per node (40 GBps) would need about 9,900.
 # * **B (3D).** DP traffic shrinks by $t \cdot p = 32$ because each DP rank holds
 #   $1/32$ of the model; PP traffic is small; TP moves the most bytes but over
 #   NVLink, about a fifth of the compute time, on the critical path unless the

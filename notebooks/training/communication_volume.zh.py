@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 2655d7350be82f24a6f6135b2e0289c9fe3ddcedd539fce39bb8b7503201058b
+#       source_sha256: 7cfc3498c3b075b5b9ca98febbf589e5fac8fcfe73b0ff24e1544b58ce76a3cb
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -170,7 +170,7 @@ print("所有闭式公式都与穷举结果一致：", all(checks.values()))
 #
 # **模型（假设，形状与 Llama 2 70B 相同，[Touvron 等 2023](https://arxiv.org/abs/2307.09288)）：** 80 层，隐藏维度 8192，64 个查询头和 8 个键/值头（分组查询注意力），宽 28672 的 SwiGLU MLP，词表 32000，序列 4096 个 token，激活值和梯度为 bf16。
 #
-# **集群（假设）：** 64 个节点，每个节点 8 块 H100。总线带宽与网络一章的估算相同：节点间每块 GPU 40 GBps（400 Gbps 网卡的 80%），节点内 360 GBps（NVLink 4 单向 450 GBps 的 80%）。实际算力为稠密 bf16 峰值 989 TFLOPS 的 40%。
+# **集群（假设）：** 64 个节点，每个节点 8 块 H100。总线带宽与网络一章的估算相同：每个节点只有一块 GPU 参与的组，节点间每块 GPU 40 GBps（400 Gbps 网卡的 80%）；包含每个节点全部 GPU 的组为 320 GBps（它的环经由全部 8 块网卡离开节点）；节点内 360 GBps（NVLink 4 单向 450 GBps 的 80%）。实际算力为稠密 bf16 峰值 989 TFLOPS 的 40%。
 #
 # **批次：** 每步 1024 条序列（4.2M 个 token），微批次为 1。
 
@@ -182,6 +182,7 @@ PSI = L * layer_psi + 2 * V * h          # input embedding + output projection
 N_MATMUL = L * layer_psi + V * h         # parameters in matmuls (6N)
 GPUS, PER_NODE = 512, 8
 BW_NVLINK, BW_NET = 360 * GB, 40 * GB
+BW_NET_NODE = PER_NODE * BW_NET   # a group with every GPU of each node uses all its NICs
 F = 0.40 * 989e12
 SEQS, b = 1024, 1
 
@@ -203,7 +204,7 @@ print(f"每个 GPU 每步计算时间 = {compute_s:.2f} s（{F / 1e12:.0f} TFLOP
 def layout_rows(name):
     rows = []
     if name == "A":
-        rows.append(("FSDP (d=512)", v_zero3(PSI, 512), BW_NET, "大部分被重叠"))
+        rows.append(("FSDP (d=512)", v_zero3(PSI, 512), BW_NET_NODE, "大部分被重叠"))
     else:
         t, p, d = 8, 4, 16
         m = SEQS // d
@@ -258,7 +259,7 @@ plt.show()
 # %% [markdown]
 # 这些数字说明：
 #
-# * **A（只用 FSDP）。** 每步 1.5 × 2Ψ 的通信量与 $d$ 无关，而每个 GPU 的计算量按 $1/d$ 下降：每个 GPU 每步 8192 个 token 时，FSDP 的流量与计算耗时相当。这正是网络一章的规则：要藏住它，每个 GPU 需要 $F/B_{\mathrm{bus}} \approx 9{,}900$ 个 token。
+# * **A（只用 FSDP）。** 每步 1.5 × 2Ψ 的通信量与 $d$ 无关，而每个 GPU 的计算量按 $1/d$ 下降。FSDP 组包含每个节点的全部 GPU，所以它的环使用节点的全部 8 块网卡（320 GBps）：每个 GPU 每步 8192 个 token 时，通信耗时约为计算的七分之一，能藏在计算后面。网络一章的规则给出了余量：每个 GPU 有 $F/B_{\mathrm{bus}} \approx 1{,}240$ 个 token 就能藏住它；若一个组在每个节点只有一块 GPU（40 GBps），则约需 9,900 个。
 # * **B（3D）。** DP 流量缩小为 $1/(t \cdot p) = 1/32$，因为每个 DP rank 只持有模型的 $1/32$；PP 流量很小；TP 传输的字节最多，但走 NVLink，约为计算时间的五分之一，除非实现把它与矩阵乘法重叠，否则位于关键路径上。
 # * **C。** 同样的 TP 流量走节点间网络，比全部计算还要久：TP 应当留在 NVLink 域内。
 
