@@ -334,6 +334,12 @@ BAD_INPUT = [
     Case("json-fifo", [*BASE, "--device", "a:1:1", "--json", "{tmp}/pipe"], r"--json .*not a regular file",
          fifos=("pipe",)),
     Case("json-empty", [*BASE, "--device", "a:1:1", "--json", ""], r"--json: must not be empty"),
+    Case("json-unwritable", [*BASE, "--device", "a:1:1", "--json", "/proc/cost.json"],
+         r"--json /proc/cost.json: cannot write in /proc"),
+    Case("params-nan", ["--params", "nan", "--device", "a:1:1"], r"--params: 'nan' is not a finite number"),
+    Case("efficiency-nan", [*BASE, "--device", "a:1:1", "--efficiency", "nan"],
+         r"--efficiency: 'nan' is not a finite number"),
+    Case("mamf-empty", [*BASE, "--device", "h::3", "--mamf-json", ""], r"--mamf-json: must not be empty"),
     Case("abbreviated-option", [*BASE, "--device", "a:1:1", "--eff", "0.5"], r"unrecognized arguments: --eff"),
 ]
 
