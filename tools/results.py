@@ -118,9 +118,9 @@ def result_files() -> list[Path]:
 
 def files_of(benchmark: str) -> list[Path]:
     """The results files of ``benchmark`` (by their ``benchmark`` key), measured ones first."""
-    found = [p for p in RESULTS.glob(f"*/{benchmark}-*.json") if _rel(p) not in NOT_RESULTS
-             and load(p).get("benchmark") == benchmark]
-    return sorted(found, key=lambda p: (load(p).get("origin", "measured") != "measured", p.name))
+    docs = {p: load(p) for p in RESULTS.glob(f"*/{benchmark}-*.json") if _rel(p) not in NOT_RESULTS}
+    found = [p for p, doc in docs.items() if doc.get("benchmark") == benchmark]
+    return sorted(found, key=lambda p: (docs[p].get("origin", "measured") != "measured", p.name))
 
 
 def validate(paths: list[Path]) -> list[str]:

@@ -745,11 +745,18 @@ def split_view(path) -> tuple[Path, str | None]:
     return Path(text), None
 
 
+def is_results_summary(spec) -> bool:
+    """True when a results-table argument names a benchmark ("mamf_finder") or a glob of results
+    files, i.e. every results file of a benchmark rather than one file."""
+    text = str(spec)
+    return "*" in text or ("/" not in text and "." not in text)
+
+
 def render(path: Path, lang: str = "en") -> str:
-    """Render a data (.yml/.yaml, optionally ``FILE#VIEW``) or results (.json) file."""
-    text = str(path)
-    if "*" in text or ("/" not in text and "." not in text):  # every results file of a benchmark
-        return render_results_summary(text, lang)
+    """Render a data (.yml/.yaml, optionally ``FILE#VIEW``) or results (.json) file, or every
+    results file of a benchmark (``is_results_summary``)."""
+    if is_results_summary(path):
+        return render_results_summary(str(path), lang)
     path, view = split_view(path)
     if path.suffix in (".yml", ".yaml"):
         return render_data_table(path, lang, view)

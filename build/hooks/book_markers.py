@@ -150,7 +150,7 @@ def _title(lang: str, src: str) -> str:
 def on_page_markdown(markdown, page, config, files):
     def expand(match):
         kind, rel = match.groups()
-        if kind == "results-table" and ("*" in rel or "/" not in rel):
+        if kind == "results-table" and tables.is_results_summary(rel):
             try:  # a benchmark name or a glob: every results file of it (tools/tables.py)
                 return tables.render(rel, page_language(page))
             except tables.TableError as err:

@@ -10,7 +10,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from tests.build.book import LANGS, RAW_TEX, ROOT, built_page, markers, nav_pages, page_soup
-from tools.tables import render, render_results_summary
+from tools.tables import is_results_summary, render
 
 
 def soup(path: Path) -> BeautifulSoup:
@@ -109,8 +109,8 @@ def test_tables_come_from_their_data_files(built_site, kind):
             shown = [_rows(t) for t in page.select("article table")]
             # A results marker naming a benchmark (or a glob) renders a summary of all its files:
             # ours, then the published figures in a table of their own; every table must be shown.
-            summary = kind == "results-table" and ("*" in rel or "/" not in rel)
-            text = render_results_summary(rel, lang) if summary else render(ROOT / rel, lang)
+            summary = kind == "results-table" and is_results_summary(rel)
+            text = render(rel if summary else ROOT / rel, lang)
             expected_html = markdown.markdown(text, extensions=["tables"])
             tables = BeautifulSoup(expected_html, "html.parser").find_all("table")
             assert tables, f"{rel} renders no table"
