@@ -1,0 +1,728 @@
+#!/usr/bin/env python
+"""communication_volume.py: bytes one GPU sends per training step, per parallelism strategy.
+
+What it computes
+----------------
+For a transformer trained with data (DP, ZeRO-1/2, ZeRO-3/FSDP), tensor (TP, with or without
+sequence parallelism SP), pipeline (PP), context (CP: ring attention or Ulysses) and expert (EP)
+parallelism, one row per collective a step issues: the collective, the ranks of its group, how
+many times a step issues it, its message size, the bytes one GPU sends for it per step, and the
+time that takes at a bus bandwidth; then the total. It is the arithmetic of the book's page
+training/model-parallelism.md (its notebook notebooks/training/communication_volume.py checks
+the same closed forms by enumerating the collectives), per GPU and per optimizer step.
+
+Bytes sent per rank by one collective of ``S`` bytes (the full buffer) over ``n`` ranks, ring
+algorithm, as in the Network chapter: all-reduce ``2(n-1)/n S``; all-gather, reduce-scatter and
+all-to-all ``(n-1)/n S``; a point-to-point send ``S``. These factors are nccl-tests' busbw
+factors (busbw = algbw x factor, algbw = S / time,
+https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md), so the time of a collective
+at a measured busbw is ``S x factor / busbw`` = bytes sent / busbw. The total time adds the rows:
+no overlap with compute or between dimensions (an upper bound on what is exposed).
+
+Symbols: Psi parameters (``--params``), L layers, h hidden size, s sequence length, b micro-batch
+(sequences), m micro-batches per step (``--grad-accum``), d, t, p, c, e the DP, TP, PP, CP, EP
+degrees; Psi_local = Psi / (t p) the parameters a DP rank holds; tokens per GPU b s / c.
+
+* DP over the d x c ranks that hold the same parameters (CP ranks hold the same weights, so
+  Megatron-LM reduces gradients over DP x CP), ZeRO paper section 7
+  (Rajbhandari et al. 2019, https://arxiv.org/abs/1910.02054): DDP (``--zero 0``) one all-reduce
+  of Psi_local gradients per step, 2(n-1)/n Psi_local B (the paper's 2 Psi); ZeRO-1 a
+  reduce-scatter of the gradients and an all-gather of the updated parameters, the same bytes;
+  ZeRO-2 the same, but the gradients are reduce-scattered after every micro-batch (DeepSpeed
+  keeps only its shard); ZeRO-3/FSDP (``--zero 3``) all-gathers each layer's parameters before
+  its forward and again before its backward and reduce-scatters its gradients, per micro-batch,
+  3(n-1)/n Psi_local B per micro-batch (the paper's 3 Psi). Gradient accumulation (m > 1) runs
+  DDP and ZeRO-1 under no_sync (one reduction per step). Expert parameters (``--expert-params``,
+  with ``--ep``) are sharded over e and reduced over the d c / e ranks that hold the same
+  experts.
+* TP, Megatron-LM (Shoeybi et al. 2019, https://arxiv.org/abs/1909.08053): per layer two
+  all-reduces in the forward pass (g after attention and after the MLP) and two in the backward
+  pass (f), each of b (s/c) h elements: 8 (t-1)/t b s h B per layer per micro-batch, L/p layers
+  per stage, m micro-batches. With SP (Korthikanti et al. 2022, https://arxiv.org/abs/2205.05198)
+  each all-reduce becomes an all-gather plus a reduce-scatter of the same size: the same bytes.
+  Activation recomputation (a second forward pass) and the embedding and loss are not counted.
+* PP, point-to-point (Narayanan et al. 2021, https://arxiv.org/abs/2104.04473, section 3.3):
+  b s h elements per micro-batch per stage boundary in each direction. An inner stage sends
+  its activation forward and its input gradient backward, 2 b s h B per micro-batch (with p = 2
+  each stage sends one of them). Every TP rank sends the whole tensor, as on the book's page;
+  Megatron-LM's scatter/gather optimization (same paper, section 4.1) would divide it by t.
+* CP ring attention (Liu et al. 2023, https://arxiv.org/abs/2310.01889): per layer, c - 1 sends
+  of a K/V block, 2 b (s/c) h_kv B, in the forward pass and c - 1 sends of K/V plus their
+  gradients (twice that) in the backward pass; h_kv = kv-heads x head dim (h without
+  grouped-query attention), divided by t when TP splits the heads. CP Ulysses (Jacobs et al.
+  2023, https://arxiv.org/abs/2309.14509): per layer, all-to-alls of Q, K, V and the output in
+  the forward pass and of their gradients in the backward pass, (c-1)/c of b (s/c) x width / t
+  each.
+* EP (the book's formula; GShard, https://arxiv.org/abs/2006.16668): per MoE layer two
+  all-to-alls forward (dispatch, combine) and two backward, each of the k routed copies of the
+  GPU's tokens, 4 k (e-1)/e x tokens x h B with uniform routing; EP ranks are carved out of
+  DP x CP, and with TP the tokens are split by SP (Megatron-LM requires it), b s / (c t).
+
+Units: decimal, 1 GB = 1e9 bytes, bus bandwidths in GBps = 1e9 bytes/s per GPU, one direction;
+times in seconds (the table shows ms or s). Inputs are assumptions: measure your busbw with
+all_reduce_bench.py or nccl-tests, and use ``--tp-busbw-GBps`` and friends where a dimension's
+links differ (TP inside the NVLink domain, DP and PP across nodes).
+
+How to launch
+-------------
+Plain ``python``, standard library only, no GPU; importing it has no side effects
+(``volumes(...)`` returns the rows the CLI prints, also under Pyodide)::
+
+    python communication_volume.py
+    python communication_volume.py --params 7e9 --layers 32 --hidden 4096 --dp 64 --zero 3
+    python communication_volume.py --dp 8 --tp 8 --pp 8 --cp 4 --sequence-parallel --gpus 2048
+    python communication_volume.py --expert-params 40e9 --ep 8 --experts-top-k 2 --dp 64 --json -
+
+Exit status: 0 success; 2 bad input, with one line ``communication_volume.py: error: ...`` naming
+the option, before any work: a non-finite, zero, negative or non-integer number, degrees whose
+product is not ``--gpus``, a degree that does not divide what it splits (heads, layers, sequence,
+DP x CP), an option that needs a dimension that is absent, a ``--json`` path that cannot be
+written. ``--debug`` adds the traceback.
+
+``--json PATH`` (written atomically, before the table; ``-`` prints it instead of the table)
+holds ``tool`` "communication_volume", ``schema_version`` 1, ``inputs`` (every input, the world
+size, the bandwidth each dimension uses), ``strategies`` (the rows, with ``message_bytes``,
+``sent_bytes``, ``time_s``) and ``total`` (``sent_bytes``, ``time_s``); nothing in it depends on
+the machine or the time of the run.
+
+Example output
+--------------
+The default: a 70B-class model (80 layers, hidden 8192, sequences of 4096 tokens) on 512 GPUs
+as the notebook's layout B, TP 8 inside a node over NVLink (360 GBps), PP 4 and DP 16 with
+ZeRO-1 across nodes (40 GBps per GPU), 64 micro-batches of one sequence per step::
+
+    $ python scripts/training/communication_volume.py
+    # communication_volume.py: bytes one GPU sends per optimizer step (1 GB = 1e9 bytes)
+    # model: 70 B params, 80 layers, hidden 8192, seq 4096; 64 micro-batches of 1 per step
+    # layout: dp 16 x tp 8 x pp 4 = 512 GPUs, ZeRO-1
+    # sent = count x message x factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; send 1
+    # time = sent / busbw (nccl-tests' busbw factors); busbw per GPU in GBps (1e9 bytes/s); rows add up, no overlap
+    strategy  collective       ranks   count  message_GB   sent_GB  busbw_GBps       time  what
+    ZeRO-1    reduce_scatter      16       1       4.375      4.10          40   102.5 ms  gradients
+    ZeRO-1    all_gather          16       1       4.375      4.10          40   102.5 ms  parameters
+    TP        all_reduce           8    5120     0.06711    601.30         360     1.67 s  activations
+    PP        send                 4     128     0.06711      8.59          40   214.7 ms  activations and their gradients
+    total                                                   618.09                 2.09 s
+
+Read it: TP moves by far the most bytes (4 all-reduces per layer per micro-batch) and needs
+NVLink; at the inter-node 40 GBps it alone would take 15 s (the notebook's layout C). DP traffic
+is fixed per step by the parameters a rank holds, Psi / (t p); PP's is small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+import tempfile
+import threading
+import traceback
+
+PROG = "communication_volume.py"
+
+# --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
+# --- script of the book; tests/test_script_contract.py keeps the copies in step.            ---
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ScriptError(Exception):
+    """A failure the user can act on. ``run_main`` prints it as the one line
+    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE):
+        super().__init__(message)
+        self.status = status
+
+
+def number(kind=float, lo=None, hi=None, lo_open=False):
+    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
+    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
+    option."""
+    def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type`` for names and paths: the empty string is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
+    """The integer environment variable ``name`` (``default`` when unset or empty, an error when
+    there is no default); a non-integer or a value below ``lo`` raises ScriptError naming it."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        if default is None:
+            raise ScriptError(f"environment variable {name} is not set", EXIT_USAGE)
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ScriptError(f"environment variable {name}={text!r} is not an integer", EXIT_USAGE) from None
+    if value < lo:
+        raise ScriptError(f"environment variable {name}={value} must be >= {lo}", EXIT_USAGE)
+    return value
+
+
+def check_output(path: str, option: str, inputs=()) -> str:
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
+    created. Returns the path; raises ScriptError naming the option otherwise."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
+    for item in inputs:
+        if os.path.realpath(item) == os.path.realpath(path):
+            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def check_output_dir(path: str, option: str) -> str:
+    """Check, before any work, that the folder ``path`` (given as ``option``) can receive results:
+    creates it if missing and makes sure a file can be created in it. Returns the path; raises
+    ScriptError naming the option and the offending path otherwise."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ScriptError(f"{option} {path}: {existing} is a file, not a folder", EXIT_USAGE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write there ({err.strerror})", EXIT_USAGE) from None
+    return path
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
+    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class deadline:
+    """``with deadline(seconds, "what"):`` bounds a wait that has no timeout of its own (or one
+    that retries): after ``seconds`` it prints ``PROG: error: WHAT did not finish within S s``
+    and ends the process at once (os._exit, since the stuck call cannot be unwound)."""
+
+    def __init__(self, seconds: float, what: str):
+        self.timer = threading.Timer(seconds, self._expire, (seconds, what))
+        self.timer.daemon = True
+
+    @staticmethod
+    def _expire(seconds: float, what: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {what} did not finish within {seconds:g} s\n")
+        sys.stderr.flush()
+        os._exit(EXIT_FAILURE)
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+
+
+def run_main(main, argv=None) -> None:
+    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    try:
+        status = main(argv)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, ScriptError):
+            status, message = exc.status, str(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            status, message = EXIT_INTERRUPTED, "interrupted"
+        else:
+            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
+    sys.exit(status or EXIT_OK)
+# --- end of script contract ---
+
+
+# ---------------------------------------------------------------- computation (no I/O)
+
+TOOL = "communication_volume"
+GB = 1e9
+ZERO_NAMES = {0: "DP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3/FSDP"}
+CP_ALGOS = ("ring", "ulysses")
+DIMENSIONS = ("dp", "tp", "pp", "cp", "ep")
+MAX_DEGREE = 1_000_000
+MAX_COUNT = 10**9
+MAX_PARAMS = 1e15
+MAX_BYTES_PER_ELEMENT = 16
+MAX_GBPS = 1e6
+
+
+def send_factor(collective: str, ranks: int) -> float:
+    """Bytes one rank sends in ``collective`` over ``ranks`` ranks, as a multiple of the message
+    size S: all_reduce 2(n-1)/n, all_gather, reduce_scatter and all_to_all (n-1)/n (ring
+    algorithm, the Network chapter's conventions; the same factors as nccl-tests' busbw,
+    doc/PERFORMANCE.md), send 1 (point-to-point). Raises ValueError for an unknown collective
+    or fewer than 2 ranks."""
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 2:
+        raise ValueError(f"a collective needs an integer number of ranks >= 2, got {ranks!r}")
+    if collective == "all_reduce":
+        return 2 * (ranks - 1) / ranks
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (ranks - 1) / ranks
+    if collective == "send":
+        return 1.0
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+def _positive(name: str, value, integer: bool = False, zero_ok: bool = False):
+    """``value`` if it is a finite number > 0 (>= 0 with ``zero_ok``; a whole int with
+    ``integer``), else ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, not {type(value).__name__}")
+    if integer and not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, not {value!r}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise ValueError(f"{name} must be a finite number {'>=' if zero_ok else '>'} 0, "
+                         f"not {value!r}")
+    return value
+
+
+def _row(strategy: str, what: str, collective: str, ranks: int, count: int,
+         message_bytes: float, busbw_GBps: float) -> dict:
+    """One collective of a step: bytes sent per GPU = count x message x factor; time = that
+    over busbw."""
+    factor = send_factor(collective, ranks)
+    sent = count * message_bytes * factor
+    return {"strategy": strategy, "what": what, "collective": collective, "ranks": ranks,
+            "count": count, "message_bytes": float(message_bytes), "factor": factor,
+            "sent_bytes": float(sent), "busbw_GBps": float(busbw_GBps),
+            "time_s": sent / (busbw_GBps * GB)}
+
+
+def check_layout(*, layers: int, hidden: int, seq_len: int, dp: int = 1, tp: int = 1,
+                 pp: int = 1, cp: int = 1, ep: int = 1, heads: int | None = None,
+                 kv_heads: int | None = None, moe_layers: int | None = None,
+                 sequence_parallel: bool = False, cp_algo: str = "ring", zero: int = 0,
+                 params: float | None = None, expert_params: float = 0.0,
+                 experts_top_k: int | None = None) -> list[str]:
+    """The reasons (each naming the option at fault) why a layout cannot run; [] when it can.
+
+    Checks that each degree divides what it splits: t the hidden size and the heads (and the KV
+    heads), p the layers (and the MoE layers), c the sequence (and with SP, s/c by t; Ulysses:
+    the heads by t c), e the d c ranks that hold the same dense parameters; that SP has TP, ZeRO
+    has more than one DP x CP rank, EP has MoE layers and k, and that with TP > 1 EP has SP
+    (Megatron-LM's requirement)."""
+    problems = []
+    if cp_algo not in CP_ALGOS:
+        problems.append(f"--cp-algo {cp_algo!r}: choose from {', '.join(CP_ALGOS)}")
+    if hidden % tp:
+        problems.append(f"--tp {tp} does not divide --hidden {hidden}")
+    if heads is not None:
+        if heads > hidden or hidden % heads:
+            problems.append(f"--heads {heads} does not divide --hidden {hidden}")
+        if heads % tp:
+            problems.append(f"--tp {tp} does not divide --heads {heads}")
+        if kv_heads is not None:
+            if kv_heads > heads or heads % kv_heads:
+                problems.append(f"--kv-heads {kv_heads} does not divide --heads {heads}")
+            elif kv_heads % tp:
+                problems.append(f"--tp {tp} does not divide --kv-heads {kv_heads}")
+        if cp > 1 and cp_algo == "ulysses":
+            for name, n in (("--heads", heads), ("--kv-heads", kv_heads)):
+                if n is not None and n % (tp * cp):
+                    problems.append(f"--cp {cp} (ulysses) x --tp {tp} does not divide "
+                                    f"{name} {n}: each rank needs whole heads")
+    elif kv_heads is not None:
+        problems.append("--kv-heads needs --heads")
+    if layers % pp:
+        problems.append(f"--pp {pp} does not divide --layers {layers}: unequal stages")
+    if seq_len % cp:
+        problems.append(f"--cp {cp} does not divide --seq-len {seq_len}")
+    elif sequence_parallel and (seq_len // cp) % tp:
+        problems.append(f"--sequence-parallel: --tp {tp} does not divide the {seq_len // cp} "
+                        "tokens of a CP rank")
+    if sequence_parallel and tp == 1:
+        problems.append("--sequence-parallel needs --tp > 1")
+    if zero and dp * cp == 1:
+        problems.append(f"--zero {zero} needs more than one DP x CP rank to shard over")
+    if params is not None and expert_params >= params:
+        problems.append(f"--expert-params {expert_params:g} must be below --params {params:g}")
+    if ep > 1:
+        if (dp * cp) % ep:
+            problems.append(f"--ep {ep} does not divide --dp x --cp = {dp * cp} (EP ranks are "
+                            "taken from the DP x CP ranks)")
+        if experts_top_k is None:
+            problems.append(f"--ep {ep} needs --experts-top-k")
+        if tp > 1 and not sequence_parallel:
+            problems.append(f"--ep {ep} with --tp {tp} needs --sequence-parallel (as in "
+                            "Megatron-LM)")
+        if moe_layers is not None and (moe_layers > layers or moe_layers % pp):
+            problems.append(f"--moe-layers {moe_layers} must be at most --layers {layers} and a "
+                            f"multiple of --pp {pp}")
+    else:
+        for name, value in (("--experts-top-k", experts_top_k), ("--moe-layers", moe_layers)):
+            if value is not None:
+                problems.append(f"{name} needs --ep > 1")
+    return problems
+
+
+def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batch: int = 1,
+            grad_accum: int = 1, dp: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1,
+            zero: int = 0, sequence_parallel: bool = False, cp_algo: str = "ring",
+            heads: int | None = None, kv_heads: int | None = None, expert_params: float = 0.0,
+            experts_top_k: int | None = None, moe_layers: int | None = None,
+            grad_bytes: float = 2, param_bytes: float = 2, act_bytes: float = 2,
+            busbw_GBps: dict | None = None) -> list[dict]:
+    """The collectives one GPU takes part in during one optimizer step, and what it sends.
+
+    Args:
+        params: Psi, all parameters of the model (count, > 0); expert_params: the part of it in
+            MoE experts (>= 0, below params).
+        layers, hidden, seq_len: L, h, s; heads, kv_heads: optional (checks, and h_kv = kv_heads
+            x hidden / heads for CP; h without them).
+        micro_batch, grad_accum: b sequences per micro-batch, m micro-batches per step.
+        dp, tp, pp, cp, ep: degrees (ints >= 1); world size d t p c, EP inside DP x CP.
+        zero: 0 (DDP), 1, 2 or 3 (FSDP full shard); sequence_parallel: Megatron SP (needs tp > 1);
+            cp_algo: "ring" or "ulysses".
+        experts_top_k, moe_layers: k and the MoE layers (default all) when ep > 1.
+        grad_bytes, param_bytes, act_bytes: bytes per element of gradients (reduced),
+            parameters (gathered) and activations.
+        busbw_GBps: {"dp": ..., "tp": ..., "pp": ..., "cp": ..., "ep": ...}, bus bandwidth per
+            GPU in 1e9 bytes/s for each dimension present.
+
+    Returns one dict per collective (see ``_row``): ``strategy``, ``what``, ``collective``,
+    ``ranks``, ``count`` (per step), ``message_bytes``, ``factor``, ``sent_bytes`` (per GPU per
+    step: count x message x factor), ``busbw_GBps`` and ``time_s``; [] when every degree is 1.
+    The formulas and their sources are in the module docstring. Raises ValueError on a bad
+    number or a layout ``check_layout`` refuses.
+    """
+    _positive("params", params)
+    _positive("expert_params", expert_params, zero_ok=True)
+    for name, value in (("layers", layers), ("hidden", hidden), ("seq_len", seq_len),
+                        ("micro_batch", micro_batch), ("grad_accum", grad_accum), ("dp", dp),
+                        ("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep)):
+        _positive(name, value, integer=True)
+    for name, value in (("heads", heads), ("kv_heads", kv_heads),
+                        ("experts_top_k", experts_top_k), ("moe_layers", moe_layers)):
+        if value is not None:
+            _positive(name, value, integer=True)
+    for name, value in (("grad_bytes", grad_bytes), ("param_bytes", param_bytes),
+                        ("act_bytes", act_bytes)):
+        _positive(name, value)
+    if zero not in ZERO_NAMES:
+        raise ValueError(f"zero must be 0, 1, 2 or 3, not {zero!r}")
+    problems = check_layout(layers=layers, hidden=hidden, seq_len=seq_len, dp=dp, tp=tp, pp=pp,
+                            cp=cp, ep=ep, heads=heads, kv_heads=kv_heads, moe_layers=moe_layers,
+                            sequence_parallel=sequence_parallel, cp_algo=cp_algo, zero=zero,
+                            params=params, expert_params=expert_params,
+                            experts_top_k=experts_top_k)
+    if problems:
+        raise ValueError(problems[0])
+    bw = dict(busbw_GBps or {})
+    degrees = {"dp": dp * cp, "tp": tp, "pp": pp, "cp": cp, "ep": ep}
+    for dim in DIMENSIONS:
+        if degrees[dim] > 1:
+            _positive(f"busbw_GBps[{dim!r}]", bw.get(dim))
+    m, b = grad_accum, micro_batch
+    stage_layers = layers // pp
+    tokens = b * (seq_len // cp)                  # tokens a CP rank holds per micro-batch
+    act = tokens * hidden * act_bytes             # one b (s/c) h activation, bytes
+    rows = []
+
+    # DP / ZeRO over the d x c ranks holding the same parameters; experts over d c / e.
+    groups = [("", params - expert_params, dp * cp, stage_layers),
+              (" experts", expert_params, dp * cp // ep, (moe_layers or layers) // pp)]
+    for suffix, psi, n, units in groups:
+        if psi == 0 or n == 1:
+            continue
+        local = psi / (tp * pp * (ep if suffix else 1))   # parameters one rank holds
+        name = ZERO_NAMES[zero] + suffix
+        grads, weights = local * grad_bytes, local * param_bytes
+        bw_dp = bw["dp"]
+        if zero == 0:
+            rows.append(_row(name, "gradients", "all_reduce", n, 1, grads, bw_dp))
+        elif zero in (1, 2):
+            rows.append(_row(name, "gradients", "reduce_scatter", n, 1 if zero == 1 else m,
+                             grads, bw_dp))
+            rows.append(_row(name, "parameters", "all_gather", n, 1, weights, bw_dp))
+        else:  # one FSDP unit per layer: gather for forward and backward, reduce-scatter
+            rows.append(_row(name, "parameters, per layer", "all_gather", n, 2 * m * units,
+                             weights / units, bw_dp))
+            rows.append(_row(name, "gradients, per layer", "reduce_scatter", n, m * units,
+                             grads / units, bw_dp))
+
+    if tp > 1:
+        calls = 4 * stage_layers * m              # 2 forward + 2 backward per layer
+        if sequence_parallel:
+            for collective in ("all_gather", "reduce_scatter"):
+                rows.append(_row("TP+SP", "activations", collective, tp, calls, act, bw["tp"]))
+        else:
+            rows.append(_row("TP", "activations", "all_reduce", tp, calls, act, bw["tp"]))
+
+    if pp > 1:
+        per_micro_batch = 2 if pp > 2 else 1      # an inner stage sends forward and backward
+        rows.append(_row("PP", "activations and their gradients", "send", pp,
+                         per_micro_batch * m, act, bw["pp"]))
+
+    if cp > 1:
+        head_dim_share = hidden / heads if heads else None
+        h_kv = kv_heads * head_dim_share if kv_heads else hidden
+        kv = tokens * h_kv / tp * act_bytes       # one rank's keys or values, bytes
+        calls = stage_layers * m
+        if cp_algo == "ring":
+            rows.append(_row("CP ring", "K, V forward", "send", cp, (cp - 1) * calls, 2 * kv,
+                             bw["cp"]))
+            rows.append(_row("CP ring", "K, V and gradients backward", "send", cp,
+                             (cp - 1) * calls, 4 * kv, bw["cp"]))
+        else:
+            rows.append(_row("CP Ulysses", "Q, output (fwd + bwd)", "all_to_all", cp,
+                             4 * calls, act / tp, bw["cp"]))
+            rows.append(_row("CP Ulysses", "K, V (fwd + bwd)", "all_to_all", cp, 4 * calls,
+                             kv, bw["cp"]))
+
+    if ep > 1:
+        routed = experts_top_k * act / (tp if sequence_parallel else 1)
+        rows.append(_row("EP", "dispatch, combine (fwd + bwd)", "all_to_all", ep,
+                         4 * ((moe_layers or layers) // pp) * m, routed, bw["ep"]))
+    return rows
+
+
+def totals(rows: list[dict]) -> dict:
+    """``{"sent_bytes", "time_s"}``: the sums over ``rows`` (time without any overlap)."""
+    # math.fsum, not sum: sum() of floats is compensated from Python 3.12 on, so its last digit
+    # would depend on the Python version (the browser's Pyodide is newer than most clusters')
+    return {"sent_bytes": math.fsum(r["sent_bytes"] for r in rows),
+            "time_s": math.fsum(r["time_s"] for r in rows)}
+
+
+# ---------------------------------------------------------------- command line
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, allow_abbrev=False,
+        description="Bytes one GPU sends per training step for each parallelism (DP, ZeRO-1/2/3, "
+                    "TP with or without SP, PP, CP, EP), and the time at a bus bandwidth "
+                    "(time = bytes x busbw factor / busbw). Decimal units.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    pos = dict(kind=int, lo=1, hi=MAX_COUNT)
+    m = p.add_argument_group("model")
+    m.add_argument("--params", type=number(float, 0, MAX_PARAMS, lo_open=True), default=70e9,
+                   help="Psi, all parameters (default 70e9)")
+    m.add_argument("--expert-params", type=number(float, 0, MAX_PARAMS), default=0.0,
+                   help="the part of --params in MoE experts (default 0)")
+    m.add_argument("--layers", type=number(**pos), default=80, help="L (default 80)")
+    m.add_argument("--hidden", type=number(**pos), default=8192, help="h (default 8192)")
+    m.add_argument("--heads", type=number(**pos),
+                   help="attention heads (optional: checks that TP and Ulysses split them)")
+    m.add_argument("--kv-heads", type=number(**pos),
+                   help="key/value heads with grouped-query attention (needs --heads; CP sends "
+                        "K/V of this width)")
+    m.add_argument("--seq-len", type=number(**pos), default=4096, help="s, tokens (default 4096)")
+    m.add_argument("--micro-batch", type=number(**pos), default=1,
+                   help="b, sequences per micro-batch per DP rank (default 1)")
+    m.add_argument("--grad-accum", type=number(**pos), default=64,
+                   help="m, micro-batches per optimizer step (default 64)")
+    m.add_argument("--experts-top-k", type=number(int, 1, 1024),
+                   help="k, experts per token (with --ep)")
+    m.add_argument("--moe-layers", type=number(**pos),
+                   help="layers with experts (with --ep; default all)")
+    for name, what in (("grad", "gradients (reduced)"), ("param", "parameters (gathered)"),
+                       ("act", "activations")):
+        m.add_argument(f"--{name}-bytes", type=number(float, 0, MAX_BYTES_PER_ELEMENT,
+                                                      lo_open=True),
+                       default=2.0, help=f"bytes per element of {what} (default 2, bf16)")
+    lay = p.add_argument_group("layout")
+    for dim, default, what in (("dp", 16, "data"), ("tp", 8, "tensor"), ("pp", 4, "pipeline"),
+                               ("cp", 1, "context"), ("ep", 1, "expert")):
+        lay.add_argument(f"--{dim}", type=number(int, 1, MAX_DEGREE), default=default,
+                         help=f"{what}-parallel degree (default {default})")
+    lay.add_argument("--zero", type=int, choices=(0, 1, 2, 3),
+                     help="0 DDP, 1/2 ZeRO, 3 ZeRO-3/FSDP full shard (default 1 when DP x CP "
+                          "has more than one rank)")
+    lay.add_argument("--sequence-parallel", action="store_true",
+                     help="Megatron sequence parallelism with TP")
+    lay.add_argument("--cp-algo", choices=CP_ALGOS, default="ring",
+                     help="context parallelism: ring attention or Ulysses (default ring)")
+    lay.add_argument("--gpus", type=number(int, 1, MAX_DEGREE ** 2),
+                     help="world size, checked against dp x tp x pp x cp (optional)")
+    net = p.add_argument_group("bus bandwidth per GPU (1 GBps = 1e9 bytes/s), for the times")
+    gbps = number(float, 0, MAX_GBPS, lo_open=True)
+    net.add_argument("--busbw-GBps", type=gbps, default=40.0, metavar="GBPS",
+                     help="for every dimension without its own (default 40: 80%% of a 400 Gbps "
+                          "NIC per GPU)")
+    net.add_argument("--tp-busbw-GBps", type=gbps, default=360.0, metavar="GBPS",
+                     help="for TP (default 360: 80%% of H100 NVLink's 450 GBps)")
+    for dim in ("dp", "pp", "cp", "ep"):
+        net.add_argument(f"--{dim}-busbw-GBps", type=gbps, metavar="GBPS",
+                         help=f"for {dim.upper()} (default --busbw-GBps)")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write the results as JSON ('-': print it instead of the table)")
+    return p
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Parse and check everything before any work: usage errors exit 2 in one line."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    world = args.dp * args.tp * args.pp * args.cp
+    if args.gpus is not None and args.gpus != world:
+        parser.error(f"--gpus {args.gpus} is not --dp x --tp x --pp x --cp = {args.dp} x "
+                     f"{args.tp} x {args.pp} x {args.cp} = {world}")
+    problems = check_layout(layers=args.layers, hidden=args.hidden, seq_len=args.seq_len,
+                            dp=args.dp, tp=args.tp, pp=args.pp, cp=args.cp, ep=args.ep,
+                            heads=args.heads, kv_heads=args.kv_heads, moe_layers=args.moe_layers,
+                            sequence_parallel=args.sequence_parallel, cp_algo=args.cp_algo,
+                            zero=args.zero or 0, params=args.params,
+                            expert_params=args.expert_params, experts_top_k=args.experts_top_k)
+    if problems:
+        parser.error(problems[0])
+    if args.expert_params and args.ep == 1:
+        parser.error("--expert-params needs --ep > 1 (without EP, expert parameters are "
+                     "ordinary DP parameters: leave them in --params)")
+    if args.zero is None:
+        args.zero = 1 if args.dp * args.cp > 1 else 0
+    args.bandwidths = {dim: getattr(args, f"{dim}_busbw_GBps") or args.busbw_GBps
+                       for dim in DIMENSIONS}
+    args.world = world
+    if args.json and args.json != "-":
+        check_output(args.json, "--json")
+    return args
+
+
+def compute(args: argparse.Namespace) -> list[dict]:
+    return volumes(params=args.params, expert_params=args.expert_params, layers=args.layers,
+                   hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
+                   seq_len=args.seq_len, micro_batch=args.micro_batch,
+                   grad_accum=args.grad_accum, dp=args.dp, tp=args.tp, pp=args.pp, cp=args.cp,
+                   ep=args.ep, zero=args.zero, sequence_parallel=args.sequence_parallel,
+                   cp_algo=args.cp_algo, experts_top_k=args.experts_top_k,
+                   moe_layers=args.moe_layers, grad_bytes=args.grad_bytes,
+                   param_bytes=args.param_bytes, act_bytes=args.act_bytes,
+                   busbw_GBps=args.bandwidths)
+
+
+def document(rows: list[dict], args: argparse.Namespace) -> dict:
+    """The --json document: inputs, rows and total; nothing that varies between runs."""
+    inputs = {key: getattr(args, key) for key in (
+        "params", "expert_params", "layers", "hidden", "heads", "kv_heads", "seq_len",
+        "micro_batch", "grad_accum", "experts_top_k", "moe_layers", "grad_bytes", "param_bytes",
+        "act_bytes", "dp", "tp", "pp", "cp", "ep", "zero", "sequence_parallel", "cp_algo",
+        "gpus", "busbw_GBps", "tp_busbw_GBps", "dp_busbw_GBps", "pp_busbw_GBps",
+        "cp_busbw_GBps", "ep_busbw_GBps")}
+    inputs["world_size"] = args.world
+    inputs["busbw_GBps_by_dimension"] = dict(args.bandwidths)
+    return {"tool": TOOL, "schema_version": 1, "inputs": inputs,
+            "strategies": rows, "total": totals(rows)}
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def report(rows: list[dict], args: argparse.Namespace) -> str:
+    """The text table: # header lines, one aligned row per collective, the total."""
+    dims = [f"{d} {getattr(args, d)}" for d in ("dp", "tp", "pp", "cp") if getattr(args, d) > 1]
+    extras = [ZERO_NAMES[args.zero] if args.dp * args.cp > 1 else None,
+              "SP" if args.sequence_parallel else None,
+              f"CP {args.cp_algo}" if args.cp > 1 else None,
+              f"ep {args.ep} within dp x cp, top-{args.experts_top_k}" if args.ep > 1 else None]
+    layout = " x ".join(dims) or "one GPU"
+    lines = [
+        f"# {PROG}: bytes one GPU sends per optimizer step (1 GB = 1e9 bytes)",
+        f"# model: {args.params / 1e9:.4g} B params, {args.layers} layers, hidden {args.hidden}, "
+        f"seq {args.seq_len}; {args.grad_accum} micro-batches of {args.micro_batch} per step",
+        f"# layout: {layout} = {args.world} GPUs"
+        + "".join(f", {e}" for e in extras if e),
+        "# sent = count x message x factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, "
+        "all_to_all (n-1)/n; send 1",
+        "# time = sent / busbw (nccl-tests' busbw factors); busbw per GPU in GBps (1e9 bytes/s); "
+        "rows add up, no overlap",
+    ]
+    w = max([len("strategy"), *(len(r["strategy"]) for r in rows)]) + 2
+    head = (f"{'strategy':<{w}}{'collective':<16}{'ranks':>6}{'count':>8}{'message_GB':>12}"
+            f"{'sent_GB':>10}{'busbw_GBps':>12}{'time':>11}  what")
+    lines.append(head)
+    for r in rows:
+        lines.append(f"{r['strategy']:<{w}}{r['collective']:<16}{r['ranks']:>6}{r['count']:>8}"
+                     f"{r['message_bytes'] / GB:>12.4g}{r['sent_bytes'] / GB:>10.2f}"
+                     f"{r['busbw_GBps']:>12g}{_time(r['time_s']):>11}  {r['what']}")
+    total = totals(rows)
+    lines.append(f"{'total':<{w + 42}}{total['sent_bytes'] / GB:>10.2f}{'':>12}"
+                 f"{_time(total['time_s']):>11}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        rows = compute(args)
+    except ValueError as err:
+        raise ScriptError(str(err), EXIT_USAGE) from None
+    # The JSON file is written before the table is printed, so a closed pipe
+    # (`| head`) cannot cost the reader the file.
+    if args.json:
+        text = json.dumps(document(rows, args), indent=2)
+        if args.json == "-":
+            print(text)
+            return EXIT_OK
+        write_atomic(args.json, text + "\n")
+    print(report(rows, args))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    run_main(main)
