@@ -6,15 +6,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: book site serve test test-gpu check lock system-packages venv clean
+.PHONY: book site serve test test-gpu check lock system-packages venv node-packages clean
 
 venv: $(VENV)/.installed
+node-packages: build/node_modules/.installed
 
 # Recreate the environment when the pinned requirements change.
 $(VENV)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+# The Pyodide runtime the calculator pages serve (build/package.json; the lock pins its checksum).
+# npm comes with the nodejs of requirements/apt.txt (NodeSource's package; Debian's needs `npm`).
+build/node_modules/.installed: build/package-lock.json | system-packages
+	npm ci --prefix build --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $@
 
 # requirements/*.in: the direct dependencies by purpose; requirements.txt (everything, for make) and
@@ -29,13 +36,13 @@ lock: venv  ## regenerate the locks after editing requirements/*.in
 system-packages:  ## install the missing packages of requirements/apt.txt, or say how
 	@tools/system_packages.sh
 
-book: venv system-packages  ## site/ (both languages) and site/pdf/*.pdf; rebuilds only when an input changed
+book: venv system-packages node-packages  ## site/ (both languages) and site/pdf/*.pdf; rebuilds only when an input changed
 	$(BIN)/python build/build_book.py
 
-site: venv  ## site/ only, no PDFs
+site: venv node-packages  ## site/ only, no PDFs
 	$(BIN)/python build/build_book.py --no-pdf
 
-serve: venv  ## live preview on http://127.0.0.1:8000
+serve: venv node-packages  ## live preview on http://127.0.0.1:8000
 	$(BIN)/python -m mkdocs serve
 
 # One process by default: with two pytest-xdist workers on 2 cores the suite took 6.5 min

@@ -4,8 +4,9 @@ only when an input changed since the last build into the same folder.
     python build/build_book.py [--site-dir site] [--no-pdf] [--force]
 
 Steps:
-1. hash the inputs (every file under book/, build/, data/, notebooks/, results/, scripts/, tools/,
-   the mkdocs*.yml files, the requirements lock, and BOOK_SITE_URL, the site's address). If
+1. hash the inputs (every file under book/, build/ (its node_modules by build/package-lock.json),
+   data/, notebooks/, results/, scripts/, tools/, the mkdocs*.yml files, the requirements lock,
+   and BOOK_SITE_URL, the site's address). If
    ``<site>/.build-inputs.json`` records the same hash and the outputs asked for, print
    "up to date" and stop;
 2. refuse to build when a page lacks its translation (``tools/translations.py status``);
@@ -36,7 +37,7 @@ INPUT_DIRS = ("book", "build", "data", "notebooks", "results", "scripts", "tools
 INPUT_FILES = ("mkdocs*.yml", "requirements*.txt", "requirements/*")
 LANGS = ("en", "zh")
 STAMP = ".build-inputs.json"
-SKIPPED = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
+SKIPPED = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", "node_modules"}  # build/package-lock.json pins node_modules
 
 
 def inputs_digest(root: Path = ROOT) -> str:

@@ -458,19 +458,23 @@ def default_data_path() -> str:
 
 def load_models(path: str) -> list[dict]:
     """The data file's models: each ``cache_shape`` with its ``published_total`` (as printed)
-    and ``params`` (that count as a number). Raises OSError for an unreadable file and
-    ValueError naming the file and row for a malformed one."""
-    try:
-        import yaml
-    except ImportError:
-        raise ValueError("reading the data file needs PyYAML (pip install pyyaml); or give "
-                         "--config") from None
+    and ``params`` (that count as a number). The file is YAML (needs PyYAML) or the same data
+    as JSON (what the book's calculator pages give the script). Raises OSError for an
+    unreadable file and ValueError naming the file and row for a malformed one."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+        data = json.loads(text)
+    except ValueError:
+        try:
+            import yaml
+        except ImportError:
+            raise ValueError("reading the data file needs PyYAML (pip install pyyaml); or give "
+                             "--config") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     rows = data.get("rows") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{path}: no 'rows' list")

@@ -411,19 +411,23 @@ def load_architectures(path: str) -> list[dict]:
 
 
 def parse_architectures(text: str, where: str = "architectures.yml") -> list[dict]:
-    """The models of the data file's YAML ``text``, each through ``from_config`` with its label
+    """The models of the data file's ``text``, each through ``from_config`` with its label
     and published counts kept (``kind``, ``attention``, ``published_total``,
-    ``published_active``, ``source``). Needs PyYAML. Raises ValueError naming ``where`` and the
-    row for a malformed file."""
+    ``published_active``, ``source``). The text is YAML (needs PyYAML) or the same data as
+    JSON (what the book's calculator pages give the script). Raises ValueError naming ``where``
+    and the row for a malformed file."""
     try:
-        import yaml
-    except ImportError:
-        raise ValueError("reading the data file needs PyYAML (pip install pyyaml); or give "
-                         "--config") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ValueError(f"{where}: not valid YAML ({str(err).splitlines()[0]})") from None
+        data = json.loads(text)
+    except ValueError:
+        try:
+            import yaml
+        except ImportError:
+            raise ValueError("reading the data file needs PyYAML (pip install pyyaml); or give "
+                             "--config") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ValueError(f"{where}: not valid YAML ({str(err).splitlines()[0]})") from None
     rows = data.get("rows") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{where}: no 'rows' list")

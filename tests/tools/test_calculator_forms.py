@@ -1,0 +1,100 @@
+"""tools/calculators.py and tools/calculator_run.py without a browser: the calculator files
+describe usable forms, the forms follow the scripts' parsers, the in-process run (what the page
+does under Pyodide) gives what the command line gives, and a data file given as JSON (what the
+page gives a script) reads as the YAML does."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import yaml
+
+from tools import calculator_run, calculators
+
+
+@pytest.mark.parametrize("name", calculators.names())
+def test_each_calculator_file_describes_its_scripts_options(name):
+    spec = calculators.load(name)
+    options = calculators.parser_options(spec["script"])
+    for lang in calculators.LANGS:
+        form = calculators.form(spec, lang)
+        for field in form["fields"]:
+            action = options[field["option"]]
+            assert field["label"].strip()
+            assert (field["kind"] == "flag") == (action.nargs == 0), field["option"]
+            if action.choices:
+                assert field["choices"] == [str(c) for c in action.choices]
+        # every picker fills only numbers from its data file, and offers at least one row
+        for picker in form["pickers"]:
+            assert picker["rows"], picker["label"]
+            for row in picker["rows"]:
+                assert all(float(v) == float(v) for v in row["values"].values())
+    # the worked example is a valid command line
+    assert calculators.run_cli(spec["script"], spec["example"])["status"] == 0
+
+
+def test_a_field_that_is_not_an_option_of_the_script_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "bad.yml").write_text(textwrap.dedent("""\
+        script: scripts/training/memory_estimator.py
+        chapter: training/memory.md
+        example: []
+        fields:
+          - {option: --not-an-option, label: {en: X, zh: X}}
+        """), encoding="utf-8")
+    monkeypatch.setattr(calculators, "SPECS", tmp_path)
+    with pytest.raises(calculators.CalculatorError, match="--not-an-option"):
+        calculators.load("bad")
+
+
+def test_a_label_missing_a_language_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "bad.yml").write_text(textwrap.dedent("""\
+        script: scripts/training/memory_estimator.py
+        chapter: training/memory.md
+        example: []
+        fields:
+          - {option: --params, label: {en: Parameters}}
+        """), encoding="utf-8")
+    monkeypatch.setattr(calculators, "SPECS", tmp_path)
+    with pytest.raises(calculators.CalculatorError, match="zh"):
+        calculators.load("bad")
+
+
+def test_flatten_keeps_ints_and_floats_apart_and_paths_in_order():
+    rows = calculator_run.flatten({"a": 2, "b": 2.0, "c": {"d": [1, {"e": None}], "f": {}}, "g": "x"})
+    assert rows == [["a", "2"], ["b", "2.0"], ["c.d[0]", "1"], ["c.d[1].e", "null"], ["c.f", "{}"], ["g", '"x"']]
+
+
+@pytest.mark.parametrize("argv", [["--params", "7e9", "--dp", "8", "--zero", "1"], ["--params", "7e9", "--dp", "0"]])
+def test_running_in_process_gives_what_the_command_line_gives(argv):
+    script = "scripts/training/memory_estimator.py"
+    page = json.loads(calculator_run.run(str(calculators.REPO / script), argv))
+    cli = calculators.run_cli(script, argv)
+    assert page["status"] == cli["status"]
+    assert page["stdout"] == cli["stdout"]
+    assert page["json"] == cli["json"]
+    assert page["error"] == cli["error"]
+    assert page["command"].endswith(f"{script} {' '.join(argv)}")
+
+
+@pytest.mark.parametrize("script", ["scripts/inference/kv_cache_calculator.py", "scripts/models/model_calculator.py"])
+def test_the_models_data_file_as_json_reads_without_pyyaml_as_the_yaml_does(tmp_path, script):
+    """The page has no PyYAML (Pyodide's core has none): the script must read the JSON the build
+    makes of the data file on its own, and find in it what the YAML holds."""
+    source = calculators.REPO / "data" / "models" / "architectures.yml"
+    as_json = tmp_path / "architectures.json"
+    as_json.write_text(json.dumps(yaml.safe_load(source.read_text(encoding="utf-8"))), encoding="utf-8")
+    from_yaml = calculators.run_cli(script, ["--model", "all", "--data", str(source)])
+    assert from_yaml["status"] == 0, from_yaml["stderr"]
+    no_yaml = ("import runpy, sys; sys.modules['yaml'] = None; sys.argv = sys.argv[1:]; "
+               "runpy.run_path(sys.argv[0], run_name='__main__')")
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, "-c", no_yaml, str(calculators.REPO / script), "--model", "all",
+                           "--data", str(as_json), "--json", str(out)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.replace(f"# wrote {out}\n", "") == from_yaml["stdout"]
+    drop = ("date_utc", "versions", "command", "inputs")  # when and how it ran, and the --data path
+    def strip(text):
+        return {k: v for k, v in json.loads(text).items() if k not in drop}
+    assert strip(out.read_text(encoding="utf-8")) == strip(from_yaml["json"])

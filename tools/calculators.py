@@ -1,0 +1,212 @@
+"""The book's calculators: forms over the book's own scripts that run in the reader's browser.
+
+One file per calculator, ``data/calculators/<name>.yml``; a page places it with the marker
+``<!-- calculator: <name> -->`` (build/hooks/calculators.py expands it, book/assets/calculator.js
+runs it under Pyodide)::
+
+    script: scripts/training/memory_estimator.py   # the very file the chapter embeds
+    chapter: training/memory.md                     # the chapter that explains it (book/<lang>/)
+    example: [--params, "7.5e9", --dp, "64"]        # the worked example, and the form's start
+    files: [data/models/architectures.yml]          # data files the script reads (given as JSON)
+    pickers:                                        # fill fields from a row of a data file
+      - label: {en: Model, zh: 模型}
+        data: data/models/architectures.yml
+        key: name                                   # the row's name in the list
+        sets: {--layers: num_hidden_layers}         # option: column (rows without it are left out)
+    fields:                                         # the options the form shows, in this order
+      - {option: --params, label: {en: Parameters, zh: 参数量}}
+      - {option: --model, label: {...}, choices_from: {data: data/models/architectures.yml, key: name}}
+
+What a field is (a flag, a choice, a value), its choices, default and help come from the script's
+own argparse parser (``build_parser()``), so the form cannot drift from the command line; the
+script validates every value itself, so the page shows the command line's own error message.
+
+``python tools/calculators.py`` lists the calculators; ``python tools/calculators.py NAME``
+prints the form description the page receives, as JSON.
+"""
+
+import argparse
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SPECS = REPO / "data" / "calculators"
+LANGS = ("en", "zh")
+RUN_TIMEOUT_S = 60  # one calculator run on the command line; they take well under a second
+
+
+class CalculatorError(ValueError):
+    """A calculator file that does not describe a usable form; the message names the file."""
+
+
+def names() -> list[str]:
+    """Every calculator, by file name (data/calculators/<name>.yml), sorted."""
+    return sorted(p.stem for p in SPECS.glob("*.yml"))
+
+
+def _text(value, lang: str, where: str) -> str:
+    if not isinstance(value, dict) or not isinstance(value.get(lang), str) or not value[lang].strip():
+        raise CalculatorError(f"{where}: needs a text for each language ({', '.join(LANGS)})")
+    return value[lang]
+
+
+def load(name: str) -> dict:
+    """The calculator file ``name``, checked: its script exists, every field names an option of
+    the script's parser and every data file exists. Raises CalculatorError naming the file."""
+    path = SPECS / f"{name}.yml"
+    where = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
+    try:
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise CalculatorError(f"{where}: {err}") from None
+    if not isinstance(spec, dict):
+        raise CalculatorError(f"{where}: not a mapping")
+    for key in ("script", "chapter", "example", "fields"):
+        if key not in spec:
+            raise CalculatorError(f"{where}: no '{key}'")
+    if not (REPO / spec["script"]).is_file():
+        raise CalculatorError(f"{where}: script {spec['script']} does not exist")
+    if not all(isinstance(a, str) for a in spec["example"]):
+        raise CalculatorError(f"{where}: example must be a list of strings (quote the numbers)")
+    options = parser_options(spec["script"])
+    for field in spec["fields"]:
+        if field.get("option") not in options:
+            raise CalculatorError(f"{where}: {field.get('option')!r} is not an option of {spec['script']}")
+        for lang in LANGS:
+            _text(field.get("label"), lang, f"{where}: {field['option']}")
+    for picker in spec.get("pickers", []):
+        for option in picker.get("sets", {}):
+            if option not in options:
+                raise CalculatorError(f"{where}: picker sets {option!r}, not an option of {spec['script']}")
+    for rel in data_files(spec):
+        if not (REPO / rel).is_file():
+            raise CalculatorError(f"{where}: data file {rel} does not exist")
+    spec["name"] = name
+    return spec
+
+
+def data_files(spec: dict) -> list[str]:
+    """Every data file the calculator reads, at build time or in the page."""
+    found = list(spec.get("files", []))
+    found += [p["data"] for p in spec.get("pickers", [])]
+    found += [f["choices_from"]["data"] for f in spec["fields"] if "choices_from" in f]
+    return sorted(set(found))
+
+
+def _parser(script: str) -> argparse.ArgumentParser:
+    """The script's own parser: its ``build_parser()``, imported by path (the scripts import the
+    standard library only at import time, so this needs neither torch nor a GPU)."""
+    path = REPO / script
+    module_name = "_calculator_" + path.stem
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses look their module up while it executes
+    spec.loader.exec_module(module)
+    return module.build_parser()
+
+
+def parser_options(script: str) -> dict[str, argparse.Action]:
+    """Each long option of the script (``--params``) and its argparse action."""
+    return {opt: action for action in _parser(script)._actions
+            for opt in action.option_strings if opt.startswith("--")}
+
+
+def _kind(action: argparse.Action) -> str:
+    if action.nargs == 0:
+        return "flag"
+    return "choice" if action.choices else "value"
+
+
+def _rows(rel: str) -> list[dict]:
+    data = yaml.safe_load((REPO / rel).read_text(encoding="utf-8"))
+    return data["rows"] if isinstance(data, dict) else data
+
+
+def _number(value) -> str | None:
+    """A data file's figure as the form's text: numbers only (a "—" or a range is no input)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def form(spec: dict, lang: str) -> dict:
+    """What the page's script needs, in ``lang``: the fields (option, label, kind, choices,
+    default, help, starting value from the example), the pickers (rows of name and values), the
+    data files the script reads (as JSON text) and the example's argv."""
+    options = parser_options(spec["script"])
+    example = spec["example"]
+    fields = []
+    for field in spec["fields"]:
+        action = options[field["option"]]
+        kind = _kind(action)
+        choices = [str(c) for c in action.choices] if action.choices else None
+        if "choices_from" in field:
+            source = field["choices_from"]
+            choices = [str(row[source["key"]]) for row in _rows(source["data"])]
+            kind = "choice"
+        if field["option"] in example:
+            i = example.index(field["option"])
+            value = "1" if kind == "flag" else example[i + 1]
+        else:
+            value = ""
+        default = action.default if action.default not in (None, False, argparse.SUPPRESS) else None
+        fields.append({
+            "option": field["option"], "label": _text(field["label"], lang, spec["name"]),
+            "kind": kind, "choices": choices, "value": value,
+            "default": None if default is None else str(default),
+            "help": (action.help or "").replace("%%", "%"),
+        })
+    pickers = []
+    for picker in spec.get("pickers", []):
+        rows = []
+        for row in _rows(picker["data"]):
+            values = {opt: _number(row.get(col)) for opt, col in picker["sets"].items()}
+            if all(v is not None for v in values.values()):
+                rows.append({"name": str(row[picker["key"]]), "values": values})
+        pickers.append({"label": _text(picker["label"], lang, spec["name"]), "rows": rows})
+    files = {rel: json.dumps(yaml.safe_load((REPO / rel).read_text(encoding="utf-8")), ensure_ascii=False)
+             for rel in spec.get("files", [])}
+    return {"name": spec["name"], "script": spec["script"], "fields": fields, "pickers": pickers,
+            "files": files, "example": example}
+
+
+def run_cli(script: str, argv: list[str]) -> dict:
+    """``python SCRIPT ARGV --json FILE`` in a subprocess, as a reader runs it: the exit status,
+    stdout, stderr, the --json text ("" on failure) and the last ``SCRIPT: error:`` line."""
+    with tempfile.TemporaryDirectory(prefix="calculator-") as tmp:
+        out = Path(tmp) / "result.json"
+        proc = subprocess.run([sys.executable, str(REPO / script), *argv, "--json", str(out)],
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=REPO)
+        text = out.read_text(encoding="utf-8") if proc.returncode == 0 and out.exists() else ""
+    name = Path(script).name
+    errors = [line for line in proc.stderr.splitlines() if line.startswith(f"{name}: error:")]
+    printed = proc.stdout.replace(f"# wrote {out}\n", "")  # the reader's command names no --json file
+    return {"status": proc.returncode, "stdout": printed, "stderr": proc.stderr, "json": text,
+            "error": errors[-1] if errors else ""}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="List the calculators, or print one's form as JSON.")
+    parser.add_argument("name", nargs="?", choices=names())
+    parser.add_argument("--lang", choices=LANGS, default="en")
+    args = parser.parse_args(argv)
+    if args.name is None:
+        print("\n".join(names()))
+        return 0
+    try:
+        print(json.dumps(form(load(args.name), args.lang), ensure_ascii=False, indent=2))
+    except CalculatorError as err:
+        print(f"calculators.py: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
