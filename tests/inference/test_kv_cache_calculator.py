@@ -231,6 +231,13 @@ BAD_INPUT = [
          "--json /proc/kv.json: cannot write"),
     Case("config-path-empty", ["--config", "", "--params", "1B"], "--config: must not be empty"),
     Case("data-missing", ["--list", "--data", "{tmp}/none.yml"], "--data .*none.yml: cannot read it"),
+    # the calculator pages give the data file as JSON (no PyYAML in Pyodide): the same checks apply
+    Case("data-json-no-rows", ["--list", "--data", "d.json"], "d.json: no 'rows' list", files={"d.json": '{"rows": []}'}),
+    Case("data-json-list", ["--list", "--data", "d.json"], "d.json: no 'rows' list", files={"d.json": "[1, 2]"}),
+    Case("data-json-row-without-name", ["--list", "--data", "d.json"], "d.json: row 1: needs a name",
+         files={"d.json": '{"rows": [{"kind": "dense"}]}'}),
+    Case("data-empty", ["--list", "--data", "d.yml"], "d.yml: no 'rows' list", files={"d.yml": ""}),
+    Case("data-is-folder", ["--list", "--data", "{tmp}"], "--data .*: cannot read it"),
     Case("json-fifo", ["--model", "all", "--json", "out.fifo"], "is not a regular file",
          fifos=("out.fifo",)),
 ]
