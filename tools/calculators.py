@@ -26,6 +26,7 @@ prints the form description the page receives, as JSON.
 """
 
 import argparse
+import functools
 import importlib.util
 import json
 import math
@@ -113,7 +114,14 @@ def _parser(script: str) -> argparse.ArgumentParser:
 
 
 def parser_options(script: str) -> dict[str, argparse.Action]:
-    """Each long option of the script (``--params``) and its argparse action."""
+    """Each long option of the script (``--params``) and its argparse action. The script is
+    imported once per version of the file (``load`` and ``form`` both ask, for each page of each
+    language; ``mkdocs serve`` sees an edit); do not change the dict returned."""
+    return _options(script, (REPO / script).stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=None)
+def _options(script: str, mtime_ns: int) -> dict[str, argparse.Action]:
     return {opt: action for action in _parser(script)._actions
             for opt in action.option_strings if opt.startswith("--")}
 

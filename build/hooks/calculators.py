@@ -12,6 +12,7 @@
   site/assets/, so the pages load nothing from another host.
 """
 
+import functools
 import html
 import json
 import re
@@ -50,18 +51,26 @@ def _result_html(result: dict, text: dict, pdf: bool = False) -> str:
             + pre("calculator-json", result["json"].rstrip("\n")) + "</details>"))
 
 
+@functools.lru_cache(maxsize=None)
+def _example(script: str, argv: tuple[str, ...], mtime_ns: int) -> dict:
+    """The worked example on the command line: once per version of the script, not once per
+    language."""
+    result = calculators.run_cli(script, list(argv))
+    result["command"] = calculator_run.command("/book/" + script, list(argv))
+    return result
+
+
 def _calculator(name: str, page, config) -> str:
     text = strings(config)
     lang = page_language(page)
     try:
         spec = calculators.load(name)
-        example = calculators.run_cli(spec["script"], spec["example"])
     except calculators.CalculatorError as err:
         raise PluginError(f"{page.file.src_uri}: {err}") from err
+    example = _example(spec["script"], tuple(spec["example"]), (ROOT / spec["script"]).stat().st_mtime_ns)
     if example["status"] != 0:
         raise PluginError(f"{page.file.src_uri}: the example of calculator {name} fails: "
                           f"{example['error'] or example['stderr'].strip()}")
-    example["command"] = calculator_run.command("/book/" + spec["script"], spec["example"])
     if config.extra.get("pdf_build"):
         return (f'<div class="calculator" markdown="0"><p class="calculator-pdf">{text["calculator_pdf"]}</p>'
                 f'{_result_html(example, text, pdf=True)}</div>\n')

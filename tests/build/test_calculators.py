@@ -254,8 +254,8 @@ def test_every_calculator_has_a_page_in_each_language_and_its_chapter_links_it()
 @pytest.fixture(scope="module")
 def examples():
     """Each calculator's worked example, run on the command line once."""
-    return {name: calculators.run_cli(calculators.load(name)["script"], calculators.load(name)["example"])
-            for name in calculators.names()}
+    specs = {name: calculators.load(name) for name in calculators.names()}
+    return {name: calculators.run_cli(spec["script"], spec["example"]) for name, spec in specs.items()}
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
