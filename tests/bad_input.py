@@ -95,6 +95,21 @@ def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executab
     return line
 
 
+def models_data_cases() -> list[Case]:
+    """A careless ``--data`` for the scripts that read data/models/architectures.yml
+    (kv_cache_calculator, model_calculator), in YAML or in the JSON the calculator pages give them
+    (Pyodide has no PyYAML): no rows, a list, a row without a name, an empty file, a folder."""
+    return [
+        Case("data-json-no-rows", ["--list", "--data", "d.json"], "d.json: no 'rows' list",
+             files={"d.json": '{"rows": []}'}),
+        Case("data-json-list", ["--list", "--data", "d.json"], "d.json: no 'rows' list", files={"d.json": "[1, 2]"}),
+        Case("data-json-row-without-name", ["--list", "--data", "d.json"], "d.json: row 1: needs a name",
+             files={"d.json": '{"rows": [{"kind": "dense"}]}'}),
+        Case("data-empty", ["--list", "--data", "d.yml"], "d.yml: no 'rows' list", files={"d.yml": ""}),
+        Case("data-is-folder", ["--list", "--data", "{tmp}"], "--data .*: cannot read it"),
+    ]
+
+
 def launcher_cases(args: list[str], timeout_args: list[str],
                    unreachable_limit_s: float = 25.0, local_rank: bool = True) -> list[Case]:
     """The careless launches every distributed script must refuse: launcher variables that are

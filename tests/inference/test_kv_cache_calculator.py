@@ -24,7 +24,7 @@ import json
 
 import pytest
 
-from tests.bad_input import Case, check_refused
+from tests.bad_input import Case, check_refused, models_data_cases
 from tests.launchers import REPO, import_script
 from tools.results import problems
 
@@ -231,19 +231,12 @@ BAD_INPUT = [
          "--json /proc/kv.json: cannot write"),
     Case("config-path-empty", ["--config", "", "--params", "1B"], "--config: must not be empty"),
     Case("data-missing", ["--list", "--data", "{tmp}/none.yml"], "--data .*none.yml: cannot read it"),
-    # the calculator pages give the data file as JSON (no PyYAML in Pyodide): the same checks apply
-    Case("data-json-no-rows", ["--list", "--data", "d.json"], "d.json: no 'rows' list", files={"d.json": '{"rows": []}'}),
-    Case("data-json-list", ["--list", "--data", "d.json"], "d.json: no 'rows' list", files={"d.json": "[1, 2]"}),
-    Case("data-json-row-without-name", ["--list", "--data", "d.json"], "d.json: row 1: needs a name",
-         files={"d.json": '{"rows": [{"kind": "dense"}]}'}),
-    Case("data-empty", ["--list", "--data", "d.yml"], "d.yml: no 'rows' list", files={"d.yml": ""}),
-    Case("data-is-folder", ["--list", "--data", "{tmp}"], "--data .*: cannot read it"),
     Case("json-fifo", ["--model", "all", "--json", "out.fifo"], "is not a regular file",
          fifos=("out.fifo",)),
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT + models_data_cases()])
 def test_bad_input_is_refused_in_one_line(case, tmp_path):
     check_refused(f"inference/{SCRIPT}", case, tmp_path)
 

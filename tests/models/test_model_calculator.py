@@ -20,7 +20,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.bad_input import Case, check_refused
+from tests.bad_input import Case, check_refused, models_data_cases
 from tests.launchers import REPO, import_script
 
 SCRIPT = "model_calculator.py"
@@ -238,13 +238,6 @@ BAD_INPUT = [
     Case("config-with-data", ["--config", "c.json", "--data", "d.yml"], "--data is for --model",
          files={"c.json": GOOD, "d.yml": "rows: []\n"}),
     Case("data-missing", ["--list", "--data", "{tmp}/none.yml"], "--data .*none.yml: cannot read it"),
-    # the calculator pages give the data file as JSON (no PyYAML in Pyodide): the same checks apply
-    Case("data-json-no-rows", ["--list", "--data", "d.json"], "d.json: no 'rows' list", files={"d.json": '{"rows": []}'}),
-    Case("data-json-list", ["--list", "--data", "d.json"], "d.json: no 'rows' list", files={"d.json": "[1, 2]"}),
-    Case("data-json-row-without-name", ["--list", "--data", "d.json"], "d.json: row 1: needs a name",
-         files={"d.json": '{"rows": [{"kind": "dense"}]}'}),
-    Case("data-empty", ["--list", "--data", "d.yml"], "d.yml: no 'rows' list", files={"d.yml": ""}),
-    Case("data-is-folder", ["--list", "--data", "{tmp}"], "--data .*: cannot read it"),
     Case("data-not-yaml", ["--list", "--data", "d.yml"], "--data|d.yml: not valid YAML",
          files={"d.yml": "rows: [\n"}),
     Case("data-row-without-name", ["--list", "--data", "d.yml"], "row 1: needs a name",
@@ -266,6 +259,6 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT + models_data_cases()])
 def test_bad_input_is_refused_in_one_line(case, tmp_path):
     check_refused(f"models/{SCRIPT}", case, tmp_path)
