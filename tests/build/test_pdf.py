@@ -12,6 +12,7 @@ from pypdf.generic import IndirectObject
 
 from tests.build.book import LANGS, PDF_NAME, RAW_TEX, ROOT, built_page, markers, nav_pages, page_soup
 from tests.conftest import require_tool
+from tools import calculators
 
 
 @pytest.fixture(scope="module")
@@ -223,3 +224,16 @@ def test_contract_block_is_printed_once_and_elided_in_the_listings(page_texts, l
     assert text.count("def write_atomic(") == 1
     elided = "the script contract block: see the start" if lang == "en" else "脚本约定代码块：见本附录开头"
     assert text.count(elided) == len(python)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_pdf_prints_each_calculators_worked_example(page_texts, lang):
+    """The calculator pages print, in the PDF, the report their script gives for the worked
+    example (tools/calculators.py runs it as a reader would)."""
+    squeezed = "".join("".join(page.text.split()) for page in page_texts[lang])  # the PDF wraps long lines
+    for name in calculators.names():
+        spec = calculators.load(name)
+        stdout = calculators.run_cli(spec["script"], spec["example"])["stdout"]
+        # the report's first lines (a page break can put the page's footer inside the later ones)
+        for line in stdout.splitlines()[:3]:
+            assert "".join(line.split()) in squeezed, f"{name}: {line!r} is not in the {lang} PDF"
