@@ -49,9 +49,11 @@ serve: venv node-packages  ## live preview on http://127.0.0.1:8000
 # instead of 9, but train_example's 2-rank DDP run hung after its last step in 2 of 3 full runs.
 # `make test PYTEST_WORKERS="-n 2"` still works (tests/conftest.py keeps a file on one worker).
 PYTEST_WORKERS ?=
+# More pytest options, e.g. PYTEST_ARGS=--junitxml=pytest-report.xml (what tools/loop_bench.py reads).
+PYTEST_ARGS ?=
 
 test: book  ## the whole suite, on the book that `make book` built (GPU tests skip without CUDA)
-	$(BIN)/python -m pytest $(PYTEST_WORKERS)
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 check: venv  ## the quick part: everything but the book build, the notebooks and the SLURM cluster
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) --ignore=notebooks --ignore=tests/build --ignore=tests/orchestration

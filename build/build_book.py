@@ -1,7 +1,7 @@
 """Build the book: the website (English at the root, Chinese under /zh/) and one PDF per language,
 only when an input changed since the last build into the same folder.
 
-    python build/build_book.py [--site-dir site] [--no-pdf] [--force]
+    python build/build_book.py [--site-dir site] [--no-pdf] [--force] [--jobs N]
 
 Steps:
 1. hash the inputs (every file under book/, build/ (its node_modules by build/package-lock.json),
@@ -10,15 +10,16 @@ Steps:
    ``<site>/.build-inputs.json`` records the same hash and the outputs asked for, print
    "up to date" and stop;
 2. refuse to build when a page lacks its translation (``tools/translations.py status``);
-3. at the same time: ``mkdocs build --strict`` of the site (mkdocs.yml) into the site folder, and
-   one strict build per language with mkdocs-to-pdf (mkdocs.pdf-en.yml, mkdocs.pdf-zh.yml) into
-   temporary folders, whose PDFs are then copied into ``<site>/pdf/``;
-4. record the hash in ``<site>/.build-inputs.json``.
+3. ``mkdocs build --strict`` of the site (mkdocs.yml) into the site folder;
+4. the PDFs into ``<site>/pdf/``, from the built site (build/pdf_book.py): each part of the book is a
+   WeasyPrint document of its own, rendered only when its HTML changed (cached in ``.cache/pdf/``),
+   then the parts are assembled with pikepdf;
+5. record the hash in ``<site>/.build-inputs.json``.
 
 A lock file in the site folder makes concurrent calls (two terminals, pytest workers) wait for
 one build instead of racing it. Exit status 0 when the outputs are up to date or built, 1 when a
-build failed (mkdocs' own message names the file; mkdocs-to-pdf's "No anchor" errors mean
-WeasyPrint dropped pages and fail the PDF build too), 2 on bad arguments.
+build failed (mkdocs' own message names the file; pdf_book.py names the part whose anchors
+WeasyPrint did not place, which means it dropped pages), 2 on bad arguments.
 """
 
 import argparse
@@ -26,11 +27,12 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
+import time
 from pathlib import Path
+
+import pdf_book  # build/pdf_book.py, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUT_DIRS = ("book", "build", "data", "notebooks", "results", "scripts", "tools")
@@ -82,38 +84,23 @@ def check_translations() -> None:
         raise SystemExit("build_book.py: error: missing translations (see above)")
 
 
-def mkdocs(config: str, site_dir: Path, log=None) -> subprocess.Popen:
+def mkdocs(config: str, site_dir: Path) -> int:
     # no --quiet: it drops the warnings that --strict counts
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", config, "--site-dir", str(site_dir)]
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
+    return subprocess.run(cmd, cwd=ROOT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}).returncode
 
 
-def build(site_dir: Path, pdfs: bool) -> None:
-    """The site into ``site_dir`` and, with ``pdfs``, both PDFs into ``site_dir/pdf``, all at once."""
-    with tempfile.TemporaryDirectory(prefix="book-pdf-") as tmp:
-        tmp = Path(tmp)
-        jobs = {}
-        for lang in LANGS if pdfs else ():
-            log = open(tmp / f"{lang}.log", "w+", encoding="utf-8")
-            jobs[f"mkdocs.pdf-{lang}.yml"] = (mkdocs(f"mkdocs.pdf-{lang}.yml", tmp / lang, log), log)
-        site = mkdocs("mkdocs.yml", site_dir)  # its output goes straight to the terminal
-        site_ok = site.wait() == 0
-        failed = [] if site_ok else ["mkdocs.yml"]
-        for config, (job, log) in jobs.items():
-            if not site_ok:
-                job.terminate()  # the site's error is the one to read; don't wait minutes for the PDFs
-            if job.wait() != 0 and site_ok:
-                log.seek(0)
-                print(f"--- {config} (last lines) ---\n" + "".join(log.readlines()[-40:]), file=sys.stderr)
-                failed.append(config)
-            log.close()
-        if failed:
-            raise SystemExit(f"build_book.py: error: mkdocs build failed: {', '.join(failed)}")
-        for pdf in sorted(tmp.glob("*/pdf/*.pdf")):
-            (site_dir / "pdf").mkdir(exist_ok=True)
-            shutil.copyfile(pdf, site_dir / "pdf" / pdf.name)
-            print(f"built {site_dir.name}/pdf/{pdf.name}")
+def build(site_dir: Path, pdfs: bool, cache_dir: Path, jobs: int) -> None:
+    """The site into ``site_dir`` and, with ``pdfs``, both PDFs into ``site_dir/pdf``."""
+    start = time.perf_counter()
+    if mkdocs("mkdocs.yml", site_dir) != 0:
+        raise SystemExit("build_book.py: error: mkdocs build failed: mkdocs.yml")
+    print(f"build_book.py: site built in {time.perf_counter() - start:.1f} s", flush=True)
+    if pdfs:
+        try:
+            pdf_book.build(site_dir, cache_dir, jobs)
+        except pdf_book.PdfError as err:
+            raise SystemExit(f"build_book.py: error: PDF build failed: {err}") from None
 
 
 def main(argv=None) -> int:
@@ -121,7 +108,13 @@ def main(argv=None) -> int:
     parser.add_argument("--site-dir", type=Path, default=ROOT / "site", help="output folder (default: site/)")
     parser.add_argument("--no-pdf", action="store_true", help="build the website only")
     parser.add_argument("--force", action="store_true", help="build even when the inputs did not change")
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "pdf",
+                        help="the PDF parts rendered so far, by content hash (default: .cache/pdf/)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="PDF parts rendered at once (default: the number of cores)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: must be >= 1")
     site_dir = args.site_dir.resolve()
     if site_dir.exists() and not site_dir.is_dir():
         parser.error(f"--site-dir {args.site_dir}: not a folder")
@@ -138,7 +131,7 @@ def main(argv=None) -> int:
             return 0
         (site_dir / STAMP).unlink(missing_ok=True)  # an interrupted build must not look fresh
         check_translations()
-        build(site_dir, pdfs=not args.no_pdf)
+        build(site_dir, not args.no_pdf, args.cache_dir.resolve(), args.jobs)
         write_stamp(site_dir, {"inputs": digest, "pdfs": not args.no_pdf})
     print(f"built site in {site_dir}")
     return 0

@@ -7,6 +7,7 @@ names of our own (``_book_tools_<name>``): an installed package called ``build``
 ``tools`` cannot shadow them, and no hook edits ``sys.path``.
 """
 
+import ast
 import importlib.util
 import re
 import sys
@@ -14,6 +15,8 @@ from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# A line of a script's summary that shows how to launch it.
+_LAUNCH = re.compile(r"^\s*(\$ )?(python3?|torchrun|srun|sbatch|salloc|bash|scripts/|\./|[A-Z_]+=\S+ )")
 # A marker is an HTML comment alone on a line (invisible if the hook is absent); see book_markers.py.
 MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table): (\S+) -->[ \t]*$", re.M)
 
@@ -63,3 +66,37 @@ def strings(config) -> dict:
     """The interface strings of the language being built (``extra.strings`` in mkdocs.yml, set
     per language by mkdocs-static-i18n)."""
     return config.extra["strings"]
+
+
+def script_summary(path: Path) -> str:
+    """What a script says about itself: a Python file's module docstring (purpose, units, how to
+    launch it, an example output), or a shell script's leading comment block."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".py":
+        return ast.get_docstring(ast.parse(text)) or ""
+    lines = text.splitlines()[1:] if text.startswith("#!") else text.splitlines()
+    block = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        block.append(line[1:].removeprefix(" "))
+    return "\n".join(block).strip()
+
+
+def script_usage(path: Path) -> str:
+    """The first command in a script's summary that launches it, continuation lines joined and a
+    trailing comment dropped ("" when the summary shows none)."""
+    lines = script_summary(path).splitlines()
+    for number, line in enumerate(lines):
+        if _LAUNCH.match(line):
+            command = line.strip().removeprefix("$ ")
+            while command.endswith("\\") and number + 1 < len(lines):
+                number += 1
+                command = command[:-1].rstrip() + " " + lines[number].strip()
+            return re.sub(r"\s+#.*$", "", command)
+    return ""
+
+
+def script_anchor(rel: str) -> str:
+    """The appendix section's id of a script (``scripts/a/b.py`` -> ``script-scripts-a-b-py``)."""
+    return "script-" + re.sub(r"[^a-z0-9]+", "-", rel.lower()).strip("-")

@@ -3,12 +3,12 @@
 A marker is an HTML comment alone on a line (invisible if the hook is absent):
 
     <!-- embed-script: scripts/network/all_reduce_bench.py -->
-        on the site, a download link plus a collapsible block with the file itself
-        (pymdownx.snippets), so the page always shows the code the tests run; in the PDF, the
-        script's docstring (purpose, usage, example output) and a link to its full listing in
-        the appendix
+        a download link plus a collapsible block with the file itself (pymdownx.snippets), so
+        the page always shows the code the tests run (the PDF prints the script's docstring
+        instead and points at the appendix: build/pdf_book.py)
     <!-- scripts-appendix -->
-        the appendix (book/<lang>/appendix/scripts.md): every embedded script in nav order
+        the appendix (book/<lang>/appendix/scripts.md): every embedded script in nav order, with
+        its purpose, launch line, chapters and where to get it
     <!-- data-table: data/network/pcie.yml -->
         a spec table from a YAML data file, in the page's language (tools/tables.py)
     <!-- results-table: results/network/all_reduce_bench-cpu-gloo-2proc.json -->
@@ -22,7 +22,6 @@ Paths are relative to the repository root. A missing file or a bad table fails t
 with the page named. The files under scripts/, data/ and results/ are copied into the site.
 """
 
-import ast
 import posixpath
 import re
 import shutil
@@ -31,32 +30,14 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
-from _book import MARKER, ROOT, nav_sources, page_language, site_root_prefix, strings, tool
+from _book import (MARKER, ROOT, nav_sources, page_language, script_anchor, script_summary, script_usage,
+                   site_root_prefix, strings, tool)
 
 tables = tool("tables")
 
 _LEXERS = {".py": "python", ".sh": "bash", ".sbatch": "bash", ".slurm": "bash", ".yml": "yaml"}
-APPENDIX = "appendix/scripts.md"  # the page that lists every embedded script (in full in the PDF)
+APPENDIX = "appendix/scripts.md"  # the page that lists every embedded script
 _APPENDIX_MARKER = re.compile(r"^<!-- scripts-appendix -->[ \t]*$", re.M)
-
-
-def script_summary(path: Path) -> str:
-    """What a script says about itself: a Python file's module docstring (purpose, units, how to
-    launch it, an example output), or a shell script's leading comment block."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".py":
-        return ast.get_docstring(ast.parse(text)) or ""
-    lines = text.splitlines()[1:] if text.startswith("#!") else text.splitlines()
-    block = []
-    for line in lines:
-        if not line.startswith("#"):
-            break
-        block.append(line[1:].removeprefix(" "))
-    return "\n".join(block).strip()
-
-
-def script_anchor(rel: str) -> str:
-    return "script-" + re.sub(r"[^a-z0-9]+", "-", rel.lower()).strip("-")
 
 
 def embedded_scripts(config) -> list[tuple[str, str]]:
@@ -70,22 +51,11 @@ def embedded_scripts(config) -> list[tuple[str, str]]:
     return found
 
 
-def _appendix_link(page) -> str:
-    lang = page_language(page)
-    return posixpath.relpath(f"{lang}/{APPENDIX}", posixpath.dirname(page.file.src_uri))
-
-
 def _embed_script(rel: str, page, config) -> str:
+    """A download link and a collapsible block with the file itself (pymdownx.snippets). The PDF
+    (build/pdf_book.py) prints the script's summary in their place and points at the appendix."""
     text = strings(config)
     lexer = _LEXERS.get(Path(rel).suffix, "text")
-    if config.extra.get("pdf_build"):
-        # The PDF keeps the chapter's flow: what the script does and how to run it, here; the
-        # listing, in the appendix. (A listing inside <details> also made WeasyPrint 70 stop
-        # laying out the rest of the book.)
-        summary = script_summary(ROOT / rel)
-        link = f"{_appendix_link(page)}#{script_anchor(rel)}"
-        return (f"**`{rel}`**\n\n```text\n{summary}\n```\n\n"
-                f"{text['script_full_listing']} [`{rel}`]({link})\n")
     href = site_root_prefix(page) + rel
     return (
         f'<p class="script-download"><a href="{href}" download>{text["script_download"]} <code>{rel}</code></a></p>\n\n'
@@ -96,46 +66,28 @@ def _embed_script(rel: str, page, config) -> str:
     )
 
 
-# The script contract (CONTRIBUTING.md): one block of code, identical in every Python script.
-_CONTRACT = re.compile(r"^# --- script contract.*?^# --- end of script contract ---$", re.M | re.S)
-
-
-def _listing(rel: str, contract_elided: str) -> str:
-    """The script's text for the PDF appendix, with the contract block (printed once, at the
-    start of the appendix) replaced by one comment line saying so."""
-    source = (ROOT / rel).read_text(encoding="utf-8")
-    return _CONTRACT.sub(lambda _: f"# {contract_elided}", source).rstrip("\n")
-
-
 def _appendix(page, config) -> str:
-    """Every embedded script, one section each: in the PDF its full listing (the contract block
-    that every Python script shares printed once, first); on the site (whose chapters show the
-    listings) its purpose, the chapters that use it and a download link."""
+    """Every embedded script, one section each, in the order a reader meets them: its purpose, how
+    to launch it, the chapters that use it, and where to get it (the site's copy, the repository
+    path). The full listings are on the chapters' pages of the site, not in the PDF."""
     text = strings(config)
-    pdf = config.extra.get("pdf_build")
     lang = page_language(page)
     chapters: dict[str, list[str]] = {}
     for src, rel in embedded_scripts(config):
         chapters.setdefault(rel, []).append(src)
     sections = []
-    if pdf:
-        first = next(rel for rel in chapters if rel.endswith(".py"))
-        block = _CONTRACT.search((ROOT / first).read_text(encoding="utf-8"))[0]
-        sections.append(f"## {text['appendix_contract_title']} {{#script-contract}}\n\n"
-                        f"{text['appendix_contract_intro']}\n\n```python\n{block}\n```\n")
     for rel, used_in in chapters.items():
-        section = f"## `{rel}` {{#{script_anchor(rel)}}}\n\n"
-        if pdf:
-            lexer = _LEXERS.get(Path(rel).suffix, "text")
-            section += f"```{lexer}\n{_listing(rel, text['appendix_contract_elided'])}\n```\n"
-        else:
-            purpose = script_summary(ROOT / rel).split("\n\n")[0].replace("\n", " ")
-            links = ", ".join(
-                f"[{_title(lang, src)}]({posixpath.relpath(src, posixpath.dirname(APPENDIX))})" for src in used_in)
-            href = site_root_prefix(page) + rel
-            section += (f"{purpose}\n\n{text['appendix_used_in']} {links} · "
-                        f'<a href="{href}" download>{text["script_download"]}</a>\n')
-        sections.append(section)
+        purpose = script_summary(ROOT / rel).split("\n\n")[0].replace("\n", " ")
+        usage = script_usage(ROOT / rel)
+        links = ", ".join(
+            f"[{_title(lang, src)}]({posixpath.relpath(src, posixpath.dirname(APPENDIX))})" for src in used_in)
+        href = site_root_prefix(page) + rel
+        sections.append(
+            f"## `{rel}` {{#{script_anchor(rel)}}}\n\n{purpose}\n\n"
+            + (f"{text['appendix_usage']} `{usage}`\n\n" if usage else "")
+            + f"{text['appendix_used_in']} {links}\n\n"
+            + f'{text["appendix_where"]} <a href="{href}" download>{text["script_download"]}</a> · '
+            + f"{text['appendix_repository']} `{rel}`\n")
     return "\n".join(sections)
 
 

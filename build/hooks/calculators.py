@@ -3,7 +3,7 @@
 
 * The page always shows a worked example: the command line of the file's ``example``, what the
   script printed and every field of its ``--json``, run at build time by the real script. That
-  is all a reader sees without JavaScript, and all the PDF shows.
+  is all a reader sees without JavaScript, and what the PDF prints (build/pdf_book.py).
 * On the site the block also carries the form's description (fields, pickers, data files as
   JSON), and book/assets/calculator.js builds the form and runs the same script in the page
   under Pyodide; the results replace the example.
@@ -31,12 +31,13 @@ _MARKER = re.compile(r"^<!-- calculator: (\S+) -->[ \t]*$", re.M)
 PYODIDE = ROOT / "build" / "node_modules" / "pyodide"
 # What loadPyodide() fetches: the loader, the Emscripten module, the standard library and the
 # lock file (the package list; the calculators load no package from it).
+PROVENANCE = ("date_utc", "versions", "command")  # the results envelope's fields that describe a run
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 
 
-def _result_html(result: dict, text: dict, pdf: bool = False) -> str:
-    """The result block: command line, printed report, a row per --json field, and on the site
-    the JSON text (in the PDF the table already holds every field)."""
+def _result_html(result: dict, text: dict) -> str:
+    """The result block: command line, printed report, a row per --json field, and the JSON text
+    (which the PDF leaves out: the table already holds every field)."""
     rows = "".join(f"<tr><td><code>{html.escape(key)}</code></td><td><code>{html.escape(value)}</code></td></tr>"
                    for key, value in calculator_run.flatten(json.loads(result["json"])))
     # newlines inside <pre> as character references: Markdown sees one raw-HTML line per block
@@ -47,8 +48,8 @@ def _result_html(result: dict, text: dict, pdf: bool = False) -> str:
             + pre("calculator-stdout", result["stdout"].rstrip("\n"))
             + f'<table class="calculator-fields"><thead><tr><th>{text["calculator_field"]}</th>'
             + f'<th>{text["calculator_value"]}</th></tr></thead><tbody>{rows}</tbody></table>'
-            + ("" if pdf else f'<details class="calculator-json-block"><summary>{text["calculator_json"]}</summary>'
-            + pre("calculator-json", result["json"].rstrip("\n")) + "</details>"))
+            + f'<details class="calculator-json-block"><summary>{text["calculator_json"]}</summary>'
+            + pre("calculator-json", result["json"].rstrip("\n")) + "</details>")
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,6 +58,12 @@ def _example(script: str, argv: tuple[str, ...], mtime_ns: int) -> dict:
     language."""
     result = calculators.run_cli(script, list(argv))
     result["command"] = calculator_run.command("/book/" + script, list(argv))
+    if result["json"]:
+        # The results envelope's when/where/how (tools/schemas) describe the build machine's run, not
+        # the example, and change with every build: the page (and its PDF part) would never be the same.
+        data = json.loads(result["json"])
+        if isinstance(data, dict) and PROVENANCE[0] in data:
+            result["json"] = json.dumps({k: v for k, v in data.items() if k not in PROVENANCE}, indent=2) + "\n"
     return result
 
 
@@ -71,9 +78,6 @@ def _calculator(name: str, page, config) -> str:
     if example["status"] != 0:
         raise PluginError(f"{page.file.src_uri}: the example of calculator {name} fails: "
                           f"{example['error'] or example['stderr'].strip()}")
-    if config.extra.get("pdf_build"):
-        return (f'<div class="calculator" markdown="0"><p class="calculator-pdf">{text["calculator_pdf"]}</p>'
-                f'{_result_html(example, text, pdf=True)}</div>\n')
     result = _result_html(example, text)
     description = calculators.form(spec, lang)
     description["strings"] = {k: v for k, v in text.items() if k.startswith("calculator_")}
@@ -92,8 +96,6 @@ def on_page_markdown(markdown, page, config, files):
 
 @event_priority(-100)
 def on_post_build(config):
-    if config.extra.get("pdf_build"):
-        return  # the PDF shows the worked examples only
     missing = [name for name in PYODIDE_FILES if not (PYODIDE / name).is_file()]
     if missing:
         raise PluginError(f"{PYODIDE.relative_to(ROOT)} lacks {', '.join(missing)}: run `make book` "

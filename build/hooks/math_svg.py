@@ -88,7 +88,7 @@ def _notebook_cell(match, page):
     return opening + "".join(parts) + closing
 
 
-@event_priority(90)  # before mkdocs-to-pdf collects the page for the PDF
+@event_priority(90)  # before the other hooks read the page
 def on_post_page(output, page, config):
     output = _ARITHMATEX.sub(lambda m: _markdown_math(m, page), output)
     if page.file.src_uri.endswith(".ipynb"):

@@ -19,7 +19,6 @@ import re
 
 import markdown
 import nbformat
-from bs4 import BeautifulSoup
 import mkdocs_jupyter.convert
 import mkdocs_jupyter.plugin
 from markdown.extensions.toc import TocExtension
@@ -60,9 +59,6 @@ _NOTEBOOK_SCRIPTS = [
 ]
 
 
-_ANCHOR_LINK = re.compile(r'<a class="anchor-link" href="#[^"]*">¶</a>')
-
-
 @event_priority(-200)  # after mkdocs-static-i18n's on_files (-100)
 def on_files(files, config):
     jupyter = config.plugins["mkdocs-jupyter"]
@@ -76,24 +72,9 @@ def is_notebook(page) -> bool:
     return page.file.src_uri.endswith(".ipynb")
 
 
-@event_priority(90)  # before mkdocs-to-pdf collects the page for the PDF
 def on_post_page(output, page, config):
     if not is_notebook(page):
         return output
     for pattern in _NOTEBOOK_SCRIPTS:
         output = pattern.sub("", output)
-    if config.extra.get("pdf_build"):
-        # the PDF's contents page copies headings whole, permalink sign included
-        output = _ANCHOR_LINK.sub("", output)
-        output = _without_code_inputs(output)
     return output
-
-
-def _without_code_inputs(html: str) -> str:
-    """The page without its code cells' inputs: the PDF prints a notebook's text and outputs (the
-    site and the .ipynb download keep the code). With every part merged, WeasyPrint 70 stopped laying
-    out the book at the end of a notebook whose code cells were printed; without them it lays out all."""
-    soup = BeautifulSoup(html, "html.parser")
-    for box in soup.select(".jp-CodeCell .jp-Cell-inputWrapper"):
-        box.decompose()
-    return str(soup)

@@ -21,6 +21,7 @@ def _load_hooks_module():
 
 _HOOKS = _load_hooks_module()
 MARKER = _HOOKS.MARKER
+script_summary, script_usage = _HOOKS.script_summary, _HOOKS.script_usage
 LANGS = ("en", "zh")
 PDF_NAME = "ml-engineering-open-book-{lang}.pdf"
 # Raw TeX in rendered text: the $$ fence, or one of the five commands most used in book/en's

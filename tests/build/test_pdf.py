@@ -1,4 +1,5 @@
-"""The PDFs: cover, contents with page numbers, outline, math, CJK font, images, internal links."""
+"""The assembled PDFs (build/pdf_book.py): cover, contents with the right page numbers, one page numbering,
+outline, links between parts, math, CJK font, images, the scripts appendix."""
 
 import html
 import json
@@ -10,7 +11,8 @@ import pytest
 from pypdf import PdfReader
 from pypdf.generic import IndirectObject
 
-from tests.build.book import LANGS, PDF_NAME, RAW_TEX, ROOT, built_page, markers, nav_pages, page_soup
+from tests.build.book import (LANGS, PDF_NAME, RAW_TEX, ROOT, built_page, config, markers, nav_pages, page_soup,
+                              script_summary, script_usage)
 from tests.conftest import require_tool
 from tools import calculators
 
@@ -29,16 +31,17 @@ def pdfs(built_site):
 class PageText:
     text: str                 # the page's words, in reading order, separated by spaces
     off_page: list[str]       # words that start beyond the page's right edge
+    footer: list[str]         # words in the bottom 8% of the page (the page number)
 
 
-_PAGE = re.compile(r'<page width="([\d.]+)"[^>]*>(.*?)</page>', re.S)
-_WORD = re.compile(r'<word xMin="([\d.-]+)"[^>]*>(.*?)</word>')
+_PAGE = re.compile(r'<page width="([\d.]+)" height="([\d.]+)"[^>]*>(.*?)</page>', re.S)
+_WORD = re.compile(r'<word xMin="([\d.-]+)" yMin="([\d.-]+)"[^>]*>(.*?)</word>')
 
 
 @pytest.fixture(scope="module")
 def page_texts(built_site) -> dict[str, list[PageText]]:
     """Every page's words with their positions, read once per language with poppler's pdftotext
-    (a few seconds for 250 pages; pypdf takes about 20 s a pass)."""
+    (a few seconds for 400 pages; pypdf takes about 20 s a pass)."""
     pdftotext = require_tool("pdftotext")
     result = {}
     for lang in LANGS:
@@ -46,35 +49,53 @@ def page_texts(built_site) -> dict[str, list[PageText]]:
         xhtml = subprocess.run([pdftotext, "-bbox", str(path), "-"], capture_output=True, text=True,
                                check=True, timeout=120).stdout
         pages = []
-        for width, body in _PAGE.findall(xhtml):
-            words = [(float(x), html.unescape(word)) for x, word in _WORD.findall(body)]
-            pages.append(PageText(" ".join(w for _, w in words),
-                                  [w[:30] for x, w in words if x > float(width)]))
+        for width, height, body in _PAGE.findall(xhtml):
+            words = [(float(x), float(y), html.unescape(word)) for x, y, word in _WORD.findall(body)]
+            pages.append(PageText(" ".join(w for _, _, w in words),
+                                  [w[:30] for x, _, w in words if x > float(width)],
+                                  [w for _, y, w in words if y > 0.92 * float(height)]))
         result[lang] = pages
     return result
+
+
+@pytest.fixture(scope="module")
+def images(built_site) -> dict[str, list[int]]:
+    """The page number (1-based) of every image drawn, from poppler's pdfimages (a PNG with
+    transparency adds an "smask" row for its alpha channel, which is not counted)."""
+    result = {}
+    for lang in LANGS:
+        listing = subprocess.run([require_tool("pdfimages"), "-list", str(built_site / "pdf" / PDF_NAME.format(lang=lang))],
+                                 capture_output=True, text=True, check=True, timeout=120).stdout
+        result[lang] = [int(line.split()[0]) for line in listing.splitlines()[2:] if line.split()[2] == "image"]
+    return result
+
+
+def squeezed(text: str) -> str:
+    """Text without whitespace: the PDF wraps lines where the HTML did not."""
+    return "".join(text.split())
 
 
 def _resolve(obj):
     return obj.get_object() if isinstance(obj, IndirectObject) else obj
 
 
-def outline_titles(reader) -> list[str]:
-    titles = []
+def outline_entries(reader) -> list[tuple[int, str, int]]:
+    """(depth, title, page index) of every outline item, in order."""
+    entries = []
 
-    def walk(items):
+    def walk(items, depth):
         for item in items:
             if isinstance(item, list):
-                walk(item)
+                walk(item, depth + 1)
             else:
-                titles.append(item.title)
+                entries.append((depth, item.title, reader.get_destination_page_number(item)))
 
-    walk(reader.outline)
-    return titles
+    walk(reader.outline, 0)
+    return entries
 
 
-def _unnumbered(title: str) -> str:
-    # mkdocs-to-pdf numbers chapters ("2.1 Network"); the pages' own headings are unnumbered
-    return re.sub(r"^\d+(\.\d+)*\.?\s+", "", title).strip()
+def outline_titles(reader) -> list[str]:
+    return [title for _, title, _ in outline_entries(reader)]
 
 
 def _headings(built_site, lang, level):
@@ -82,15 +103,13 @@ def _headings(built_site, lang, level):
         page = page_soup(built_page(built_site, lang, src).resolve())
         article = page.select_one("article")
         for h in article.find_all(level):
-            if h.find_parent(class_="jp-Notebook") is not None and level != "h1":
-                continue  # notebook headings below the title are not in the outline
             text = h.get_text(" ", strip=True).rstrip("¶").strip()
             yield src, text
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_outline_has_every_chapter_and_section(pdfs, built_site, lang):
-    outline = {_unnumbered(t) for t in outline_titles(pdfs[lang])}
+    outline = set(outline_titles(pdfs[lang]))
     missing = [
         f"{src}: {text}"
         for level in ("h1", "h2")
@@ -100,40 +119,121 @@ def test_outline_has_every_chapter_and_section(pdfs, built_site, lang):
     assert not missing, "not in the PDF outline:\n" + "\n".join(missing)
 
 
+def front_pages(reader) -> int:
+    """How many pages come before page 1 (the cover and the contents, numbered in roman)."""
+    nums = reader.trailer["/Root"]["/PageLabels"]["/Nums"]
+    return int(nums[2])
+
+
+def label(reader, index: int) -> str:
+    """The number printed on page ``index`` (0-based): none on the cover, then roman, then arabic."""
+    front = front_pages(reader)
+    if index == 0:
+        return ""
+    if index < front:
+        return reader.page_labels[index]
+    return str(index - front + 1)
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_cover_and_contents(pdfs, lang):
     reader = pdfs[lang]
     cover = reader.pages[0].extract_text()
     title = {"en": "The ML Engineering Open Book", "zh": "机器学习工程开放书"}[lang]
     assert title in cover.replace("\n", " ")
-    assert re.search(r"\d{4}-\d{2}-\d{2}", cover), "no build date on the cover"
+    assert re.search(r"\d{4}-\d{2}-\d{2}", cover), "no edition date on the cover"
     contents = reader.pages[1].extract_text()
-    total = len(reader.pages)
-    page_numbers = [int(n) for n in re.findall(r"(?m)^(\d{1,3})\b|\b(\d{1,3})\s*$", contents) for n in n if n]
-    assert len([n for n in page_numbers if 2 < n <= total]) >= 5, f"contents without page numbers:\n{contents}"
+    assert {"en": "Contents", "zh": "目录"}[lang] in contents
     assert "¶" not in contents, "heading permalinks leaked into the contents"
+    assert reader.page_labels[:3] == ["i", "ii", "iii"] and reader.page_labels[front_pages(reader)] == "1"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_contents_give_the_page_each_entry_lands_on(pdfs, page_texts, lang):
+    """Each outline entry (part, chapter, section) is in the contents with the number printed on
+    the page the outline takes it to."""
+    reader = pdfs[lang]
+    toc = squeezed(" ".join(page.text for page in page_texts[lang][1:front_pages(reader)]))
+    wrong = [f"{title} -> {label(reader, index)}" for _, title, index in outline_entries(reader)
+             if squeezed(title) + label(reader, index) not in toc]
+    assert not wrong, f"{len(wrong)} contents entries without their page number, e.g. {wrong[:5]}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_outline_entries_land_on_the_page_of_their_heading(pdfs, page_texts, lang):
+    reader = pdfs[lang]
+    entries = outline_entries(reader)
+    assert max(depth for depth, _, _ in entries) == 2, "the outline goes part > chapter > section"
+    pages = page_texts[lang]
+    wrong = [f"{title} -> page {index + 1}" for _, title, index in entries
+             if squeezed(title) not in squeezed(pages[index].text)]
+    assert not wrong, f"{len(wrong)} of {len(entries)} outline entries land elsewhere, e.g. {wrong[:5]}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_internal_links_land_on_the_page_of_their_target(pdfs, page_texts, built_site, lang):
+    """A link between pages goes to a named destination PAGEKEY--ID (or PAGEKEY, the page's start);
+    the element with that id in the built site names what must be on the destination page: a
+    heading's text, or for any other target at least its page."""
+    reader = pdfs[lang]
+    named = reader.named_destinations
+    pages = page_texts[lang]
+    urls = {src.removesuffix(".md").removesuffix(".ipynb").removesuffix("/index").removesuffix("index")
+            .strip("/").replace("/", "-") or "home": src for src in nav_pages()}
+    links = wrong = 0
+    for number, page in enumerate(reader.pages):
+        for annot in page.get("/Annots", []) or []:
+            annot = _resolve(annot)
+            if annot.get("/Subtype") != "/Link" or "/Dest" not in annot:
+                continue
+            links += 1
+            name = str(annot["/Dest"])
+            assert name in named, f"page {number + 1}: link to unknown destination {name}"
+            target = reader.get_destination_page_number(named[name])
+            key, _, anchor = name.partition("--")
+            soup = page_soup(built_page(built_site, lang, urls[key]).resolve())
+            element = soup.select_one("article h1") if not anchor else soup.find(id=anchor)
+            assert element is not None, f"page {number + 1}: {name} is no element of {urls[key]}"
+            if element.name in ("h1", "h2", "h3", "h4"):
+                heading = squeezed(element.get_text(" ", strip=True).rstrip("¶"))
+                wrong += heading not in squeezed(pages[target].text)
+    assert links > 100, f"only {links} internal links (the contents page alone links every entry)"
+    assert wrong == 0, f"{wrong} of {links} links land on a page without their heading"
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_page_count_is_sane(pdfs, lang):
     pages = len(pdfs[lang].pages)
     # The upper bound catches a runaway layout (a table or listing repeated page after page); the
-    # book grows by about 70 pages per part with its script listings (421 en, 404 zh at the
-    # Inference part).
-    assert len(nav_pages()) + 2 <= pages <= 600
+    # book is about 400 pages per language without the script listings.
+    assert len(nav_pages()) + 2 <= pages <= 700
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_no_raw_tex_and_footer_page_numbers(page_texts, lang):
-    pages = page_texts[lang]
-    total = len(pages)
-    for number, page in enumerate(pages, 1):
+def test_no_raw_tex_and_every_page_numbered_and_none_blank(pdfs, page_texts, images, lang):
+    reader = pdfs[lang]
+    with_images = set(images[lang])
+    for index, page in enumerate(page_texts[lang]):
         # PDF text cannot tell code from prose, and code has its own backslashes (sed's "\\("), so
         # look for display-math fences and the TeX commands the book's formulas use most.
         raw = RAW_TEX.search(page.text)
-        assert raw is None, f"page {number}: raw TeX {raw.group(0)!r}"
-        if number > 1:
-            assert f"{number}/{total}" in page.text.replace(" ", ""), f"page {number}: no page number in the footer"
+        assert raw is None, f"page {index + 1}: raw TeX {raw.group(0)!r}"
+        if index:
+            assert label(reader, index) in page.footer, f"page {index + 1}: footer {page.footer}, not its number"
+        # a page lost or left blank at a part boundary has nothing but its running header and number
+        blank = len(page.text.split()) <= 3 + len(page.footer) and index + 1 not in with_images
+        assert not blank, f"page {index + 1} is blank: {page.text!r}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_each_part_starts_a_page_after_the_last_page_of_the_one_before(pdfs, page_texts, lang):
+    reader = pdfs[lang]
+    starts = [index for depth, _, index in outline_entries(reader) if depth == 0]
+    assert starts == sorted(starts) and len(set(starts)) == len(starts)
+    assert starts[0] == front_pages(reader), "the first part is not page 1"
+    pages = page_texts[lang]
+    for index in starts[1:]:  # the page before a part boundary ends a chapter; the part starts on top
+        assert len(pages[index - 1].text.split()) > len(pages[index - 1].footer)
 
 
 def test_zh_pdf_embeds_a_simplified_chinese_font(built_site):
@@ -145,7 +245,7 @@ def test_zh_pdf_embeds_a_simplified_chinese_font(built_site):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_every_plot_and_image_is_printed(built_site, lang):
+def test_every_plot_and_image_is_printed(images, lang):
     expected = 0
     for src in nav_pages():
         source = ROOT / "book" / lang / src
@@ -154,33 +254,7 @@ def test_every_plot_and_image_is_printed(built_site, lang):
             expected += sum("image/png" in out.get("data", {}) for cell in cells for out in cell.get("outputs", []))
         else:
             expected += source.read_text(encoding="utf-8").count("![")
-    listing = subprocess.run([require_tool("pdfimages"), "-list", str(built_site / "pdf" / PDF_NAME.format(lang=lang))],
-                             capture_output=True, text=True, check=True, timeout=120).stdout
-    # one row per image drawn; a PNG with transparency adds an "smask" row for its alpha channel
-    printed = sum(line.split()[2] == "image" for line in listing.splitlines()[2:])
-    assert printed == expected, f"{printed} images in the PDF, {expected} plots and images in the pages"
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_internal_links_resolve(pdfs, lang):
-    reader = pdfs[lang]
-    named = reader.named_destinations
-    internal = 0
-    for number, page in enumerate(reader.pages, 1):
-        for annot in page.get("/Annots", []) or []:
-            annot = _resolve(annot)
-            if annot.get("/Subtype") != "/Link":
-                continue
-            dest = annot.get("/Dest")
-            action = _resolve(annot.get("/A"))
-            if dest is None and action is not None and action.get("/S") == "/GoTo":
-                dest = action.get("/D")
-            if dest is None:
-                continue
-            internal += 1
-            if isinstance(dest, str) or hasattr(dest, "original_bytes"):
-                assert str(dest) in named, f"page {number}: link to unknown destination {dest}"
-    assert internal > 0, "no internal link at all (the contents page should link its entries)"
+    assert len(images[lang]) == expected, f"{len(images[lang])} images in the PDF, {expected} plots and images in the pages"
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -196,44 +270,46 @@ def _embedded_scripts() -> list[str]:
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_appendix_lists_every_embedded_script(pdfs, lang):
-    outline = {_unnumbered(t) for t in outline_titles(pdfs[lang])}
+def test_appendix_says_what_each_script_does_how_to_run_it_and_where_to_get_it(pdfs, page_texts, lang):
+    outline = set(outline_titles(pdfs[lang]))
     missing = [rel for rel in _embedded_scripts() if rel not in outline]
     assert not missing, f"no appendix section for {missing}"
+    reader = pdfs[lang]
+    appendix = [index for depth, _, index in outline_entries(reader) if depth == 0][-1]
+    text = squeezed(" ".join(page.text for page in page_texts[lang][appendix:]))
+    strings = {language.locale: language.extra["strings"] for language in
+               config().plugins["i18n"].config.languages}[lang]
+    for rel in _embedded_scripts():
+        purpose = squeezed(script_summary(ROOT / rel).split("\n\n")[0])[:60]
+        start = text.find(squeezed(rel) + purpose)
+        assert start >= 0, f"{rel}: no section with its purpose in the appendix"
+        section = text[start:start + 3000]
+        usage = squeezed(script_usage(ROOT / rel))[:40]
+        assert usage and squeezed(strings["appendix_usage"]) + usage in section, f"{rel}: no launch line"
+        assert squeezed(strings["appendix_repository"]) + squeezed(rel) in section, f"{rel}: no repository path"
+        assert squeezed(strings["appendix_used_in"]) in section, f"{rel}: no chapter named"
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_scripts_are_listed_once_in_the_appendix_not_in_the_chapters(page_texts, lang):
-    # Each Python script ends with its `if __name__ == "__main__":` guard, which its docstring
-    # (what a chapter prints) never contains: the guard appears once per script, in the appendix.
-    python = [rel for rel in _embedded_scripts() if rel.endswith(".py")]
-    guards = sum((ROOT / rel).read_text(encoding="utf-8").count('if __name__ == "__main__":') for rel in python)
-    printed = sum(page.text.count('if __name__ == "__main__":') for page in page_texts[lang])
-    assert printed == guards, f"{printed} main guards printed, {guards} in the {len(python)} scripts"
-    chapters = [page for page in page_texts[lang] if "Full listing in the appendix" in page.text or "完整代码见附录" in page.text]
-    assert chapters, "no chapter refers to the appendix"
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_contract_block_is_printed_once_and_elided_in_the_listings(page_texts, lang):
-    """Every Python script carries the same contract block; the appendix prints it once, first,
-    and each listing shows one comment line in its place (23 copies were about 50 pages)."""
-    python = [rel for rel in _embedded_scripts() if rel.endswith(".py")]
-    text = "\n".join(page.text for page in page_texts[lang])
-    assert text.count("end of script contract") == 1
-    assert text.count("def write_atomic(") == 1
-    elided = "the script contract block: see the start" if lang == "en" else "脚本约定代码块：见本附录开头"
-    assert text.count(elided) == len(python)
+def test_the_pdf_prints_no_script_listing_and_each_chapter_points_to_the_appendix(page_texts, lang):
+    """The site keeps the full listings; the reading PDF prints what a script does and how to run
+    it (its docstring), once per embedding chapter, and points to the appendix."""
+    text = " ".join(page.text for page in page_texts[lang])
+    assert 'if __name__ == "__main__":' not in text
+    assert "def main(" not in text
+    pointer = {"en": "Where to get it, and the chapters that use it", "zh": "获取方式及使用它的章节见附录"}[lang]
+    embeds = sum(1 for _ in markers("embed-script"))
+    assert squeezed(text).count(squeezed(pointer)) == embeds
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_the_pdf_prints_each_calculators_worked_example(page_texts, lang):
     """The calculator pages print, in the PDF, the report their script gives for the worked
     example (tools/calculators.py runs it as a reader would)."""
-    squeezed = "".join("".join(page.text.split()) for page in page_texts[lang])  # the PDF wraps long lines
+    text = "".join(squeezed(page.text) for page in page_texts[lang])
     for name in calculators.names():
         spec = calculators.load(name)
         stdout = calculators.run_cli(spec["script"], spec["example"])["stdout"]
         # the report's first lines (a page break can put the page's footer inside the later ones)
         for line in stdout.splitlines()[:3]:
-            assert "".join(line.split()) in squeezed, f"{name}: {line!r} is not in the {lang} PDF"
+            assert squeezed(line) in text, f"{name}: {line!r} is not in the {lang} PDF"

@@ -1,0 +1,547 @@
+"""The PDFs of the book, one per language, made from the built site in parts.
+
+    python build/pdf_book.py [--site-dir site] [--cache-dir .cache/pdf] [--jobs N] [--lang en]
+
+Each top-level part of the nav (Compute, Network, ...) becomes its own WeasyPrint document: the
+articles of its pages, their ids prefixed by the page so that they stay unique, every link between
+pages turned into ``book:ANCHOR``. A part is rendered only when its HTML changed: the PDF and what
+the assembly needs (page count, where each anchor landed, render time, peak memory) are cached under
+``--cache-dir`` by a hash of that HTML, the print stylesheets and the renderer's version. Missing parts
+render in parallel, ``--jobs`` at a time (default: the number of cores), each in a fresh process.
+
+Then, per language: the front matter (cover and contents, with the page numbers the parts gave) is
+rendered, and pikepdf assembles cover, contents and parts into one file, stamps one continuous page
+numbering on it (roman numerals in the front matter, arabic from the first part, also as PDF page
+labels), turns each ``book:`` link into a link to the page and height of its anchor, and writes the
+outline: part, chapter, section.
+
+The guard against pages WeasyPrint drops: every chapter ends with an anchor, and every heading and
+link target must have landed on a page; otherwise the build fails naming the part and the anchor.
+
+Exit status: 0 built, 1 a part failed to render or an anchor is missing, 2 bad arguments.
+"""
+
+import argparse
+import concurrent.futures
+import datetime
+import hashlib
+import html
+import importlib.util
+import json
+import multiprocessing
+import os
+import posixpath
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
+
+from bs4 import BeautifulSoup
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("_book_for_pdf", ROOT / "build" / "hooks" / "_book.py")
+_book = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_book)  # the hooks' helpers, loaded by path as mkdocs loads them
+script_anchor, script_summary = _book.script_anchor, _book.script_summary
+PRINT_CSS = ROOT / "build" / "pdf" / "print.css"
+LANGS = ("en", "zh")
+LINK = "book:"         # a link between pages, until the assembly knows the page of its anchor
+PIPELINE = "2"         # part of every cache key: change it when this file changes what it renders
+PX_TO_PT = 0.75        # WeasyPrint reports positions in CSS px (1/96 in); PDF uses points (1/72 in)
+
+
+class PdfError(Exception):
+    """A part that failed to render, or an anchor that no page holds."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The book's structure, from mkdocs.yml
+
+@dataclass
+class Part:
+    slug: str
+    title: str
+    pages: list[str]                  # source paths relative to book/<lang>/, in nav order
+
+
+@dataclass
+class Book:
+    lang: str
+    title: str
+    strings: dict
+    site_url: str | None
+    parts: list[Part]
+
+
+def load_books(langs=LANGS) -> list[Book]:
+    """The parts of each language, from mkdocs.yml's nav and its i18n settings (titles translated
+    with ``nav_translations``, interface strings from ``extra.strings``)."""
+    from mkdocs.config import load_config  # imports the plugins: only when a build needs it
+
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    i18n = config.plugins["i18n"].config
+    books = []
+    for language in i18n.languages:
+        if language.locale not in langs:
+            continue
+        names = language.nav_translations or {}
+        parts = []
+        for item in config["nav"]:
+            (title, value), = item.items() if isinstance(item, dict) else (("", item),)
+            pages = _sources(value if isinstance(value, list) else [value])
+            slug = re.sub(r"[^a-z0-9]+", "-", (title or pages[0]).lower()).strip("-")
+            parts.append(Part(slug, names.get(title, title), pages))
+        strings = language.extra["strings"]
+        books.append(Book(language.locale, strings["pdf_title"], strings, config.site_url, parts))
+    return books
+
+
+def _sources(items) -> list[str]:
+    found = []
+    for item in items:
+        if isinstance(item, dict):
+            for value in item.values():
+                found += _sources(value if isinstance(value, list) else [value])
+        else:
+            found.append(item)
+    return found
+
+
+def page_url(src: str) -> str:
+    """The site URL of a page, relative to its language's root (``use_directory_urls``)."""
+    stem = posixpath.splitext(src)[0]
+    stem = posixpath.dirname(stem) if posixpath.basename(stem) in ("index", "README") else stem
+    return f"{stem}/" if stem else ""
+
+
+def page_key(src: str) -> str:
+    return page_url(src).strip("/").replace("/", "-") or "home"
+
+
+# ---------------------------------------------------------------------------------------------
+# One part as print HTML
+
+@dataclass
+class Heading:
+    level: int                 # 1 chapter, 2 section
+    text: str
+    anchor: str
+
+
+@dataclass
+class PartDoc:
+    lang: str
+    part: Part
+    html: str = ""
+    headings: list[Heading] = field(default_factory=list)
+    links: set[str] = field(default_factory=set)        # anchors its book: links point at
+    anchors: list[str] = field(default_factory=list)    # anchors that must land on a page
+
+
+def part_html(book: Book, part: Part, site_dir: Path) -> PartDoc:
+    """The print HTML of one part: each page's article, its ids prefixed with the page's key, its
+    links between pages as ``book:KEY--ID`` and its images as file URLs."""
+    urls = {page_url(src): page_key(src) for p in book.parts for src in p.pages}
+    prefix = "" if book.lang == "en" else f"{book.lang}/"
+    doc = PartDoc(book.lang, part)
+    styles: dict[str, None] = {}
+    body = []
+    for src in part.pages:
+        key = page_key(src)
+        path = site_dir / prefix / page_url(src) / "index.html"
+        text = path.read_text(encoding="utf-8")
+        start, end = text.find('<article class="md-content__inner'), text.rfind("</article>")
+        if start < 0 or end < start:
+            raise PdfError(f"{path}: no article (is it a page that mkdocs built?)")
+        soup = BeautifulSoup(text[start:end + len("</article>")], "html.parser")  # the nav is half a page
+        article = soup.article
+        for style in article.find_all("style"):
+            styles[style.string or ""] = None
+            style.decompose()
+        _print_version(article, book, src)
+        for tag in article.find_all(id=True):
+            tag["id"] = f"{key}--{tag['id']}"
+        for tag in article.find_all(href=True):
+            _relink(tag, f"{prefix}{page_url(src)}", key, urls, prefix, book.site_url, doc.links)
+        for img in article.find_all("img", src=True):
+            if not img["src"].startswith("data:"):
+                img["src"] = (path.parent / unquote(urlsplit(img["src"]).path)).resolve().as_uri()
+        for h in article.find_all(["h1", "h2"]):
+            if h.get("id"):
+                doc.headings.append(Heading(int(h.name[1]), h.get_text(" ", strip=True), h["id"]))
+        article.attrs = {"class": ["md-typeset", "chapter"], "id": key, "lang": book.lang}
+        end = soup.new_tag("div", id=f"{key}--end", attrs={"class": "end-of-chapter"})
+        article.append(end)
+        doc.anchors += [key, end["id"]] + [h.anchor for h in doc.headings if h.anchor.startswith(key + "--")]
+        body.append(str(article))
+    css = _stylesheets(site_dir)
+    head = "".join(f"<style>{text}</style>" for text in styles)
+    doc.html = (f'<!DOCTYPE html><html lang="{book.lang}"><head><meta charset="utf-8">'
+                f"<title>{html.escape(part.title)}</title>{css}{head}</head>"
+                f'<body class="part part-{part.slug}">{"".join(body)}</body></html>')
+    return doc
+
+
+def _stylesheets(site_dir: Path) -> str:
+    """Material's stylesheet (what the pages are written for), the book's, then the print rules."""
+    sheets = sorted((site_dir / "assets" / "stylesheets").glob("main.*.min.css"))
+    sheets += [site_dir / "assets" / "book.css", PRINT_CSS]
+    return "".join(f'<link rel="stylesheet" href="{p.resolve().as_uri()}">' for p in sheets if p.is_file())
+
+
+def _print_version(article, book: Book, src: str) -> None:
+    """What the site shows for the screen and the PDF prints otherwise."""
+    # A notebook prints its text and outputs: with every code cell printed, WeasyPrint 70 stopped
+    # laying out the book after the notebook (the site and the .ipynb keep the code). First, as
+    # the highlighted code is most of a notebook page's elements.
+    for box in article.select(".jp-CodeCell .jp-Cell-inputWrapper"):
+        box.decompose()
+    for tag in article.select("a.headerlink, a.anchor-link, script, noscript, p.notebook-download, .md-source-file, "
+                              "clipboard-copy, .clipboard-copy-txt, details.calculator-json-block"):
+        tag.decompose()
+    # An embedded script: the chapter prints what the script says it does and how to run it; the
+    # appendix says where to get it (the site keeps the full listing).
+    for download in article.select("p.script-download"):
+        rel = download.code.get_text() if download.code else ""
+        listing = download.find_next_sibling()
+        if listing is not None and listing.name == "details":
+            listing.decompose()
+        box = BeautifulSoup(
+            f'<div class="script-print"><p><strong><code>{html.escape(rel)}</code></strong></p>'
+            f"<pre><code>{html.escape(script_summary(ROOT / rel))}</code></pre>"
+            f'<p>{html.escape(book.strings["script_in_appendix"])} '
+            f'<a href="{"../" * page_url(src).count("/")}appendix/scripts/#{script_anchor(rel)}">'
+            f"<code>{html.escape(rel)}</code></a></p></div>", "html.parser")
+        download.replace_with(box)
+    for status in article.select("div.calculator p.calculator-status"):
+        status.string = book.strings["calculator_pdf"]
+    for calculator in article.select("div.calculator"):
+        calculator.attrs.pop("data-spec", None)
+
+
+def _relink(tag, url: str, key: str, urls: dict, prefix: str, site_url: str | None, links: set) -> None:
+    href = tag["href"]
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc:
+        return  # another site
+    target = urlsplit(urljoin(f"http://book.invalid/{url}", href))
+    path = target.path.lstrip("/")
+    if path.endswith("index.html"):
+        path = path[: -len("index.html")]
+    fragment = unquote(target.fragment)
+    page = urls.get(path[len(prefix):]) if path.startswith(prefix) else None
+    if href.startswith("#"):
+        page = key
+    if page is not None:
+        anchor = f"{page}--{fragment}" if fragment else page
+        tag["href"] = LINK + anchor
+        links.add(anchor)
+    elif site_url:  # a file of the site (a script, a data file): its address, printed after the text
+        tag["href"] = urljoin(site_url, path)
+        tag["class"] = [*tag.get("class", []), "site-file"]
+    else:
+        tag.unwrap()  # no address to point at: keep the text
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering, cached by content
+
+def cache_key(text: str) -> str:
+    import weasyprint
+
+    digest = hashlib.sha256(f"{PIPELINE}\0{weasyprint.__version__}\0".encode())
+    digest.update(text.encode())
+    for uri in sorted(set(re.findall(r'(?:href|src)="(file://[^"]+)"', text))):
+        path = Path(unquote(urlsplit(uri).path))
+        digest.update(uri.encode() + (path.read_bytes() if path.is_file() else b"missing"))
+    return digest.hexdigest()[:20]
+
+
+def render(html_path: str, pdf_path: str) -> dict:
+    """Render one HTML file to ``pdf_path`` (atomically) and return what the assembly needs: the
+    page count, each anchor's page and height (points from the bottom), seconds, peak RSS (MB).
+    Runs in a fresh worker process."""
+    import logging
+    import resource
+
+    from weasyprint import HTML
+
+    logging.getLogger("weasyprint").setLevel(logging.ERROR)
+    start = time.perf_counter()
+    document = HTML(filename=html_path).render()
+    anchors = {}
+    for number, page in enumerate(document.pages):
+        for name, box in page.anchors.items():
+            anchors.setdefault(name, (number, round((page.height - box[1]) * PX_TO_PT, 2)))
+    tmp = pdf_path + ".tmp"
+    document.write_pdf(tmp)
+    os.replace(tmp, pdf_path)
+    return {"pages": len(document.pages), "anchors": anchors, "seconds": round(time.perf_counter() - start, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+@dataclass
+class Rendered:
+    name: str
+    pdf: Path
+    meta: dict
+    cached: bool
+
+
+def render_all(docs: dict[str, str], cache_dir: Path, jobs: int) -> dict[str, Rendered]:
+    """Render every ``name -> html`` not already in the cache, ``jobs`` at a time, largest first."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    found, todo = {}, {}
+    for name, text in docs.items():
+        stem = cache_dir / f"{name}-{cache_key(text)}"
+        meta = stem.with_suffix(".json")
+        if meta.is_file() and stem.with_suffix(".pdf").is_file():
+            os.utime(meta)
+            found[name] = Rendered(name, stem.with_suffix(".pdf"), json.loads(meta.read_text()), True)
+        else:
+            stem.with_suffix(".html").write_text(text, encoding="utf-8")
+            todo[name] = stem
+    if todo:
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, max_tasks_per_child=1) as pool:
+            futures = {pool.submit(render, str(stem.with_suffix(".html")), str(stem.with_suffix(".pdf"))): name
+                       for name, stem in sorted(todo.items(), key=lambda kv: -len(docs[kv[0]]))}
+            for future in concurrent.futures.as_completed(futures):
+                name = futures[future]
+                try:
+                    meta = future.result()
+                except Exception as err:  # noqa: BLE001 - any renderer failure names its part
+                    raise PdfError(f"{name}: WeasyPrint failed: {type(err).__name__}: {err}") from err
+                stem = todo[name]
+                stem.with_suffix(".json").write_text(json.dumps(meta), encoding="utf-8")
+                stem.with_suffix(".html").unlink()
+                print(f"pdf_book.py: rendered {name}: {meta['pages']} pages in {meta['seconds']} s, "
+                      f"peak {meta['peak_rss_mb']} MB", flush=True)
+                found[name] = Rendered(name, stem.with_suffix(".pdf"), meta, False)
+    _prune(cache_dir, {r.pdf.stem for r in found.values()}, docs)
+    return found
+
+
+def _prune(cache_dir: Path, kept: set[str], docs: dict) -> None:
+    """Drop the cached versions of these documents that this build did not use."""
+    for path in cache_dir.iterdir():
+        name = path.stem.rsplit("-", 1)[0]
+        if name in docs and path.stem not in kept:
+            path.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Front matter, page numbers, assembly
+
+def content_date() -> str:
+    """The date of the newest commit that changed the book's content (today outside git): the
+    same sources give the same cover, so an unchanged book renders nothing."""
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%cs", "--", "book", "data", "notebooks",
+                              "results", "scripts"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        if out.returncode == 0 and re.fullmatch(r"\d{4}-\d{2}-\d{2}", out.stdout.strip()):
+            return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return datetime.date.today().isoformat()
+
+
+@dataclass
+class Entry:
+    level: int            # 0 part, 1 chapter, 2 section
+    title: str
+    anchor: str
+
+
+def contents(book: Book, docs: dict[str, PartDoc]) -> list[Entry]:
+    """Parts, chapters and sections in reading order. A part of one page is that page, under its
+    own title (the home page's is the book's), its sections directly under it."""
+    entries = []
+    for part in book.parts:
+        doc = docs[part.slug]
+        single = len(part.pages) == 1
+        title = doc.headings[0].text if single and doc.headings else part.title
+        entries.append(Entry(0, title, page_key(part.pages[0])))
+        entries += [Entry(h.level - single, h.text, h.anchor) for h in doc.headings if not (single and h.level == 1)]
+    return entries
+
+
+def front_html(book: Book, entries: list[Entry], numbers: dict[str, int], site_dir: Path) -> str:
+    date = content_date()
+    rows = "".join(
+        f'<p class="toc-{e.level}"><a href="{LINK}{html.escape(e.anchor)}">{html.escape(e.title)}</a>'
+        f'<span class="toc-page">{numbers[e.anchor]}</span></p>' for e in entries)
+    site = f'<p class="cover-site">{html.escape(book.site_url)}</p>' if book.site_url else ""
+    return (f'<!DOCTYPE html><html lang="{book.lang}"><head><meta charset="utf-8"><title>{html.escape(book.title)}'
+            f"</title>{_stylesheets(site_dir)}</head><body class=\"front\">"
+            f'<section class="cover"><h1 class="cover-title">{html.escape(book.title)}</h1>'
+            f'<p class="cover-date">{html.escape(book.strings["pdf_built_on"].format(date=date))}</p>{site}'
+            f'<p class="cover-license">Text CC BY-SA 4.0 · Code MIT</p></section>'
+            f'<section class="toc"><h1 id="contents">{html.escape(book.strings["pdf_contents"])}</h1>{rows}</section>'
+            "</body></html>")
+
+
+def roman(n: int) -> str:
+    out = ""
+    for value, letters in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
+                           (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
+        count, n = divmod(n, value)
+        out += letters * count
+    return out
+
+
+def page_labels(front_pages: int, body_pages: int) -> list[str]:
+    """The number printed on each page: none on the cover, roman in the rest of the front matter,
+    arabic from the first part (the same as the PDF's page labels)."""
+    return [""] + [roman(n) for n in range(2, front_pages + 1)] + [str(n) for n in range(1, body_pages + 1)]
+
+
+def numbers_html(labels: list[str]) -> str:
+    """One empty page per page of the book with only its number, laid over the book's pages by the
+    assembly (so a part's own PDF does not depend on where the part starts)."""
+    pages = "".join(f"<div><span>{label}</span></div>" for label in labels)
+    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>@page { size: A4; margin: 0 }"
+            "body { margin: 0 } div { height: 296mm; position: relative; break-after: page }"
+            "span { position: absolute; bottom: 12mm; left: 0; right: 0; text-align: center;"
+            " font: 8pt 'DejaVu Sans', sans-serif; color: #555 }</style></head>"
+            f"<body>{pages}</body></html>")
+
+
+def assemble(book: Book, front: Rendered, parts: list[Rendered], numbers: Rendered, entries: list[Entry],
+             anchors: dict[str, tuple[int, float]], out: Path) -> None:
+    import pikepdf
+    from pikepdf import Array, Dictionary, Name, OutlineItem
+
+    pdf = pikepdf.new()
+    sources = [pikepdf.open(r.pdf) for r in [front, *parts]]
+    for source in sources:
+        pdf.pages.extend(source.pages)
+    overlay = pikepdf.open(numbers.pdf)
+    for page, stamp in zip(pdf.pages, overlay.pages, strict=True):
+        page.add_overlay(stamp)
+    # Links between pages go to named destinations, one per anchor linked to: a reader's viewer
+    # (and the tests) can tell where each link was meant to go.
+    dests = pikepdf.NameTree.new(pdf)
+    for page in pdf.pages:
+        for annot in page.obj.get("/Annots", []):
+            action = annot.get("/A")
+            if action is None or action.get("/S") != "/URI" or not str(action.URI).startswith(LINK):
+                continue
+            name = str(action.URI)[len(LINK):]
+            if name not in dests:
+                number, top = anchors[name]
+                dests[name] = Array([pdf.pages[number].obj, Name.XYZ, None, top, None])
+            del annot["/A"]
+            annot.Dest = pikepdf.String(name)
+    pdf.Root.Names = Dictionary(Dests=dests.obj)
+    with pdf.open_outline() as outline:
+        stack = [outline.root]
+        for entry in entries:
+            number, top = anchors[entry.anchor]
+            item = OutlineItem(entry.title, number, "XYZ", top=top)
+            del stack[entry.level + 1:]
+            stack[-1].append(item)
+            stack.append(item.children)
+    front_pages = front.meta["pages"]
+    pdf.Root.PageLabels = Dictionary(Nums=Array([0, Dictionary(S=Name.r), front_pages, Dictionary(S=Name.D)]))
+    pdf.Root.PageMode = Name.UseOutlines
+    pdf.Root.Lang = book.lang
+    pdf.docinfo["/Title"] = book.title
+    pdf.docinfo["/Creator"] = "build/pdf_book.py (WeasyPrint, pikepdf)"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    pdf.save(tmp, object_stream_mode=pikepdf.ObjectStreamMode.generate)
+    os.replace(tmp, out)
+    for source in [*sources, overlay]:
+        source.close()
+
+
+@dataclass
+class Layout:
+    """Where one language's parts put every anchor: (page index from the first part, top in points)."""
+    parts: list[Rendered]
+    anchors: dict[str, tuple[int, float]]
+    entries: list[Entry]
+    body_pages: int
+
+
+def lay_out(book: Book, docs: dict[str, PartDoc], rendered: dict[str, Rendered]) -> Layout:
+    """The parts one after the other; fails when a part lost an anchor (WeasyPrint dropped what
+    followed it) or a link points at an anchor no page holds."""
+    parts = [rendered[f"{book.lang}-{p.slug}"] for p in book.parts]
+    anchors, first = {}, 0
+    for doc, part in zip(docs.values(), parts, strict=True):
+        placed = part.meta["anchors"]
+        lost = [a for a in doc.anchors if a not in placed]
+        if lost:
+            raise PdfError(f"{part.name}: WeasyPrint did not place {len(lost)} anchors, from {lost[0]!r} "
+                           "(content after it was dropped)")
+        anchors.update({name: (first + number, top) for name, (number, top) in placed.items()})
+        first += part.meta["pages"]
+    missing = sorted({a for d in docs.values() for a in d.links} - anchors.keys())
+    if missing:
+        raise PdfError(f"{book.lang}: {len(missing)} links point at anchors no page holds, e.g. {missing[:3]}")
+    return Layout(parts, anchors, contents(book, docs), first)
+
+
+def build(site_dir: Path, cache_dir: Path, jobs: int, langs=LANGS) -> list[dict]:
+    """The PDF of each language into ``<site>/pdf/``. Every stage runs over both languages at once,
+    so that the two versions of an edited chapter render side by side. Returns a summary per
+    language (pages, and per part its pages, render seconds, peak RSS and whether it came from the
+    cache), also written to ``<cache-dir>/last-build.json`` for tools/loop_bench.py."""
+    books = load_books(langs)
+    work = [(book, part, site_dir) for book in books for part in book.parts]
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        made = list(pool.map(part_html, *zip(*work)))
+    docs = {book.lang: {d.part.slug: d for d in made if d.lang == book.lang} for book in books}
+    rendered = render_all({f"{d.lang}-{d.part.slug}": d.html for d in made}, cache_dir, jobs)
+    layouts = {book.lang: lay_out(book, docs[book.lang], rendered) for book in books}
+    fronts = render_all({f"{book.lang}-front": front_html(
+        book, layouts[book.lang].entries,
+        {e.anchor: layouts[book.lang].anchors[e.anchor][0] + 1 for e in layouts[book.lang].entries}, site_dir)
+        for book in books}, cache_dir, jobs)
+    overlays = render_all({f"{book.lang}-numbers": numbers_html(page_labels(
+        fronts[f"{book.lang}-front"].meta["pages"], layouts[book.lang].body_pages)) for book in books}, cache_dir, jobs)
+    summaries = []
+    for book in books:
+        layout, front = layouts[book.lang], fronts[f"{book.lang}-front"]
+        offset = front.meta["pages"]
+        anchors = {name: (number + offset, top) for name, (number, top) in layout.anchors.items()}
+        out = site_dir / "pdf" / book.strings["pdf_file"]
+        assemble(book, front, layout.parts, overlays[f"{book.lang}-numbers"], layout.entries, anchors, out)
+        print(f"pdf_book.py: wrote {out} ({offset + layout.body_pages} pages)", flush=True)
+        summaries.append({
+            "lang": book.lang, "pages": offset + layout.body_pages, "file": str(out),
+            "parts": [{"part": p.slug, "folder": p.pages[0].split("/")[0] if "/" in p.pages[0] else p.slug,
+                       "pages": r.meta["pages"], "seconds": r.meta["seconds"],
+                       "peak_rss_mb": r.meta["peak_rss_mb"], "cached": r.cached}
+                      for p, r in zip(book.parts, layout.parts, strict=True)]})
+    (cache_dir / "last-build.json").write_text(json.dumps(summaries, indent=1), encoding="utf-8")
+    return summaries
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="The book's PDFs from the built site, rendered by part and cached.")
+    parser.add_argument("--site-dir", type=Path, default=ROOT / "site", help="the built site (default: site/)")
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "pdf",
+                        help="rendered parts, by content hash (default: .cache/pdf/)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parts rendered at once")
+    parser.add_argument("--lang", choices=LANGS, action="append", help="only this language (repeatable)")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: must be >= 1")
+    if not (args.site_dir / "index.html").is_file():
+        parser.error(f"--site-dir {args.site_dir}: no built site there (run build/build_book.py --no-pdf)")
+    try:
+        build(args.site_dir.resolve(), args.cache_dir.resolve(), args.jobs, tuple(args.lang or LANGS))
+    except PdfError as err:
+        print(f"pdf_book.py: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

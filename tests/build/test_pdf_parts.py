@@ -1,0 +1,83 @@
+"""build/pdf_book.py without the whole book: the part cache renders only what changed, links between
+pages become ``book:`` links to prefixed anchors, and the printed page numbers."""
+
+import sys
+
+import pytest
+from bs4 import BeautifulSoup
+
+from tests.build.book import ROOT
+
+sys.path.insert(0, str(ROOT / "build"))  # spawned render workers import pdf_book by name, as build_book.py does
+import pdf_book  # noqa: E402
+
+PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
+<article class="chapter" id="{key}"><h1 id="{key}--title">{title}</h1><p>{text}</p>
+<div id="{key}--end"></div></article></body></html>"""
+
+
+def test_only_the_changed_part_is_rendered_again_and_its_old_version_dropped(tmp_path):
+    cache = tmp_path / "cache"
+    docs = {"en-a": PAGE.format(key="a", title="A", text="one"), "en-b": PAGE.format(key="b", title="B", text="two")}
+    first = pdf_book.render_all(docs, cache, jobs=2)
+    assert {name: r.cached for name, r in first.items()} == {"en-a": False, "en-b": False}
+    assert first["en-a"].meta["pages"] == 1 and "a--title" in first["en-a"].meta["anchors"]
+
+    again = pdf_book.render_all(docs, cache, jobs=2)
+    assert {name: r.cached for name, r in again.items()} == {"en-a": True, "en-b": True}
+
+    docs["en-b"] = PAGE.format(key="b", title="B", text="two, edited")
+    edited = pdf_book.render_all(docs, cache, jobs=2)
+    assert {name: r.cached for name, r in edited.items()} == {"en-a": True, "en-b": False}
+    assert not first["en-b"].pdf.exists(), "the superseded version of the part stays in the cache"
+    assert sorted(p.name for p in cache.glob("en-b-*")) == sorted([edited["en-b"].pdf.name,
+                                                                  edited["en-b"].pdf.with_suffix(".json").name])
+
+
+def test_a_stylesheet_change_renders_the_part_again(tmp_path):
+    css = tmp_path / "print.css"
+    css.write_text("p { color: black }")
+    page = PAGE.format(key="a", title="A", text="one").replace("<head>", f'<head><link rel="stylesheet" href="{css.as_uri()}">')
+    before = pdf_book.cache_key(page)
+    css.write_text("p { color: red }")
+    assert pdf_book.cache_key(page) != before
+
+
+def _relinked(href: str, site_url=None) -> tuple[str | None, set]:
+    soup = BeautifulSoup(f'<p><a href="{href}">x</a></p>', "html.parser")
+    urls = {"": "home", "network/": "network", "training/memory/": "training-memory"}
+    links = set()
+    pdf_book._relink(soup.a, "zh/training/memory/", "training-memory", urls, "zh/", site_url, links)
+    return (soup.a.get("href") if soup.a else None), links
+
+
+@pytest.mark.parametrize("href, expected", [
+    ("#units", "book:training-memory--units"),                     # the same page
+    ("../../network/#busbw", "book:network--busbw"),                # another page, a heading
+    ("../../network/", "book:network"),                             # another page, its start
+    ("../../network/index.html#x", "book:network--x"),
+    ("../../#%E7%AE%80%E4%BB%8B", "book:home--简介"),                # a percent-encoded Chinese id
+    ("https://example.org/a#b", "https://example.org/a#b"),         # another site: untouched
+    ("mailto:someone@example.org", "mailto:someone@example.org"),
+])
+def test_links_between_pages_become_book_links_to_prefixed_anchors(href, expected):
+    new, links = _relinked(href)
+    assert new == expected
+    assert links == ({expected.removeprefix(pdf_book.LINK)} if expected.startswith(pdf_book.LINK) else set())
+
+
+def test_a_link_to_a_site_file_gets_the_sites_address_or_becomes_text():
+    assert _relinked("../../../scripts/network/x.py", "https://book.example/")[0] == "https://book.example/scripts/network/x.py"
+    assert _relinked("../../../scripts/network/x.py")[0] is None  # no <a> left, only its text
+
+
+def test_page_numbers_roman_in_the_front_matter_arabic_from_the_first_part():
+    assert pdf_book.page_labels(4, 3) == ["", "ii", "iii", "iv", "1", "2", "3"]
+    assert [pdf_book.roman(n) for n in (1, 4, 9, 14, 40, 90, 400, 1994)] == [
+        "i", "iv", "ix", "xiv", "xl", "xc", "cd", "mcmxciv"]
+
+
+def test_page_urls_and_keys_follow_mkdocs_directory_urls():
+    assert [pdf_book.page_url(s) for s in ("index.md", "network/index.md", "training/memory.md", "compute/roofline.ipynb")] == [
+        "", "network/", "training/memory/", "compute/roofline/"]
+    assert pdf_book.page_key("training/memory.md") == "training-memory" and pdf_book.page_key("index.md") == "home"
