@@ -52,10 +52,15 @@ PYTEST_WORKERS ?=
 # More pytest options, e.g. PYTEST_ARGS=--junitxml=pytest-report.xml (what tools/loop_bench.py reads).
 PYTEST_ARGS ?=
 
-test: book  ## the whole suite, on the book that `make book` built (GPU tests skip without CUDA)
-	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
+# PART=network: only that part's tests (tests/network/ and its notebooks under nbval).
+PART ?=
+PART_PATHS = $(if $(PART),$(wildcard tests/$(PART) notebooks/$(PART)),)
 
-check: venv  ## the quick part: everything but the book build, the notebooks and the SLURM cluster
+test: $(if $(PART),venv node-packages,book)  ## the whole suite, on the book that `make book` built (GPU tests skip without CUDA); PART=name for one part
+	$(if $(PART),$(if $(PART_PATHS),,$(error PART=$(PART): no tests/$(PART) or notebooks/$(PART))))
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) $(PART_PATHS)
+
+check: venv node-packages  ## the quick part: everything but the PDFs, the notebooks' execution and the SLURM cluster
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) --ignore=notebooks --ignore=tests/build --ignore=tests/orchestration
 
 test-gpu: venv  ## only the GPU tests, on a machine with CUDA

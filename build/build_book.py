@@ -97,10 +97,14 @@ def build(site_dir: Path, pdfs: bool, cache_dir: Path, jobs: int) -> None:
         raise SystemExit("build_book.py: error: mkdocs build failed: mkdocs.yml")
     print(f"build_book.py: site built in {time.perf_counter() - start:.1f} s", flush=True)
     if pdfs:
-        try:
-            pdf_book.build(site_dir, cache_dir, jobs)
-        except pdf_book.PdfError as err:
-            raise SystemExit(f"build_book.py: error: PDF build failed: {err}") from None
+        make_pdfs(site_dir, cache_dir, jobs)
+
+
+def make_pdfs(site_dir: Path, cache_dir: Path, jobs: int) -> None:
+    try:
+        pdf_book.build(site_dir, cache_dir, jobs)
+    except pdf_book.PdfError as err:
+        raise SystemExit(f"build_book.py: error: PDF build failed: {err}") from None
 
 
 def main(argv=None) -> int:
@@ -128,6 +132,11 @@ def main(argv=None) -> int:
         have_pdfs = fresh and stamp.get("pdfs") and len(pdf_files(site_dir)) == len(LANGS)
         if fresh and (args.no_pdf or have_pdfs) and not args.force:
             print(f"build_book.py: {site_dir.name}/ is up to date with its inputs")
+            return 0
+        if fresh and not args.force:  # the site is current; only the PDFs were not asked for last time
+            make_pdfs(site_dir, args.cache_dir.resolve(), args.jobs)
+            write_stamp(site_dir, {"inputs": digest, "pdfs": True})
+            print(f"built the PDFs of {site_dir}")
             return 0
         (site_dir / STAMP).unlink(missing_ok=True)  # an interrupted build must not look fresh
         check_translations()

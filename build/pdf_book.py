@@ -173,9 +173,9 @@ def part_html(book: Book, part: Part, site_dir: Path) -> PartDoc:
             if h.get("id"):
                 doc.headings.append(Heading(int(h.name[1]), h.get_text(" ", strip=True), h["id"]))
         article.attrs = {"class": ["md-typeset", "chapter"], "id": key, "lang": book.lang}
-        end = soup.new_tag("div", id=f"{key}--end", attrs={"class": "end-of-chapter"})
-        article.append(end)
-        doc.anchors += [key, end["id"]] + [h.anchor for h in doc.headings if h.anchor.startswith(key + "--")]
+        # the guard: an anchor at the very end of the chapter, which must land on a page
+        article.append(soup.new_tag("div", id=f"{key}--end", attrs={"class": "end-of-chapter"}))
+        doc.anchors += [key, f"{key}--end"] + [h.anchor for h in doc.headings if h.anchor.startswith(key + "--")]
         body.append(str(article))
     css = _stylesheets(site_dir)
     head = "".join(f"<style>{text}</style>" for text in styles)

@@ -9,6 +9,9 @@ may name it too); the
 ``files`` it names are created there first, and must hold the same bytes afterwards; the
 ``fifos`` it names are created as named pipes, and must still be pipes afterwards (an output
 written by a rename over one would replace it, as it once replaced /dev/null).
+
+The runs fork from a server that imported torch once (tests/preloaded.py), which gives the script
+what ``python SCRIPT`` would; ``Case(fresh_process=True)`` runs a real interpreter instead.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests import preloaded
 from tests.launchers import REPO, clean_env, free_port
 
 
@@ -41,6 +45,7 @@ class Case:
     files: dict[str, str | bytes] = field(default_factory=dict)
     fifos: tuple[str, ...] = ()
     limit_s: float = 30.0
+    fresh_process: bool = False   # run a real interpreter, not a fork of the torch-preloaded server
 
     def param(self):
         import pytest
@@ -51,12 +56,9 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executable) -> str:
-    """Run ``scripts/<script>`` with ``case`` in ``tmp``; assert the contract and return the
-    error line. Fails when the status differs, the output has a traceback or more than one
-    ``error:`` line, the line does not match, the run takes longer than ``case.limit_s``, an
-    input file changed, a FIFO was replaced, or a stray temporary file was left next to an
-    output."""
+def prepare(script: str, case: Case, tmp: Path) -> tuple[Path, list[str], dict[str, str], dict[str, str]]:
+    """Create the case's files and FIFOs in ``tmp``; return the script's path, its arguments, its
+    environment and the values put into ``{tmp}``, ``{script}`` and ``{port}``."""
     path = REPO / "scripts" / script
     fill = {"tmp": str(tmp), "script": str(path), "port": str(free_port())}
     for name, content in case.files.items():
@@ -68,13 +70,31 @@ def check_refused(script: str, case: Case, tmp: Path, python: str = sys.executab
             target.write_bytes(content)
     for name in case.fifos:
         os.mkfifo(tmp / name)
+    env = clean_env({k: v.format(**fill) for k, v in case.env.items()})
+    return path, [a.format(**fill) for a in case.args], env, fill
+
+
+def run(path: Path, argv: list[str], env: dict[str, str], tmp: Path, case: Case,
+        fresh_process: bool = False) -> subprocess.CompletedProcess:
+    """The script run in ``tmp``: in a real interpreter with ``fresh_process`` (or
+    ``case.fresh_process``), else forked from the torch-preloaded server (tests/preloaded.py)."""
+    if fresh_process or case.fresh_process:
+        return subprocess.run([sys.executable, str(path), *argv], cwd=tmp, env=env, capture_output=True, text=True,
+                              timeout=case.limit_s + 30, start_new_session=True, stdin=subprocess.DEVNULL)
+    return preloaded.run(path, argv, tmp, env, timeout=case.limit_s + 30)
+
+
+def check_refused(script: str, case: Case, tmp: Path) -> str:
+    """Run ``scripts/<script>`` with ``case`` in ``tmp``; assert the contract and return the
+    error line. Fails when the status differs, the output has a traceback or more than one
+    ``error:`` line, the line does not match, the run takes longer than ``case.limit_s``, an
+    input file changed, a FIFO was replaced, or a stray temporary file was left next to an
+    output."""
+    path, argv, env, fill = prepare(script, case, tmp)
     before = {name: _digest(tmp / name) for name in case.files if (tmp / name).is_file()}
     listing = sorted(os.listdir(tmp))
-    env = clean_env({k: v.format(**fill) for k, v in case.env.items()})
     start = time.monotonic()
-    proc = subprocess.run([python, str(path), *[a.format(**fill) for a in case.args]],
-                          cwd=tmp, env=env, capture_output=True, text=True,
-                          timeout=case.limit_s + 30, start_new_session=True)
+    proc = run(path, argv, env, tmp, case)
     elapsed = time.monotonic() - start
     shown = f"\n$ {path.name} {' '.join(case.args)}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert "Traceback" not in proc.stdout + proc.stderr, "traceback printed" + shown

@@ -21,23 +21,33 @@ def require_tool(name: str) -> str:
     pytest.skip(f"{name} is not installed")
 
 
-@pytest.fixture(scope="session")
-def built_site() -> Path:
-    """The site and PDFs in ``site/``, as `make book` builds them: build/build_book.py rebuilds only
-    when an input changed, so after `make book` this takes well under a second.
-
-    Set BOOK_TEST_SITE=path/to/site to test another build instead.
-    """
+def _build(*args: str) -> Path:
     existing = os.environ.get("BOOK_TEST_SITE")
     if existing:
         return Path(existing).resolve()
     site = ROOT / "site"
-    # Its own limit (pytest.ini sets timeout_func_only): a cold build of both PDFs takes minutes.
-    result = subprocess.run([sys.executable, "build/build_book.py", "--site-dir", str(site)],
+    # Its own limit (pytest.ini sets timeout_func_only): a cold build takes minutes.
+    result = subprocess.run([sys.executable, "build/build_book.py", "--site-dir", str(site), *args],
                             cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, f"book build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     return site
 
+
+@pytest.fixture(scope="session")
+def built_site() -> Path:
+    """The website in ``site/`` (no PDFs needed), as `make site` builds it: build/build_book.py
+    rebuilds only when an input changed, so after `make book` this takes well under a second.
+
+    Set BOOK_TEST_SITE=path/to/site to test another build instead.
+    """
+    return _build("--no-pdf")
+
+
+@pytest.fixture(scope="session")
+def built_book(built_site) -> Path:
+    """The site and both PDFs in ``site/``, as `make book` builds them (the PDF stage alone when
+    the site is already up to date). Only tests/build/ uses it."""
+    return _build()
 
 
 def pytest_xdist_make_scheduler(config, log):

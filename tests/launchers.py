@@ -103,8 +103,14 @@ def interrupt_when(script: Path, args: list[str], ready, sig: int, cwd: Path = R
                    timeout: float = 60) -> Result:
     """Run ``python <script> args``, read its stdout line by line until ``ready(lines)`` (every
     line so far) is true, send ``sig`` and collect the rest within ``timeout`` s. ``stdout`` of
-    the Result holds every line. Fails the test if the script ends before it is ready."""
-    proc = subprocess.Popen([sys.executable, str(script), *args], cwd=cwd, env=clean_env(),
+    the Result holds every line. Fails the test if the script ends before it is ready.
+
+    The script starts with SIGINT and SIGQUIT ignored, as a non-interactive shell starts a
+    background job (`cmd &`, and so every process of a suite run that way): a script that stops on
+    Ctrl-C only because Python's default handler happened to be installed fails here, whatever
+    terminal or shell started the suite."""
+    ignoring = ["sh", "-c", 'trap "" INT QUIT; exec "$0" "$@"']  # exec keeps ignored signals ignored
+    proc = subprocess.Popen([*ignoring, sys.executable, str(script), *args], cwd=cwd, env=clean_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     lines: list[str] = []

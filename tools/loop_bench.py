@@ -45,7 +45,7 @@ def test_costs(junit: Path) -> dict[str, dict]:
     costs: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0})
     for case in ET.parse(junit).getroot().iter("testcase"):
         parts = case.get("classname", "").split(".")
-        folder = parts[1] if len(parts) > 2 and parts[0] in ("tests", "notebooks") else "(repository)"
+        folder = parts[1] if len(parts) > 2 and parts[0] in ("tests", "notebooks") else "(tests/*.py)"
         costs[folder]["tests"] += 1
         costs[folder]["seconds"] += float(case.get("time", 0))
     return dict(costs)
@@ -66,18 +66,19 @@ def part_costs(last_build: dict, tests: dict[str, dict]) -> list[dict]:
     folders = {row["folder"] for row in rows.values()}
     for folder, cost in sorted(tests.items()):
         if folder not in folders:  # the build's own tests, tools, the repository-wide checks
-            rows[folder] = {"part": f"({folder})", "folder": folder, "render_s": 0.0, "pages": {},
+            label = folder if folder.startswith("(") else f"(tests/{folder})"
+            rows[folder] = {"part": label, "folder": folder, "render_s": 0.0, "pages": {},
                             "peak_rss_mb": 0, "tests": cost["tests"], "test_s": round(cost["seconds"], 1)}
     return list(rows.values())
 
 
 def print_parts(rows: list[dict]) -> None:
-    print(f"{'part':<16}{'render s':>10}{'pages en':>10}{'pages zh':>10}{'peak MB':>9}{'tests':>7}{'test s':>9}")
+    print(f"{'part':<18}{'render s':>10}{'pages en':>10}{'pages zh':>10}{'peak MB':>9}{'tests':>7}{'test s':>9}")
     for r in rows:
-        print(f"{r['part']:<16}{r['render_s']:>10.1f}{r['pages'].get('en', ''):>10}{r['pages'].get('zh', ''):>10}"
+        print(f"{r['part']:<18}{r['render_s']:>10.1f}{r['pages'].get('en', ''):>10}{r['pages'].get('zh', ''):>10}"
               f"{r['peak_rss_mb'] or '':>9}{r['tests']:>7}{r['test_s']:>9.1f}")
     total = {k: sum(r[k] for r in rows) for k in ("render_s", "tests", "test_s")}
-    print(f"{'total':<16}{total['render_s']:>10.1f}{'':>29}{total['tests']:>7}{total['test_s']:>9.1f}")
+    print(f"{'total':<18}{total['render_s']:>10.1f}{'':>29}{total['tests']:>7}{total['test_s']:>9.1f}")
 
 
 # ---------------------------------------------------------------------------------------------

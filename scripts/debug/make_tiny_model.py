@@ -69,6 +69,7 @@ import math
 import os
 import pickle
 import random
+import signal
 import sys
 import tempfile
 import threading
@@ -462,6 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored:
+    # restore it, so that Ctrl-C or `kill -INT` stops the run however it was started.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     t0 = time.time()
     try:
         texts = make_corpus(args.sentences, args.seed)

@@ -88,6 +88,7 @@ import json
 import math
 import os
 import random
+import signal
 import sys
 import tempfile
 import threading
@@ -459,6 +460,9 @@ def row(step, m: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored:
+    # restore it, so that Ctrl-C or `kill -INT` stops the run however it was started.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     min_len = args.prompt_len + args.completion_len
     texts = load_corpus(args.corpus, min_len)  # before torch: a bad corpus fails fast
 

@@ -69,6 +69,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -368,6 +369,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored:
+    # restore it, so that Ctrl-C or `kill -INT` stops the run however it was started.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     local_rank = env_int("LOCAL_RANK", 0)
     import torch
 

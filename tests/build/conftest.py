@@ -23,7 +23,7 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site_url(built_site):
     handler = functools.partial(QuietHandler, directory=str(built_site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -33,10 +33,10 @@ def site_url(built_site):
     server.shutdown()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """One Chromium for the module; its performance log records every request it makes
-    (``requested_urls``)."""
+    """One Chromium for the session (the search and calculator tests share it); its performance
+    log records every request it makes (``requested_urls``)."""
     options = webdriver.ChromeOptions()
     options.binary_location = require_tool("chromium")
     for flag in CHROMIUM_FLAGS:

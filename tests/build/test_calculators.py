@@ -7,11 +7,15 @@ input), presses Calculate and compares the page with ``python SCRIPT ARGV --json
 ``versions`` and ``command``, which say when, where and how a run was started, may differ: the
 command line names the --json file), the table's rows, the printed report, the command line shown,
 and for the invalid input the one-line error. (tests/build/test_pdf.py checks that each PDF prints
-the worked examples.) A linked address (the inputs in the query) gives
-the same result again, and no request leaves the loopback host.
+the worked examples.) A linked address (the inputs in the query), opened on the Chinese page, gives
+the same result again, and no request leaves the loopback host. The command-line results are
+computed in parallel before the pages load.
 """
 
+import concurrent.futures
+import functools
 import json
+import os
 import shlex
 import urllib.parse
 
@@ -170,8 +174,23 @@ def shown(browser) -> dict:
     return text
 
 
+@functools.lru_cache(maxsize=None)
+def _cli(script: str, argv: tuple[str, ...]) -> dict:
+    return calculators.run_cli(script, list(argv))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cli_results():
+    """Every configuration's command-line result, computed in parallel before the pages load."""
+    runs = [(spec["script"], tuple(argv_of(spec, config)))
+            for name in calculators.names() for spec in [calculators.load(name)]
+            for config in [*CONFIGS[name], dict(_pairs(spec["example"]))]]
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        list(pool.map(lambda run: _cli(*run), runs))
+
+
 def check_same_as_cli(page: dict, spec: dict, argv: list[str]) -> None:
-    cli = calculators.run_cli(spec["script"], argv)
+    cli = _cli(spec["script"], tuple(argv))
     assert page["command"] == shlex.join(["python", spec["script"], *argv])
     if cli["status"] != 0:
         assert cli["error"], cli["stderr"]
@@ -208,17 +227,14 @@ def test_calculator_gives_what_the_command_line_gives(site_url, browser, name):
     assert refused >= 1, "no configuration was refused: add an invalid one"
     assert len(configs) - refused >= 5
 
-    # the address now holds the last inputs: opening it again gives the same result
-    link = browser.current_url
-    query = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query, keep_blank_values=True)
+    # the address now holds the last inputs: the Chinese page opened with them gives the same
+    # result (its labels differ, the fields and the script do not); one page load checks both
+    link = urllib.parse.urlsplit(browser.current_url)
+    query = urllib.parse.parse_qs(link.query, keep_blank_values=True)
     assert {f"--{k}" for k in query} == set(configs[-1])
-    browser.get(link)
+    browser.get(f"{page_url(site_url, name, 'zh')}?{link.query}")
     wait_ready(browser)
     check_same_as_cli(shown(browser), spec, argv_of(spec, configs[-1]))
-
-    # the Chinese page runs the same script (its labels differ, the fields do not)
-    browser.get(page_url(site_url, name, "zh"))
-    wait_ready(browser)
     enter(browser, spec, configs[0])
     check_same_as_cli(shown(browser), spec, argv_of(spec, configs[0]))
 
@@ -254,7 +270,7 @@ def test_every_calculator_has_a_page_in_each_language_and_its_chapter_links_it()
 def examples():
     """Each calculator's worked example, run on the command line once."""
     specs = {name: calculators.load(name) for name in calculators.names()}
-    return {name: calculators.run_cli(spec["script"], spec["example"]) for name, spec in specs.items()}
+    return {name: _cli(spec["script"], tuple(spec["example"])) for name, spec in specs.items()}
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -18,10 +18,10 @@ from tools import calculators
 
 
 @pytest.fixture(scope="module")
-def pdfs(built_site):
+def pdfs(built_book):
     readers = {}
     for lang in LANGS:
-        path = built_site / "pdf" / PDF_NAME.format(lang=lang)
+        path = built_book / "pdf" / PDF_NAME.format(lang=lang)
         assert path.is_file(), f"missing {path.name}"
         readers[lang] = PdfReader(str(path))
     return readers
@@ -39,13 +39,13 @@ _WORD = re.compile(r'<word xMin="([\d.-]+)" yMin="([\d.-]+)"[^>]*>(.*?)</word>')
 
 
 @pytest.fixture(scope="module")
-def page_texts(built_site) -> dict[str, list[PageText]]:
+def page_texts(built_book) -> dict[str, list[PageText]]:
     """Every page's words with their positions, read once per language with poppler's pdftotext
     (a few seconds for 400 pages; pypdf takes about 20 s a pass)."""
     pdftotext = require_tool("pdftotext")
     result = {}
     for lang in LANGS:
-        path = built_site / "pdf" / PDF_NAME.format(lang=lang)
+        path = built_book / "pdf" / PDF_NAME.format(lang=lang)
         xhtml = subprocess.run([pdftotext, "-bbox", str(path), "-"], capture_output=True, text=True,
                                check=True, timeout=120).stdout
         pages = []
@@ -59,12 +59,12 @@ def page_texts(built_site) -> dict[str, list[PageText]]:
 
 
 @pytest.fixture(scope="module")
-def images(built_site) -> dict[str, list[int]]:
+def images(built_book) -> dict[str, list[int]]:
     """The page number (1-based) of every image drawn, from poppler's pdfimages (a PNG with
     transparency adds an "smask" row for its alpha channel, which is not counted)."""
     result = {}
     for lang in LANGS:
-        listing = subprocess.run([require_tool("pdfimages"), "-list", str(built_site / "pdf" / PDF_NAME.format(lang=lang))],
+        listing = subprocess.run([require_tool("pdfimages"), "-list", str(built_book / "pdf" / PDF_NAME.format(lang=lang))],
                                  capture_output=True, text=True, check=True, timeout=120).stdout
         result[lang] = [int(line.split()[0]) for line in listing.splitlines()[2:] if line.split()[2] == "image"]
     return result
@@ -98,9 +98,9 @@ def outline_titles(reader) -> list[str]:
     return [title for _, title, _ in outline_entries(reader)]
 
 
-def _headings(built_site, lang, level):
+def _headings(built_book, lang, level):
     for src in nav_pages():
-        page = page_soup(built_page(built_site, lang, src).resolve())
+        page = page_soup(built_page(built_book, lang, src).resolve())
         article = page.select_one("article")
         for h in article.find_all(level):
             text = h.get_text(" ", strip=True).rstrip("¶").strip()
@@ -108,12 +108,12 @@ def _headings(built_site, lang, level):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_outline_has_every_chapter_and_section(pdfs, built_site, lang):
+def test_outline_has_every_chapter_and_section(pdfs, built_book, lang):
     outline = set(outline_titles(pdfs[lang]))
     missing = [
         f"{src}: {text}"
         for level in ("h1", "h2")
-        for src, text in _headings(built_site, lang, level)
+        for src, text in _headings(built_book, lang, level)
         if text not in outline
     ]
     assert not missing, "not in the PDF outline:\n" + "\n".join(missing)
@@ -171,7 +171,7 @@ def test_outline_entries_land_on_the_page_of_their_heading(pdfs, page_texts, lan
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_internal_links_land_on_the_page_of_their_target(pdfs, page_texts, built_site, lang):
+def test_internal_links_land_on_the_page_of_their_target(pdfs, page_texts, built_book, lang):
     """A link between pages goes to a named destination PAGEKEY--ID (or PAGEKEY, the page's start);
     the element with that id in the built site names what must be on the destination page: a
     heading's text, or for any other target at least its page."""
@@ -191,7 +191,7 @@ def test_internal_links_land_on_the_page_of_their_target(pdfs, page_texts, built
             assert name in named, f"page {number + 1}: link to unknown destination {name}"
             target = reader.get_destination_page_number(named[name])
             key, _, anchor = name.partition("--")
-            soup = page_soup(built_page(built_site, lang, urls[key]).resolve())
+            soup = page_soup(built_page(built_book, lang, urls[key]).resolve())
             element = soup.select_one("article h1") if not anchor else soup.find(id=anchor)
             assert element is not None, f"page {number + 1}: {name} is no element of {urls[key]}"
             if element.name in ("h1", "h2", "h3", "h4"):
@@ -236,8 +236,8 @@ def test_each_part_starts_a_page_after_the_last_page_of_the_one_before(pdfs, pag
         assert len(pages[index - 1].text.split()) > len(pages[index - 1].footer)
 
 
-def test_zh_pdf_embeds_a_simplified_chinese_font(built_site):
-    listing = subprocess.run([require_tool("pdffonts"), str(built_site / "pdf" / PDF_NAME.format(lang="zh"))],
+def test_zh_pdf_embeds_a_simplified_chinese_font(built_book):
+    listing = subprocess.run([require_tool("pdffonts"), str(built_book / "pdf" / PDF_NAME.format(lang="zh"))],
                              capture_output=True, text=True, check=True, timeout=120).stdout
     # columns: name, type (several words), encoding, emb, sub, uni, object, generation
     embedded = [line.split()[0] for line in listing.splitlines()[2:] if line.split()[-5] == "yes"]

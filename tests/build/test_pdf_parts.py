@@ -81,3 +81,31 @@ def test_page_urls_and_keys_follow_mkdocs_directory_urls():
     assert [pdf_book.page_url(s) for s in ("index.md", "network/index.md", "training/memory.md", "compute/roofline.ipynb")] == [
         "", "network/", "training/memory/", "compute/roofline/"]
     assert pdf_book.page_key("training/memory.md") == "training-memory" and pdf_book.page_key("index.md") == "home"
+
+
+def _book_of_one_part() -> tuple:
+    part = pdf_book.Part("network", "Network", ["network/index.md"])
+    book = pdf_book.Book("en", "Book", {}, None, [part])
+    doc = pdf_book.PartDoc("en", part, headings=[pdf_book.Heading(1, "Network", "network--network")],
+                           links={"network--network"}, anchors=["network", "network--network", "network--end"])
+    return book, {"network": doc}
+
+
+def test_the_build_fails_when_weasyprint_dropped_the_end_of_a_part(tmp_path):
+    book, docs = _book_of_one_part()
+    placed = {"network": [0, 800.0], "network--network": [0, 780.0]}  # the chapter's end anchor is missing
+    rendered = {"en-network": pdf_book.Rendered("en-network", tmp_path / "x.pdf", {"pages": 1, "anchors": placed}, False)}
+    with pytest.raises(pdf_book.PdfError, match="did not place 1 anchors, from 'network--end'"):
+        pdf_book.lay_out(book, docs, rendered)
+    placed["network--end"] = [0, 100.0]
+    layout = pdf_book.lay_out(book, docs, rendered)
+    assert layout.body_pages == 1 and [e.title for e in layout.entries] == ["Network"]
+
+
+def test_the_build_fails_on_a_link_to_an_anchor_no_page_holds(tmp_path):
+    book, docs = _book_of_one_part()
+    docs["network"].links.add("network--nowhere")
+    placed = {"network": [0, 800.0], "network--network": [0, 780.0], "network--end": [0, 100.0]}
+    rendered = {"en-network": pdf_book.Rendered("en-network", tmp_path / "x.pdf", {"pages": 1, "anchors": placed}, False)}
+    with pytest.raises(pdf_book.PdfError, match="1 links point at anchors no page holds.*network--nowhere"):
+        pdf_book.lay_out(book, docs, rendered)

@@ -28,9 +28,9 @@ def test_every_nav_page_is_built_in_each_language(built_site, lang):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_every_page_links_its_languages_pdf(built_site, lang):
+def test_every_page_links_its_languages_pdf(built_book, lang):
     for src in nav_pages():
-        page_path = built_page(built_site, lang, src)
+        page_path = built_page(built_book, lang, src)
         links = [a["href"] for a in soup(page_path).select("a.book-pdf")]
         assert len(links) == 1, f"{lang} {src}: expected one PDF link, found {links}"
         assert links[0].endswith(f"-{lang}.pdf")

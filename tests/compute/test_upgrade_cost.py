@@ -346,4 +346,4 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_careless_input_is_refused(case, tmp_path):
-    check_refused(f"compute/{SCRIPT}", case, tmp_path, python=sys.executable)
+    check_refused(f"compute/{SCRIPT}", case, tmp_path)

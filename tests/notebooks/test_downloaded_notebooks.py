@@ -1,6 +1,8 @@
-"""A notebook downloaded from the site runs on its own: copied alone into an empty folder, it reads
-the book's data, results and scripts from the site (served here on loopback), through the one
-loader that every notebook carries (``book_file``), identical in all of them."""
+"""A notebook downloaded from the site runs on its own: the copy the site offers is the notebook that
+nbval executes from the repository (same cells, same outputs), and copied alone into an empty folder
+it reads the book's data, results and scripts from the site (served here on loopback), through the
+one loader that every notebook carries (``book_file``), identical in all of them. Only the loader
+runs here: executing the whole notebook a second time would prove nothing nbval has not."""
 
 import ast
 import functools
@@ -14,7 +16,6 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from tests.build.book import LANGS, ROOT, built_page, nav_pages
 
@@ -54,36 +55,60 @@ def downloaded(built_site: Path, lang: str, src: str) -> Path:
     return path
 
 
-def run_alone(notebook: Path, folder: Path, site_url: str, monkeypatch) -> None:
-    """Execute the notebook with ``folder`` as its working directory and BOOK_SITE_URL set."""
-    monkeypatch.setenv("BOOK_SITE_URL", site_url)
-    nb = nbformat.read(notebook, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(folder)}}).execute()
-
-
 def asked_for(notebook: Path) -> set[str]:
     source = "\n".join(cell.source for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code")
     source = re.sub(r'""".*?"""', "", source, flags=re.S)  # docstrings: book_file's names an example path
     return {a or b for a, b in BOOK_PATHS.findall(source)}
 
 
+_SITE_LINE = re.compile(r'(BOOK_SITE = os\.environ\.get\("BOOK_SITE_URL", ")[^"]*(")')
+
+
+def cells(notebook: Path) -> list[tuple[str, str, int]]:
+    """(type, source, number of outputs) of each cell, the loader's default site address left out
+    (the build points the downloadable copies at the site's own)."""
+    return [(c.cell_type, _SITE_LINE.sub(r"\1\2", c.source), len(c.get("outputs", [])))
+            for c in nbformat.read(notebook, as_version=4).cells]
+
+
+def own_loader(notebook: Path, folder: Path, site_url: str, monkeypatch):
+    """The notebook's own book_file, defined as the notebook defines it, running in ``folder`` with
+    BOOK_SITE_URL set: what the notebook's code would read, without executing the rest of it (nbval
+    executes the same notebook from the repository)."""
+    monkeypatch.setenv("BOOK_SITE_URL", site_url)
+    monkeypatch.chdir(folder)
+    cell = next(c.source for c in nbformat.read(notebook, as_version=4).cells
+                if c.cell_type == "code" and "def book_file" in c.source)
+    namespace: dict = {}
+    exec(compile(_loader_source_of(cell), f"{notebook.name}:loader", "exec"), namespace)
+    return namespace["book_file"]
+
+
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("src", NOTEBOOK_PAGES)
-def test_downloaded_notebook_runs_alone_reading_the_site(built_site, site, tmp_path, monkeypatch, lang, src):
-    notebook = shutil.copy(downloaded(built_site, lang, src), tmp_path)
+def test_downloaded_notebook_is_the_tested_one_and_reads_its_files_from_the_site(
+        built_site, site, tmp_path, monkeypatch, lang, src):
+    """The copy a reader downloads is the notebook nbval executes (same cells and outputs), and
+    alone in an empty folder its loader reads every file the notebook asks for from the site."""
+    notebook = Path(shutil.copy(downloaded(built_site, lang, src), tmp_path))
+    assert cells(notebook) == cells((ROOT / "book" / lang / src).resolve()), "the download is not the tested notebook"
+    if not asked_for(notebook):
+        return  # it reads no file of the book (test_every_notebook_carries_the_same_loader)
+    book_file = own_loader(notebook, tmp_path, site.url, monkeypatch)
     site.requested.clear()
-    run_alone(Path(notebook), tmp_path, site.url, monkeypatch)
-    assert {"/" + rel for rel in asked_for(Path(notebook))} <= set(site.requested), site.requested
+    for rel in sorted(asked_for(notebook)):
+        assert book_file(rel) == (ROOT / rel).read_bytes(), f"{rel}: the site serves other bytes"
+    assert {"/" + rel for rel in asked_for(notebook)} <= set(site.requested), site.requested
 
 
 def test_a_file_next_to_the_notebook_is_used_first(built_site, site, tmp_path, monkeypatch):
     src = "instabilities/loss_spike_detection.ipynb"
     notebook = Path(shutil.copy(downloaded(built_site, "en", src), tmp_path))
     (rel,) = asked_for(notebook)
-    shutil.copy(ROOT / rel, tmp_path)
+    (tmp_path / Path(rel).name).write_bytes(b"the copy next to the notebook")
+    book_file = own_loader(notebook, tmp_path, site.url, monkeypatch)
     site.requested.clear()
-    run_alone(notebook, tmp_path, site.url, monkeypatch)
+    assert book_file(rel) == b"the copy next to the notebook"
     assert site.requested == [], "read from the site although the file was next to the notebook"
 
 
@@ -99,7 +124,10 @@ def test_a_missing_file_is_one_clear_error(tmp_path, monkeypatch):
 def _loader(py: Path) -> dict[str, str]:
     """The loader's definitions in a notebook source, by name: BOOK_SITE, book_file and, where the
     notebook imports a script, book_module."""
-    text = py.read_text(encoding="utf-8")
+    return _loader_defs(py.read_text(encoding="utf-8"))
+
+
+def _loader_defs(text: str) -> dict[str, str]:
     lines = text.splitlines()
     found = {}
     for node in ast.parse(text).body:
@@ -110,8 +138,12 @@ def _loader(py: Path) -> dict[str, str]:
 
 
 def _loader_source(py: Path) -> str:
+    return _loader_source_of(py.read_text(encoding="utf-8"))
+
+
+def _loader_source_of(text: str) -> str:
     imports = "import os\nimport sys\nimport urllib.request\nfrom pathlib import Path"
-    return "\n\n".join([imports, *_loader(py).values()])
+    return "\n\n".join([imports, *_loader_defs(text).values()])
 
 
 LOADERS = sorted(py for py in (ROOT / "notebooks").rglob("*.py") if "def book_file" in py.read_text(encoding="utf-8"))

@@ -10,7 +10,9 @@ and waits until both nodes are idle. The ``slurm`` fixture hands it to a test an
 cancels what the test left running and resumes drained/downed nodes, so tests stay independent.
 At the end of the session (also after failures) everything is stopped: ``scontrol shutdown``,
 then SIGTERM/SIGKILL to leftovers, then munged; the finalizer asserts that no daemon it started
-is left behind.
+is left behind. It ends only its own processes, found by id (the daemons it started, and the
+slurmstepd whose environment names its slurm.conf): a developer's or another session's cluster on
+the same machine survives the run.
 
 Every client command runs under a timeout; jobs are followed by polling ``squeue`` (``sbatch
 --wait`` backs off to multi-second sleeps). Jobs see the repository's virtualenv first on PATH,
@@ -49,18 +51,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _daemon_pids() -> dict[int, str]:
-    """pid -> name of every running munged/slurm* daemon process on the machine."""
+def _daemons(conf: Path) -> dict[int, str]:
+    """pid -> name of the running munged/slurm* processes of the cluster whose configuration is
+    ``conf``: the fixture starts each daemon with SLURM_CONF=conf in its environment, and slurmd
+    passes its environment on to the slurmstepd of each job. Another cluster on the machine (a
+    developer's, another test session's) has another SLURM_CONF, or none, and is left alone."""
     found = {}
+    marker = f"SLURM_CONF={conf}".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             name = (entry / "comm").read_text().strip()
-        except OSError:
+            if name in DAEMONS and marker in (entry / "environ").read_bytes().split(b"\0"):
+                found[int(entry.name)] = name
+        except OSError:  # gone, or another user's
             continue
-        if name in DAEMONS:
-            found[int(entry.name)] = name
     return found
 
 
@@ -79,7 +85,6 @@ class Cluster:
         self.root = root
         self.conf = root / "slurm.conf"
         self.procs: dict[str, subprocess.Popen] = {}
-        self.daemons_before = _daemon_pids()  # not ours: left alone, not reported
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_"))
                     and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
@@ -290,6 +295,13 @@ PartitionName=debug Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=U
                 raise RuntimeError(f"timed out waiting for {what}")
             time.sleep(0.1)
 
+    def daemons(self) -> dict[int, str]:
+        """pid -> name of this cluster's daemons still running (the ones it started, and the
+        slurmstepd of its jobs); nothing of another cluster on the machine."""
+        own = _daemons(self.conf)
+        own.update({p.pid: name for name, p in self.procs.items() if p.poll() is None})
+        return own
+
     def stop(self) -> None:
         """Cancel jobs, shut SLURM down, stop munged; SIGTERM then SIGKILL what remains."""
         slurm = {n: p for n, p in self.procs.items() if n != "munged"}
@@ -304,9 +316,7 @@ PartitionName=debug Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=U
                     break
                 time.sleep(0.2)
             # slurmstepd processes outlive their job by a moment (epilog, I/O flush).
-            while time.monotonic() < deadline + 15 and any(
-                    name == "slurmstepd" and pid not in self.daemons_before
-                    for pid, name in _daemon_pids().items()):
+            while time.monotonic() < deadline + 15 and "slurmstepd" in self.daemons().values():
                 time.sleep(0.2)
             subprocess.run(["scontrol", "shutdown"], env=self.env, capture_output=True,
                            timeout=15, check=False)
@@ -343,7 +353,7 @@ def slurm_cluster():
     finally:
         cluster.stop()
         time.sleep(0.3)
-        left = {pid: name for pid, name in _daemon_pids().items() if pid not in cluster.daemons_before}
+        left = cluster.daemons()  # only what this fixture started, by process id
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
