@@ -22,6 +22,7 @@ Paths are relative to the repository root. A missing file or a bad table fails t
 with the page named. The files under scripts/, data/ and results/ are copied into the site.
 """
 
+import html
 import posixpath
 import re
 import shutil
@@ -77,7 +78,8 @@ def _appendix(page, config) -> str:
         chapters.setdefault(rel, []).append(src)
     sections = []
     for rel, used_in in chapters.items():
-        purpose = script_summary(ROOT / rel).split("\n\n")[0].replace("\n", " ")
+        # plain text: "task-<index>.txt" is not an HTML tag
+        purpose = html.escape(script_summary(ROOT / rel).split("\n\n")[0].replace("\n", " "), quote=False)
         usage = script_usage(ROOT / rel)
         links = ", ".join(
             f"[{_title(lang, src)}]({posixpath.relpath(src, posixpath.dirname(APPENDIX))})" for src in used_in)
