@@ -91,23 +91,12 @@ def load_books(langs=LANGS) -> list[Book]:
         parts = []
         for item in config["nav"]:
             (title, value), = item.items() if isinstance(item, dict) else (("", item),)
-            pages = _sources(value if isinstance(value, list) else [value])
+            pages = _book.nav_sources(value if isinstance(value, list) else [value])
             slug = re.sub(r"[^a-z0-9]+", "-", (title or pages[0]).lower()).strip("-")
             parts.append(Part(slug, names.get(title, title), pages))
         strings = language.extra["strings"]
         books.append(Book(language.locale, strings["pdf_title"], strings, config.site_url, parts))
     return books
-
-
-def _sources(items) -> list[str]:
-    found = []
-    for item in items:
-        if isinstance(item, dict):
-            for value in item.values():
-                found += _sources(value if isinstance(value, list) else [value])
-        else:
-            found.append(item)
-    return found
 
 
 def page_url(src: str) -> str:
