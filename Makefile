@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: book site serve test test-gpu check lock system-packages venv node-packages clean
+.PHONY: book site serve test test-book test-gpu check lock system-packages venv node-packages clean
 
 venv: $(VENV)/.installed
 node-packages: build/node_modules/.installed
@@ -45,10 +45,10 @@ site: venv node-packages  ## site/ only, no PDFs
 serve: venv node-packages  ## live preview on http://127.0.0.1:8000
 	$(BIN)/python -m mkdocs serve
 
-# One process by default: with two pytest-xdist workers on 2 cores the suite took 6.5 min
-# instead of 9, but train_example's 2-rank DDP run hung after its last step in 2 of 3 full runs.
-# `make test PYTEST_WORKERS="-n 2"` still works (tests/conftest.py keeps a file on one worker).
-PYTEST_WORKERS ?=
+# pytest-xdist workers: one per core, at most 4. tests/conftest.py keeps each file on one worker
+# and every test that starts two or more ranks or a SLURM job (tests.launchers.RANKS) on one
+# worker, one after another. PYTEST_WORKERS= (empty) runs everything in one process.
+PYTEST_WORKERS ?= -n $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 ))) --dist loadgroup
 # More pytest options, e.g. PYTEST_ARGS=--junitxml=pytest-report.xml (what tools/loop_bench.py reads).
 PYTEST_ARGS ?=
 
@@ -60,8 +60,15 @@ test: $(if $(PART),venv node-packages,book)  ## the whole suite, on the book tha
 	$(if $(PART),$(if $(PART_PATHS),,$(error PART=$(PART): no tests/$(PART) or notebooks/$(PART))))
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) $(PART_PATHS)
 
-check: venv node-packages  ## the quick part: everything but the PDFs, the notebooks' execution and the SLURM cluster
-	$(BIN)/python -m pytest $(PYTEST_WORKERS) --ignore=notebooks --ignore=tests/build --ignore=tests/orchestration
+# The book's own tests (site, PDFs, calculators, downloads, translations, lint), without the parts'
+# scripts and notebooks: CI's book lane; `make test PART=name` is a part's lane.
+BOOK_TESTS = tests/build tests/notebooks tests/tools $(wildcard tests/test_*.py)
+test-book: book  ## the book's own tests on the book `make book` built (not the parts' scripts)
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) $(BOOK_TESTS)
+
+# Paths given explicitly: pytest.ini's testpaths would bring the notebooks back despite --ignore.
+check: venv node-packages  ## the quick part: no PDFs, notebooks, multi-rank or SLURM runs (pytest -m slow)
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests --ignore=tests/build
 
 test-gpu: venv  ## only the GPU tests, on a machine with CUDA
 	$(BIN)/python -m pytest -m gpu

@@ -50,16 +50,37 @@ def built_book(built_site) -> Path:
     return _build()
 
 
+def pytest_collection_modifyitems(items):
+    """Multi-rank and SLURM tests (tests.launchers.RANKS) are the slow ones: `make check`, which
+    deselects ``slow``, leaves them out."""
+    for item in items:
+        if any((m.args[:1] or (m.kwargs.get("name"),))[0] == "ranks" for m in item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item):
+    """Let tests/launchers.py know which test (and its fixtures) starts a job."""
+    from tests import launchers
+    launchers.current_test = item
+    try:
+        return (yield)
+    finally:
+        launchers.current_test = None
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """With pytest-xdist (`make test PYTEST_WORKERS="-n 2"`): send each file's tests to one worker, in
-    order, so module-scoped fixtures (a training run, a benchmark sweep) run once and a notebook's
-    cells share one kernel; and send every SLURM test to the same worker, which starts the one
-    localhost cluster they share (tests/orchestration/conftest.py)."""
+    """With pytest-xdist (`make test` runs ``-n 2 --dist loadgroup``): send each file's tests to one
+    worker, in order, so module-scoped fixtures (a training run, a benchmark sweep) run once and a
+    notebook's cells share one kernel; and send every test marked ``tests.launchers.RANKS`` (two or
+    more ranks, or a SLURM job) to one worker, so those jobs run one after another and the SLURM
+    tests share one localhost cluster (tests/orchestration/conftest.py)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class ByFile(LoadScopeScheduling):
+    class ByFileAndGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "tests/orchestration" if path.startswith("tests/orchestration/") else path
+            if "@" in nodeid.rsplit("::", 1)[-1]:  # --dist loadgroup appended "@<group>"
+                return nodeid.rsplit("@", 1)[1]
+            return nodeid.split("::", 1)[0]
 
-    return ByFile(config, log)
+    return ByFileAndGroup(config, log)

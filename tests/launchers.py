@@ -3,15 +3,21 @@
 Every part's conftest makes a ``launch`` fixture with :func:`launch_fixture` (e.g.
 ``launch = launch_fixture("network")``); tests then call ``launch.python``, ``launch.torchrun``,
 ``launch.srun_like`` and ``launch.error_lines`` with a script name inside ``scripts/<part>/``.
-Jobs run under ``python -m torch.distributed.run`` (torchrun) on 127.0.0.1 with a free port, or
-as plain processes with SLURM-like variables. Every launch has a wall-clock limit and, on expiry,
-its whole process group is killed, so a hanging script fails its test instead of hanging the suite.
+Jobs run under ``python -m torch.distributed.run --standalone`` (torchrun; the OS picks the
+rendezvous port), or as plain processes with SLURM-like variables. Every launch has a wall-clock
+limit and, on expiry, its whole process group is killed, so a hanging script fails its test
+instead of hanging the suite.
+
+A test that starts two or more ranks (or a SLURM job) must carry :data:`RANKS`: under
+pytest-xdist those tests all run on one worker, one after another, so two jobs never share the
+two cores (or a port, or the SLURM cluster). :func:`require_ranks` fails a test that forgot it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,6 +36,24 @@ _RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RAN
               "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
               "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NNODES")
 _SELFTEST_PREFIXES = ("ALL_REDUCE_BENCH_", "CONNECTIVITY_CHECK_")
+
+
+RANKS = pytest.mark.xdist_group("ranks")
+"""Mark (a test, or a module with ``pytestmark = RANKS``) for tests that start two or more ranks
+or a SLURM job; ``--dist loadgroup`` runs them all on one worker (tests/conftest.py)."""
+
+current_test: pytest.Item | None = None  # set by tests/conftest.py before each test's setup
+
+
+def require_ranks(what: str) -> None:
+    """Fail the running test unless it carries :data:`RANKS` (``what``: what it starts)."""
+    item = current_test
+    if item is None:
+        return
+    groups = {m.args[0] if m.args else m.kwargs.get("name") for m in item.iter_markers("xdist_group")}
+    if "ranks" not in groups:
+        pytest.fail(f"{item.nodeid} starts {what}: mark it (or its module) with tests.launchers.RANKS "
+                    "so that it never runs beside another multi-rank test", pytrace=False)
 
 
 @dataclass
@@ -56,10 +80,22 @@ def import_script(path: Path):
 
 
 def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago (bind to port 0, read it, close)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on 127.0.0.1 a moment ago, below the kernel's ephemeral range: no socket
+    that lets the OS pick its port (a connection, a bind to port 0) can take it before the job
+    binds it. Ranks jobs run one at a time (:data:`RANKS`), so no other test wants it either."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(100):
+        port = random.randrange(10000, max(low, 10001))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free TCP port found below the ephemeral range")
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -133,11 +169,12 @@ def interrupt_when(script: Path, args: list[str], ready, sig: int, cwd: Path = R
 
 def run_torchrun(scripts: Path, script: str, args: list[str], nproc: int = 2,
                  env: dict[str, str] | None = None, timeout: float = 90) -> Result:
-    """Run ``python -m torch.distributed.run --nproc-per-node N ... <scripts>/<script>``
-    on 127.0.0.1 with a free port."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-           "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1",
-           "--master-port", str(free_port()), str(scripts / script), *args]
+    """Run ``python -m torch.distributed.run --standalone --nproc-per-node N <scripts>/<script>``
+    (the rendezvous store listens on a port the OS chose, and the ranks use that store)."""
+    if nproc > 1:
+        require_ranks(f"{nproc} ranks of {script}")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc-per-node", str(nproc), str(scripts / script), *args]
     proc = subprocess.Popen(cmd, cwd=REPO, env=clean_env(env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     return _communicate(proc, timeout)
@@ -147,7 +184,9 @@ def run_srun_like(scripts: Path, script: str, args: list[str], ntasks: int = 2,
                   env: dict[str, str] | None = None, timeout: float = 90) -> list[Result]:
     """Start ``ntasks`` plain ``python script`` processes with the variables ``srun`` sets
     (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) plus MASTER_ADDR/MASTER_PORT; return the
-    results in rank order."""
+    results in rank order. The port is one that was free a moment before; rank 0 binds it."""
+    if ntasks > 1:
+        require_ranks(f"{ntasks} ranks of {script}")
     port = str(free_port())
     procs = []
     for rank in range(ntasks):

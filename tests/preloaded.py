@@ -46,8 +46,11 @@ def fresh_processes_only() -> bool:
     return os.environ.get("BOOK_TEST_FRESH_PROCESS", "") not in ("", "0")
 
 
-def _child(path: str, argv: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> None:
-    """Runs in the forked child: become `python path argv` and exit with its status."""
+def _child(path: str, argv: list[str], cwd: str, env: dict[str, str], out: str, err: str,
+           ignored: tuple[int, ...]) -> None:
+    """Runs in the forked child: become `python path argv` and exit with its status. ``ignored``:
+    the signals the caller ignores, which a real interpreter it started would inherit ignored (a
+    suite started in the background runs with SIGINT ignored; Python then installs no handler)."""
     os.setsid()
     stdin = os.open(os.devnull, os.O_RDONLY)
     os.dup2(stdin, 0)
@@ -60,8 +63,8 @@ def _child(path: str, argv: list[str], cwd: str, env: dict[str, str], out: str, 
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
     sys.stderr = open(2, "w", encoding="utf-8", closefd=False, buffering=1)
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if signal.SIGINT in ignored else signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if signal.SIGTERM in ignored else signal.SIG_DFL)
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
@@ -108,7 +111,8 @@ def run(path: Path | str, argv: list[str], cwd: Path | str, env: dict[str, str],
                               timeout=timeout, start_new_session=True, stdin=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory(prefix="preloaded-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        child = _context().Process(target=_child, args=(path, argv, str(cwd), dict(env), out, err))
+        ignored = tuple(sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) == signal.SIG_IGN)
+        child = _context().Process(target=_child, args=(path, argv, str(cwd), dict(env), out, err, ignored))
         child.start()
         child.join(timeout)
         if child.is_alive():

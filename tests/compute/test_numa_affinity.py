@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.bad_input import Case, check_refused
+from tests.launchers import RANKS
 
 SCRIPT = "numa_affinity.py"
 # One os.write per line: the tests run Python unbuffered, where print() writes each argument
@@ -87,6 +88,7 @@ def test_cuda_visible_devices_reorders(launch, two_socket, tmp_path):
 USABLE = sorted(os.sched_getaffinity(0))[:2]
 
 
+@RANKS
 @pytest.mark.skipif(len(USABLE) < 2, reason="needs two usable CPUs")
 def test_binds_and_execs_under_torchrun(launch, tmp_path):
     # Two GPUs on two nodes, each node one of this machine's usable CPUs: each torchrun rank

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO, clean_env
+from tests.launchers import RANKS, REPO, clean_env
 
 SCRIPTS = ["scripts/debug/underflow_overflow_detector.py", "scripts/debug/hanging_collective.py",
            "scripts/debug/print_rank_ordered.py", "scripts/debug/rank_line_tracer.py",
@@ -39,6 +39,7 @@ def test_help_without_gpu_or_torch(script):
     assert res.stdout.strip().endswith("EXIT 0 TORCH False")
 
 
+@RANKS
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 def test_nccl_mismatch_ends_by_timeout(launch):

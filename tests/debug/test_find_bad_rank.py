@@ -13,7 +13,9 @@ import json
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import REPO, import_script
+from tests.launchers import RANKS, REPO, import_script
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPT = "find_bad_rank.py"
 FAST = ["--device", "cpu", "--timeout-s", "3", "--bandwidth-bytes", "64K", "--iters", "3",

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import REPO, clean_env, free_port, import_script
+from tests.launchers import RANKS, REPO, clean_env, import_script, require_ranks
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPTS = REPO / "scripts" / "debug"
 TIMEOUT_S = 8            # the job's process-group timeout
@@ -38,8 +40,9 @@ def py_spy() -> str | None:
 
 
 def start_job(args: list[str]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
-           "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *args]
+    require_ranks("2 ranks under torchrun")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           *args]
     return subprocess.Popen(cmd, cwd=REPO, env=clean_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 

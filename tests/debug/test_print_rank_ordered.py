@@ -7,6 +7,9 @@ import re
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
+from tests.launchers import RANKS
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPT = "print_rank_ordered.py"
 

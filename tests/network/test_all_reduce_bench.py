@@ -22,8 +22,10 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import interrupt_when, import_script
+from tests.launchers import RANKS, import_script, interrupt_when
 from tools.results import problems
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPT = "all_reduce_bench.py"
 # Keys and types the notebook helper relies on (the script may add keys, never rename these).

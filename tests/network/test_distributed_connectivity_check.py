@@ -16,7 +16,9 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import clean_env
+from tests.launchers import RANKS, clean_env
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPT = "distributed_connectivity_check.py"
 INFO_KEYS = ("rank", "local_rank", "world_size", "host", "device", "backend", "torch", "cuda",

@@ -26,7 +26,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,19 +35,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_tool
-from tests.launchers import REPO, launch_fixture
+from tests.launchers import REPO, free_port, launch_fixture, require_ranks
 
 NODES = ("node1", "node2")
 CPUS_PER_NODE = 2
 DAEMONS = ("munged", "slurmctld", "slurmd", "slurmstepd")
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
             "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _daemons(conf: Path) -> dict[int, str]:
@@ -232,8 +225,8 @@ class Cluster:
                                f"--seed-file={root / 'munge' / 'munge.seed'}"])
         self._wait(lambda: sock.exists(), "munged socket", 20)
 
-        ctld_port = _free_port()
-        node_ports = [_free_port() for _ in NODES]
+        ctld_port = free_port()
+        node_ports = [free_port() for _ in NODES]
         node_lines = "\n".join(
             f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
             f"CPUs={CPUS_PER_NODE} RealMemory=2000 State=UNKNOWN"
@@ -367,6 +360,7 @@ def slurm_cluster():
 def slurm(slurm_cluster):
     """The running cluster, idle at the start of the test and reset (jobs cancelled, nodes
     resumed) after it."""
+    require_ranks("SLURM jobs")
     slurm_cluster.wait_idle()
     yield slurm_cluster
     slurm_cluster.reset()

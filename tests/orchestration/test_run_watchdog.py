@@ -18,7 +18,9 @@ import time
 import pytest
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO, clean_env, import_script, interrupt_when
+from tests.launchers import RANKS, REPO, clean_env, import_script, interrupt_when
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPT = "run_watchdog.py"
 PATH = REPO / "scripts" / "orchestration" / SCRIPT

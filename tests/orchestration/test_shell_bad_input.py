@@ -7,7 +7,9 @@ import subprocess
 
 import pytest
 
-from tests.launchers import REPO, clean_env
+from tests.launchers import RANKS, REPO, clean_env
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 CASES = [
     ("chain.sh", ["0", "job.sbatch"], {}, "N must be a positive integer"),

@@ -6,6 +6,9 @@ common mistakes the chapter lists."""
 from __future__ import annotations
 
 from tests.conftest import require_tool
+from tests.launchers import RANKS
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 
 def test_task_variables_follow_the_block_layout(slurm):

@@ -13,7 +13,9 @@ import sys
 
 import pytest
 
-from tests.launchers import REPO, clean_env, free_port
+from tests.launchers import RANKS, REPO, clean_env, free_port, require_ranks
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 BENCH_ARGS = ["--sizes", "4K", "64K", "--iters", "3", "--warmup", "1", "--backend", "gloo"]
 
@@ -61,6 +63,7 @@ def test_failing_rank_fails_the_job_instead_of_hanging(slurm, tmp_path, template
 
 
 def test_two_torchruns_on_one_host(tmp_path):
+    require_ranks("two torchruns")
     json_path = tmp_path / "ar.json"
     # torchrun from the same environment as the tests (the script calls it by name).
     env = clean_env({"MASTER_PORT": str(free_port()),

@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import re
 import time
+from tests.launchers import RANKS
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 TEMPLATE = "scripts/orchestration/train-requeue.sbatch"
 FINISHED = re.compile(r"finished step (\d+) loss \S+ weights_sha256 ([0-9a-f]{64})")

@@ -5,6 +5,9 @@ when one fails."""
 from __future__ import annotations
 
 import re
+from tests.launchers import RANKS
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 
 def run_pipeline(slurm, tmp_path, *sbatch_args, env=None):

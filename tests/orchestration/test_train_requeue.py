@@ -17,7 +17,9 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import clean_env
+from tests.launchers import RANKS, clean_env
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPT = "train_requeue.py"
 FINISHED = re.compile(r"finished step (\d+) loss \S+ weights_sha256 ([0-9a-f]{64})")

@@ -12,8 +12,10 @@ import statistics
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import REPO, interrupt_when
+from tests.launchers import RANKS, REPO, interrupt_when
 from tools.results import problems
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPT = "checkpoint_io_bench.py"
 SIZE = 2 * 1024 ** 2

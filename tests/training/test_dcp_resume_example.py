@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
+from tests.launchers import RANKS
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPT = "dcp_resume_example.py"
 STEPS, SAVE_AT, CRASH_AT = 20, 15, 18      # 12 steps per epoch with 2 ranks: saved mid-epoch 2

@@ -28,6 +28,9 @@ import sys
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
+from tests.launchers import RANKS
+
+pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPT = "train_example.py"
 SMALL = ["--layers", "2", "--hidden", "64", "--heads", "4", "--seq-len", "64",
