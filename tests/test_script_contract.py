@@ -123,3 +123,28 @@ def test_check_output_refuses_what_write_atomic_would_destroy(contract, tmp_path
         assert err.value.status == c["EXIT_USAGE"] and "--json" in str(err.value)
     assert c["check_output"](str(tmp_path / "new.json"), "--json") == str(tmp_path / "new.json")
     assert fifo.exists() and not fifo.is_file() and not list(tmp_path.glob(".probe-*"))
+
+
+
+# What a reader pipes into `head`: the calculators' tables (argparse's own --help already
+# ignores a closed stdout, so it proves nothing here).
+PIPED = [("storage/checkpoint_interval.py", []), ("inference/kv_cache_calculator.py", ["--list"]),
+         ("models/model_calculator.py", ["--list"]), ("network/busbw_model.py", []),
+         ("training/memory_estimator.py", ["--params", "7.5e9", "--dp", "64", "--zero", "1"]),
+         ("training/communication_volume.py", [])]
+
+
+@pytest.mark.parametrize("script, args", PIPED, ids=[s for s, _ in PIPED])
+def test_a_reader_that_stopped_reading_is_no_error(script, args):
+    """``script | head -1`` with the reader gone before the script writes: exit 0 and nothing on
+    stderr, as ``cat`` does, so a ``set -o pipefail`` job does not fail because its reader
+    wanted only the first line."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, str(REPO / "scripts" / script), *args], stdout=write,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                              env=clean_env(), timeout=60)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (0, "")

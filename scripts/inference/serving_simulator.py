@@ -262,19 +262,31 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
     return value
 
 
+OUTPUTS: dict[str, str] = {}  # real path -> the option that writes it, filled by check_output
+
+
 def check_output(path: str, option: str, inputs=()) -> str:
     """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
-    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
-    created. Returns the path; raises ScriptError naming the option otherwise."""
+    regular file or nothing yet, not one of ``inputs`` (files, or folders read whole, such as a
+    checkpoint being resumed) nor inside one, not a path another option of this run writes, in
+    an existing folder where a file can be created. Returns the path; raises ScriptError naming
+    the option otherwise. A folder option checks each file it will write here, under its name."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
     # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
     if os.path.exists(path) and not os.path.isfile(path):
         raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
+    real = os.path.realpath(path)
     for item in inputs:
-        if os.path.realpath(item) == os.path.realpath(path):
+        if os.path.realpath(item) == real:
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+        if os.path.isdir(item) and real.startswith(os.path.join(os.path.realpath(item), "")):
+            raise ScriptError(f"{option} {path}: is inside {item}, which this run reads; write the "
+                              "result elsewhere", EXIT_USAGE)
+    if OUTPUTS.get(real, option) != option:
+        raise ScriptError(f"{option} {path}: {OUTPUTS[real]} writes there too; give each output "
+                          "its own path", EXIT_USAGE)
     if not os.path.isdir(folder):
         what = "is not a folder" if os.path.exists(folder) else "does not exist"
         raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
@@ -284,6 +296,7 @@ def check_output(path: str, option: str, inputs=()) -> str:
         os.unlink(probe)
     except OSError as err:
         raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    OUTPUTS[real] = option
     return path
 
 
@@ -350,17 +363,39 @@ class deadline:
         self.timer.cancel()
 
 
+def stdout_reader_gone() -> bool:
+    """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
+    import select
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no fileno (a test's StringIO), closed
+        return False
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
     (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
+    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    status = None
     try:
-        status = main(argv)
+        try:
+            status = main(argv)
+        finally:
+            sys.stdout.flush()  # a reader that left (`| head -1`) shows here, not at exit
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+            # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
+            # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            context = exc.__context__
+            sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):

@@ -58,6 +58,12 @@ complete DCP checkpoint folder); 1 a runtime failure (a peer that cannot be reac
 fails), also one line saying what was expected and what was found. ``--debug`` adds the
 traceback.
 
+A checkpoint folder from someone else is untrusted input: DCP itself unpickles its ``.metadata``
+and ``torch.load``s its non-tensor entries with ``weights_only=False``, which runs any code the
+files name. This script reads the metadata with an unpickler that builds only DCP's own classes,
+and checks each non-tensor entry with ``torch.load(weights_only=True)`` first; a file naming
+anything else is refused (status 1) in one line that names the file and the global.
+
 Self-test (for the test suite only): ``DCP_RESUME_EXAMPLE_CRASH_AT=K`` makes rank 1 exit with
 status 3 at the start of step K, on the first attempt only (TORCHELASTIC_RESTART_COUNT 0);
 ``DCP_RESUME_EXAMPLE_SIGNAL_AT=K`` makes rank 0 send itself SIGUSR1 at the start of step K.
@@ -176,19 +182,31 @@ def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
     return value
 
 
+OUTPUTS: dict[str, str] = {}  # real path -> the option that writes it, filled by check_output
+
+
 def check_output(path: str, option: str, inputs=()) -> str:
     """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
-    regular file or nothing yet, not one of ``inputs``, in an existing folder where a file can be
-    created. Returns the path; raises ScriptError naming the option otherwise."""
+    regular file or nothing yet, not one of ``inputs`` (files, or folders read whole, such as a
+    checkpoint being resumed) nor inside one, not a path another option of this run writes, in
+    an existing folder where a file can be created. Returns the path; raises ScriptError naming
+    the option otherwise. A folder option checks each file it will write here, under its name."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     if os.path.isdir(path):
         raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
     # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
     if os.path.exists(path) and not os.path.isfile(path):
         raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
+    real = os.path.realpath(path)
     for item in inputs:
-        if os.path.realpath(item) == os.path.realpath(path):
+        if os.path.realpath(item) == real:
             raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+        if os.path.isdir(item) and real.startswith(os.path.join(os.path.realpath(item), "")):
+            raise ScriptError(f"{option} {path}: is inside {item}, which this run reads; write the "
+                              "result elsewhere", EXIT_USAGE)
+    if OUTPUTS.get(real, option) != option:
+        raise ScriptError(f"{option} {path}: {OUTPUTS[real]} writes there too; give each output "
+                          "its own path", EXIT_USAGE)
     if not os.path.isdir(folder):
         what = "is not a folder" if os.path.exists(folder) else "does not exist"
         raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
@@ -198,6 +216,7 @@ def check_output(path: str, option: str, inputs=()) -> str:
         os.unlink(probe)
     except OSError as err:
         raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    OUTPUTS[real] = option
     return path
 
 
@@ -264,17 +283,39 @@ class deadline:
         self.timer.cancel()
 
 
+def stdout_reader_gone() -> bool:
+    """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
+    import select
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no fileno (a test's StringIO), closed
+        return False
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
     (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well."""
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
+    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    status = None
     try:
-        status = main(argv)
+        try:
+            status = main(argv)
+        finally:
+            sys.stdout.flush()  # a reader that left (`| head -1`) shows here, not at exit
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+            # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
+            # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            context = exc.__context__
+            sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
@@ -399,9 +440,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 raise ScriptError(f"--ckpt-dir {args.ckpt_dir}: {target} is a file; the "
                                   f"checkpoint of step {k} goes there as a folder", EXIT_USAGE)
     if env_int("RANK", 0) == 0:
+        # The checkpoint being resumed is an input, every file in it.
+        read = newest_checkpoint(Path(args.ckpt_dir)) if args.resume == "auto" else args.resume
         for option, path in (("--json", args.json), ("--export", args.export)):
             if path:
-                check_output(path, option)
+                check_output(path, option, inputs=[read] if read else [])
     return args
 
 
@@ -490,8 +533,115 @@ def optim_digest(optim_sd: dict) -> str:
 CHECKPOINT_ENTRIES = "model, optim, sched, data, rng_rank<R> and meta entries"
 
 
+# --- untrusted DCP checkpoint: identical in train_example.py and dcp_resume_example.py ---
+# DCP reads a checkpoint's .metadata with pickle.load and its non-tensor entries with
+# torch.load(weights_only=False): both run any callable the file names, so resuming from a folder
+# someone else wrote would run their code. Here the metadata goes through an unpickler that builds
+# only the classes a DCP metadata file holds, and each non-tensor entry must pass
+# torch.load(weights_only=True) before DCP loads it. Tensors DCP already loads with weights_only.
+DCP_METADATA_MAX_BYTES = 1 << 30
+
+
+def read_dcp_metadata(path):
+    """The ``Metadata`` object of the DCP checkpoint folder ``path``, unpickled with only DCP's own
+    classes allowed (torch.distributed.checkpoint.metadata, its filesystem ``_StorageInfo``,
+    ``torch.Size``, dtypes, layouts and pathlib paths). Raises ScriptError naming the file: missing,
+    not a regular file, over DCP_METADATA_MAX_BYTES, damaged, or naming any other global (which
+    a metadata file written by DCP never does: that one would have run code)."""
+    import io
+    import pickle
+    import stat
+
+    import torch
+
+    file = os.path.join(os.fspath(path), ".metadata")
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
+    except OSError as exc:
+        raise ScriptError(f"{file}: cannot open ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ScriptError(f"{file}: not a regular file")
+        if info.st_size > DCP_METADATA_MAX_BYTES:
+            raise ScriptError(f"{file}: {info.st_size} bytes, more than a DCP metadata file "
+                              f"holds (limit {DCP_METADATA_MAX_BYTES})")
+        data = f.read(DCP_METADATA_MAX_BYTES + 1)
+
+    def allowed(module: str, name: str) -> bool:
+        if module in ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem"):
+            obj = getattr(sys.modules.get(module), name, None)
+            return isinstance(obj, type) and obj.__module__ == module
+        if module == "torch":
+            return name == "Size" or isinstance(getattr(torch, name, None), torch.dtype)
+        if module in ("pathlib", "pathlib._local"):
+            return name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath")
+        return (module, name) == ("torch.serialization", "_get_layout")
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            if not allowed(module, name):
+                raise ScriptError(f"{file}: refused: it names {module}.{name}, which is no part of "
+                                  "a DCP checkpoint's metadata (unpickling it could run code)")
+            return super().find_class(module, name)
+
+    import torch.distributed.checkpoint.filesystem  # noqa: F401 - the modules allowed() looks in
+    try:
+        metadata = Unpickler(io.BytesIO(data)).load()
+    except ScriptError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged pickle raises any of a dozen types
+        raise ScriptError(f"{file}: cannot read the checkpoint's metadata ({type(exc).__name__}: "
+                          f"{exc}): it is truncated or damaged; resume from an earlier step") from None
+    if type(metadata).__name__ != "Metadata":
+        raise ScriptError(f"{file}: holds a {type(metadata).__name__}, not DCP metadata")
+    return metadata
+
+
+def checked_dcp_load(dcp, state: dict, path) -> None:
+    """``dcp.load(state, checkpoint_id=path)`` with the metadata from :func:`read_dcp_metadata`
+    (read once, so the file cannot change between the check and the load) and every non-tensor
+    entry checked by ``torch.load(weights_only=True)`` first. Raises ScriptError for what
+    read_dcp_metadata refuses, and DCP's own exceptions otherwise."""
+    import re
+
+    import torch
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    metadata = read_dcp_metadata(path)
+
+    class Reader(FileSystemReader):
+        def read_metadata(self):  # no **kwargs: DCP then tries no per-rank metadata files
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = getattr(self, "load_id", None)
+            return metadata
+
+    class Planner(DefaultLoadPlanner):
+        def load_bytes(self, read_item, value):
+            try:
+                torch.load(value, weights_only=True)
+            except Exception as exc:  # noqa: BLE001 - UnpicklingError, RuntimeError, EOFError, ...
+                entry = read_item.dest_index.fqn
+                named = re.search(r"(?:unsupported|Unsupported global:) GLOBAL (\S+)", str(exc))
+                if named:
+                    raise ScriptError(f"{path}: refused: entry '{entry}' names {named[1]} "
+                                      "(unpickling it could run code)") from None
+                first = (str(exc).strip().splitlines() or [""])[0]
+                raise ScriptError(f"{path}: cannot read entry '{entry}' ({type(exc).__name__}"
+                                  f"{': ' + first if first else ''}): it is truncated or damaged; "
+                                  "resume from an earlier step") from None
+            value.seek(0)
+            super().load_bytes(read_item, value)
+
+    dcp.load(state, storage_reader=Reader(os.fspath(path)), planner=Planner())
+# --- end of untrusted DCP checkpoint ---
+
+
 def load_checkpoint(dcp, state: dict, path, expected: str) -> None:
-    """``dcp.load(state, checkpoint_id=path)``, with a CheckpointException (a BaseException that
+    """:func:`checked_dcp_load` of ``path`` into ``state``, with a CheckpointException (a BaseException that
     maps each failing rank to its (error, traceback)) turned into a one-line ScriptError saying
     what was expected and what was found."""
     # DCP's loader logs a traceback to the root logger for each fallback it tries (e.g. per-rank
@@ -500,13 +650,15 @@ def load_checkpoint(dcp, state: dict, path, expected: str) -> None:
     level = dcp_log.level
     dcp_log.setLevel(logging.CRITICAL)
     try:
-        dcp.load(state, checkpoint_id=str(path))
-    except (KeyboardInterrupt, SystemExit):
+        checked_dcp_load(dcp, state, path)
+    except (KeyboardInterrupt, SystemExit, ScriptError):
         raise
     except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
         failures = getattr(exc, "failures", None) or {0: (exc,)}
         rank, item = min(failures.items())
         err = item[0] if isinstance(item, tuple) else item
+        if isinstance(err, ScriptError):  # refused by checked_dcp_load on that rank
+            raise err from None
         text = (str(err).strip().splitlines() or [""])[0]
         if "Missing key in checkpoint state_dict" in text:
             key = text.split(":", 1)[1].strip().rstrip(".")

@@ -162,6 +162,9 @@ def test_help_without_torch_work(launch):
 
 RECORDS = json.dumps({"schema": "activation_diff/1", "records": []})
 BAD_INPUT = [
+    Case("json-is-a-recording", ["demo", "--save-dir", "{tmp}/d", "--json", "{tmp}/d/run_a.json"],
+         r"--save-dir .*/d/run_a\.json: --json writes there too; give each output its own path",
+         files={"d/run_b.json": "{}"}),
     Case("missing-file", ["compare", "{tmp}/none.json", "{tmp}/b.json"], r"run_a: .*none\.json does not exist",
          files={"b.json": RECORDS}),
     Case("folder", ["compare", "{tmp}/a.json", "{tmp}"], r"run_b: .* is a folder", files={"a.json": RECORDS}),

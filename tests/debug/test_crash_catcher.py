@@ -258,6 +258,8 @@ def test_cuda_launch_blocking_names_the_faulty_line(tmp_path):
 
 
 BAD_INPUT = [
+    Case("json-is-the-report", ["--out-dir", "d", "--json", f"d/crash-{socket.gethostname()}-rank0.txt", "--", "true"],
+         r"--json d/crash-.*-rank0\.txt: --out-dir writes there too; give each output its own path"),
     Case("no-command", [], "no command given: put it after --"),
     Case("empty-command", ["--out-dir", "{tmp}/c", "--"], "no command given"),
     Case("command-not-found", ["--", "no-such-command-4711"],

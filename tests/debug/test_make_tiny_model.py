@@ -76,7 +76,7 @@ BAD_INPUT = [
     Case("json-unwritable", ["--json", "/proc/t.json"], "--json /proc/t.json: cannot write in /proc"),
     # --json onto one of the files --out writes: one of the two results would be lost
     Case("json-is-an-out-file", ["--out", "d", "--json", "d/model.pt"],
-         "--json d/model.pt: is one of the files --out writes"),
+         "--json d/model.pt: --out writes there too; give each output its own path"),
     Case("seed-negative", ["--seed", "-1"], "--seed: -1 must be >= 0"),
     Case("lr-zero", ["--lr", "0"], "--lr: 0 must be > 0"),
     Case("sentences-huge", ["--sentences", "10000000000"], "--sentences: 10000000000 must be <= "),

@@ -219,6 +219,8 @@ def test_single_process_run_reports_zero_busbw(launch):
 # Bad input: a one-line error naming the problem, non-zero exit, no hang.
 
 BAD_INPUT = [
+    Case("json-is-plot", ["--sizes", "1K", "--json", "r", "--plot", "./r"],
+         "--plot ./r: --json writes there too; give each output its own path"),
     Case("min-bytes-zero", ["--min-bytes", "0"], "--min-bytes"),
     Case("max-below-min", ["--min-bytes", "1M", "--max-bytes", "1K"], "--max-bytes"),
     Case("dtype-unknown", ["--dtype", "float7"], "float7"),

@@ -80,6 +80,8 @@ def test_scan_runs_fio_and_reports_a_consistent_table(launch, tmp_path):
 
 
 BAD_INPUT = [
+    Case("json-is-plot", ["{tmp}", "--json", "{tmp}/r", "--plot", "{tmp}/./r"],
+         "--plot .*/r: --json writes there too; give each output its own path"),
     Case("dir-missing", ["{tmp}/missing"], "does not exist"),
     Case("dir-unwritable", ["/proc"], "is not writable"),
     Case("dir-empty", [""], "directory: must not be empty"),

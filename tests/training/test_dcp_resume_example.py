@@ -150,6 +150,18 @@ def test_resume_with_other_world_size_fails(launch, one_rank_runs):
 
 
 BAD_INPUT = [
+    # Outputs into the checkpoint being resumed, or onto another output (issue 30): refused before
+    # anything runs, and the files are untouched (check_refused compares them).
+    Case("json-into-the-resumed-checkpoint", ["--steps", "2", "--resume", "ck", "--json", "ck/.metadata"],
+         r"--json ck/\.metadata: is inside ck, which this run reads", files={"ck/.metadata": b"x", "ck/__0_0.distcp": b"\x00" * 64}),
+    Case("export-into-the-resumed-checkpoint", ["--steps", "2", "--resume", "ck", "--export", "ck/__0_0.distcp"],
+         r"--export ck/__0_0\.distcp: is inside ck, which this run reads", files={"ck/.metadata": b"x", "ck/__0_0.distcp": b"\x00" * 64}),
+    Case("json-into-the-auto-resumed-checkpoint", ["--steps", "2", "--resume", "auto", "--ckpt-dir", "cks",
+                                                   "--json", "cks/step-1/.metadata"],
+         r"--json cks/step-1/\.metadata: is inside cks/step-1, which this run reads",
+         files={"cks/step-1/.metadata": b"x", "cks/step-1/__0_0.distcp": b"\x00" * 64}),
+    Case("json-is-export", ["--steps", "2", "--json", "r.json", "--export", "./r.json"],
+         r"--export \./r\.json: --json writes there too; give each output its own path"),
     Case("save-after-last-step", ["--steps", "10", "--save-at", "12"],
          r"--save-at 12 is after the last step \(--steps 10\)"),
     Case("save-at-zero", ["--save-at", "0"], "steps start at 1"),
@@ -167,7 +179,7 @@ BAD_INPUT = [
          r"found a folder without \.metadata \(__0_0\.distcp: an interrupted save",
          files={"ck/__0_0.distcp": b"\x00" * 64}),
     Case("resume-damaged-metadata", ["--steps", "2", "--resume", "ck"],
-         r"ck: rank 0 cannot read the checkpoint \(.*\): it is truncated or damaged", status=1,
+         r"ck/\.metadata: cannot read the checkpoint's metadata \(.*\): it is truncated or damaged", status=1,
          files={"ck/.metadata": b"\x80\x04garbage", "ck/__0_0.distcp": b"\x00" * 64}),
     Case("steps-huge", ["--steps", "1e12"], "--steps: '1e12' is not an integer"),
     Case("steps-too-many", ["--steps", "2000000"], "--steps: 2000000 must be <= 1e\\+06"),
@@ -221,7 +233,7 @@ def test_foreign_and_truncated_checkpoints_are_explained(one_rank_runs, tmp_path
     shard.write_bytes(shard.read_bytes()[:100])
     check_refused("training/dcp_resume_example.py", Case(
         "truncated", ["--steps", "9", "--resume", "truncated"],
-        r"truncated: rank 0 cannot read the checkpoint \(EOFError.*truncated or damaged",
+        r"truncated: .*cannot read .*\(EOFError.*truncated or damaged",
         status=1), tmp_path)
 
 

@@ -258,7 +258,7 @@ BAD_INPUT = [
     # a .txt file in a corpus folder was read with its bad bytes replaced, silently
     Case("folder-txt-not-utf8", ["d"], r"d/b\.txt:2: not UTF-8 text \(byte 4 of the line\)",
          files={"d/a.txt": "fine text", "d/b.txt": b"first line\nabc\xff\n"}),
-    Case("json-inside-corpus-folder", ["d", "--json", "d/r.json"], "inside the corpus folder",
+    Case("json-inside-corpus-folder", ["d", "--json", "d/r.json"], "--json d/r.json: is inside d, which this run reads",
          files={"d/a.txt": "some text here"}),
     Case("seed-not-an-integer", ["c.jsonl", "--seed", "1.5"], r"--seed: '1\.5' is not an integer",
          files={"c.jsonl": DOC}),

@@ -360,6 +360,13 @@ def test_stalled_rank_fails_after_the_short_timeout(launch):
 
 
 BAD_INPUT = [
+    # Outputs into the checkpoint being resumed (issue 30): refused, the checkpoint untouched.
+    Case("json-into-the-resumed-checkpoint", ["--resume-from", "ck", "--json", "ck/.metadata"],
+         r"--json ck/\.metadata: is inside ck, which this run reads", files={"ck/.metadata": b"x", "ck/__0_0.distcp": b"\x00" * 64}),
+    Case("metrics-into-the-auto-resumed-checkpoint",
+         ["--checkpoint-dir", "cks", "--metrics-jsonl", "cks/step_00000001/__0_0.distcp"],
+         r"--metrics-jsonl cks/step_00000001/__0_0\.distcp: is inside cks/step_00000001, which this run reads",
+         files={"cks/step_00000001/.metadata": b"x", "cks/step_00000001/__0_0.distcp": b"\x00" * 64}),
     Case("strategy-unknown", ["--strategy", "zero4"], "invalid choice"),
     Case("steps-zero", ["--steps", "0"], "--steps: 0 must be >= 1"),
     Case("lr-nan", ["--lr", "nan"], "--lr: 'nan' is not a finite number"),
@@ -398,7 +405,7 @@ BAD_INPUT = [
     Case("metrics-jsonl-is-folder", ["--metrics-jsonl", "{tmp}"], "--metrics-jsonl .*: is a folder"),
     Case("metrics-jsonl-is-device", ["--metrics-jsonl", "/dev/null"], "is not a regular file"),
     Case("metrics-jsonl-is-json", ["--json", "r.json", "--metrics-jsonl", "./r.json"],
-         "--metrics-jsonl and --json name the same file"),
+         "--metrics-jsonl .*: --json writes there too; give each output its own path"),
     Case("tensorboard-dir-is-file", ["--tensorboard", "f"], "--tensorboard f: .*f is a file",
          files={"f": "x"}),
     Case("tensorboard-dir-empty", ["--tensorboard", ""], "--tensorboard: must not be empty"),
@@ -434,14 +441,14 @@ def test_foreign_and_truncated_checkpoints_are_explained(ddp_run, tmp_path):
     (foreign / ".metadata").write_bytes(b"not a pickle")
     check_refused("training/train_example.py", Case(
         "garbage-metadata", ["--steps", "12", *SMALL, "--resume-from", "foreign"],
-        r"foreign: rank 0 cannot read the checkpoint", status=1), tmp_path)
+        r"foreign/\.metadata: cannot read the checkpoint's metadata .*truncated or damaged", status=1), tmp_path)
     truncated = tmp_path / "truncated"
     shutil.copytree(out / "ckpt" / "step_00000006", truncated)
     for shard in truncated.glob("*.distcp"):
         shard.write_bytes(shard.read_bytes()[:100])
     check_refused("training/train_example.py", Case(
         "truncated", ["--steps", "12", *SMALL, "--resume-from", "truncated"],
-        r"truncated: rank 0 cannot read the checkpoint .*truncated or damaged", status=1),
+        r"truncated: .*cannot read .*truncated or damaged", status=1),
         tmp_path)
 
 
