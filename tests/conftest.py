@@ -69,6 +69,7 @@ def pytest_runtest_protocol(item):
         launchers.current_test = None
 
 
+@pytest.hookimpl(optionalhook=True)  # `-p no:xdist` still works
 def pytest_xdist_make_scheduler(config, log):
     """With pytest-xdist (`make test` runs ``-n 2 --dist loadgroup``): send each file's tests to one
     worker, in order, so module-scoped fixtures (a training run, a benchmark sweep) run once and a

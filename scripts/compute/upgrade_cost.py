@@ -254,10 +254,12 @@ def check_output_dir(path: str, option: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -266,9 +268,13 @@ def write_atomic(path: str, data) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
         raise
 
 
@@ -342,6 +348,69 @@ def run_main(main, argv=None) -> None:
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
 # --- end of script contract ---
+
+
+# --- bounded input: identical in every script that reads files (tests/test_script_contract.py) ---
+def read_input(path: str, option: str, limit: int = 64 << 20, wait_s: float = 10.0) -> bytes:
+    """The bytes of the input ``path`` given as ``option``: a regular file, or a pipe (``<(cmd)``,
+    a FIFO) read until its writer closes it, at most ``limit`` bytes and ``wait_s`` seconds.
+    Raises ScriptError (usage) naming the option and the path when it is missing, a folder, a
+    device such as /dev/zero, larger than ``limit``, a pipe still open after ``wait_s``, or
+    unreadable."""
+    import select
+    import stat
+    import time
+
+    def refuse(why: str):
+        return ScriptError(f"{option} {path}: {why}", EXIT_USAGE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block
+    except FileNotFoundError:
+        raise refuse("does not exist") from None
+    except OSError as err:
+        raise refuse(f"cannot read it ({err.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise refuse("is a folder; give a file")
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise refuse("is not a regular file or a pipe")
+        chunks, size, end = [], 0, time.monotonic() + wait_s
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while size <= limit:
+            if stat.S_ISFIFO(mode) and not poller.poll(max(0.0, end - time.monotonic()) * 1000):
+                raise refuse(f"a pipe that gave no end of data within {wait_s:g} s")
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # the poll saw the writer go, then a new one come
+                continue
+            except OSError as err:
+                raise refuse(f"cannot read it ({err.strerror})") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise refuse(f"larger than {limit >> 20} MiB, more than this input ever holds")
+    return b"".join(chunks)
+
+
+def parse_json(data: bytes, option: str, path: str):
+    """``data`` parsed as JSON; ScriptError (usage) naming the option and the path when it is not
+    UTF-8, not JSON, nested too deep, or holds a number Python refuses (over 4300 digits)."""
+    import json
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ScriptError(f"{option} {path}: not UTF-8 text", EXIT_USAGE) from None
+    except RecursionError:
+        raise ScriptError(f"{option} {path}: nested too deeply to be JSON data", EXIT_USAGE) from None
+    except ValueError as err:  # json.JSONDecodeError, and int() of a 5,000-digit number
+        raise ScriptError(f"{option} {path}: not valid JSON ({str(err).splitlines()[0]})", EXIT_USAGE) from None
+# --- end of bounded input ---
 
 
 # ---------------------------------------------------------------- computation (no I/O)
@@ -682,32 +751,7 @@ def read_mamf_file(path: str, dtype: str, option: str) -> dict:
     """``mamf_tflops`` of the file at ``path``; ScriptError (usage, naming ``option`` and the
     file) when it is missing, unreadable, not JSON, not a mamf_finder.py result or lacks the
     dtype."""
-    try:
-        if os.path.isdir(path):
-            raise ScriptError(f"{option} {path}: is a folder, not a mamf_finder.py --json file",
-                              EXIT_USAGE)
-        if os.path.exists(path) and not os.path.isfile(path):
-            raise ScriptError(f"{option} {path}: is not a regular file", EXIT_USAGE)
-        with open(path, "rb") as f:
-            raw = f.read(MAX_MAMF_BYTES + 1)
-    except FileNotFoundError:
-        raise ScriptError(f"{option} {path}: does not exist", EXIT_USAGE) from None
-    except OSError as err:
-        raise ScriptError(f"{option} {path}: cannot read it ({err.strerror})", EXIT_USAGE) from None
-    if len(raw) > MAX_MAMF_BYTES:
-        raise ScriptError(f"{option} {path}: larger than {MAX_MAMF_BYTES >> 20} MiB; not a "
-                          "mamf_finder.py --json file", EXIT_USAGE)
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ScriptError(f"{option} {path}: not UTF-8 text; expected a mamf_finder.py --json "
-                          "file", EXIT_USAGE) from None
-    except json.JSONDecodeError as err:
-        raise ScriptError(f"{option} {path}: not JSON ({err.msg}, line {err.lineno}); expected a "
-                          "mamf_finder.py --json file", EXIT_USAGE) from None
-    except RecursionError:
-        raise ScriptError(f"{option} {path}: nested too deeply; not a mamf_finder.py --json "
-                          "file", EXIT_USAGE) from None
+    data = parse_json(read_input(path, option, limit=MAX_MAMF_BYTES), option, path)
     try:
         return mamf_tflops(data, dtype)
     except ValueError as err:

@@ -211,10 +211,12 @@ def check_output_dir(path: str, option: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -223,9 +225,13 @@ def write_atomic(path: str, data) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
         raise
 
 
@@ -299,6 +305,69 @@ def run_main(main, argv=None) -> None:
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
 # --- end of script contract ---
+
+
+# --- bounded input: identical in every script that reads files (tests/test_script_contract.py) ---
+def read_input(path: str, option: str, limit: int = 64 << 20, wait_s: float = 10.0) -> bytes:
+    """The bytes of the input ``path`` given as ``option``: a regular file, or a pipe (``<(cmd)``,
+    a FIFO) read until its writer closes it, at most ``limit`` bytes and ``wait_s`` seconds.
+    Raises ScriptError (usage) naming the option and the path when it is missing, a folder, a
+    device such as /dev/zero, larger than ``limit``, a pipe still open after ``wait_s``, or
+    unreadable."""
+    import select
+    import stat
+    import time
+
+    def refuse(why: str):
+        return ScriptError(f"{option} {path}: {why}", EXIT_USAGE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block
+    except FileNotFoundError:
+        raise refuse("does not exist") from None
+    except OSError as err:
+        raise refuse(f"cannot read it ({err.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise refuse("is a folder; give a file")
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise refuse("is not a regular file or a pipe")
+        chunks, size, end = [], 0, time.monotonic() + wait_s
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while size <= limit:
+            if stat.S_ISFIFO(mode) and not poller.poll(max(0.0, end - time.monotonic()) * 1000):
+                raise refuse(f"a pipe that gave no end of data within {wait_s:g} s")
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # the poll saw the writer go, then a new one come
+                continue
+            except OSError as err:
+                raise refuse(f"cannot read it ({err.strerror})") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise refuse(f"larger than {limit >> 20} MiB, more than this input ever holds")
+    return b"".join(chunks)
+
+
+def parse_json(data: bytes, option: str, path: str):
+    """``data`` parsed as JSON; ScriptError (usage) naming the option and the path when it is not
+    UTF-8, not JSON, nested too deep, or holds a number Python refuses (over 4300 digits)."""
+    import json
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ScriptError(f"{option} {path}: not UTF-8 text", EXIT_USAGE) from None
+    except RecursionError:
+        raise ScriptError(f"{option} {path}: nested too deeply to be JSON data", EXIT_USAGE) from None
+    except ValueError as err:  # json.JSONDecodeError, and int() of a 5,000-digit number
+        raise ScriptError(f"{option} {path}: not valid JSON ({str(err).splitlines()[0]})", EXIT_USAGE) from None
+# --- end of bounded input ---
 
 
 def tensor_stats(t) -> dict:
@@ -401,18 +470,7 @@ def save_records(path: str, records: list[dict]) -> None:
 def load_records(path: str, option: str) -> list[dict]:
     """The records of an activation_diff JSON file. Raises ScriptError (usage, naming ``option``
     and the file) if it is missing, unreadable, not JSON or not an activation_diff record file."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise ScriptError(f"{option}: {path} does not exist", EXIT_USAGE) from None
-    except IsADirectoryError:
-        raise ScriptError(f"{option}: {path} is a folder, not a record file", EXIT_USAGE) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScriptError(f"{option}: cannot read {path}: {err}", EXIT_USAGE) from None
-    except json.JSONDecodeError as err:
-        raise ScriptError(f"{option}: {path} is not JSON ({err.msg}, line {err.lineno}); expected "
-                          "a file written by ActivationRecorder.save()", EXIT_USAGE) from None
+    data = parse_json(read_input(path, option, limit=1 << 30), option, path)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("records"), list):
         raise ScriptError(f"{option}: {path} is not an activation_diff record file (no "
                           f"'schema': '{SCHEMA}' with a 'records' list)", EXIT_USAGE)
@@ -420,6 +478,11 @@ def load_records(path: str, option: str) -> list[dict]:
         if not isinstance(r, dict) or any(not isinstance(r.get(k), (int, float)) for k in (*STATS, "nonfinite")) \
                 or r.get("phase") not in ("forward", "backward"):
             raise ScriptError(f"{option}: {path}: record {i} lacks a phase or a statistic", EXIT_USAGE)
+        bad = next((k for k in STATS if not math.isfinite(r[k])), None)
+        if bad:  # the recorder counts NaN/Inf elements in "nonfinite" and keeps its statistics finite
+            raise ScriptError(f"{option}: {path}: record {i} has {bad} = {r[bad]}, which no recording "
+                              "holds (NaN/Inf elements are counted in 'nonfinite'); the file is "
+                              "damaged or edited", EXIT_USAGE)
     return data["records"]
 
 
@@ -430,8 +493,8 @@ def _key(r: dict) -> tuple:
 def difference(a: dict, b: dict) -> float:
     """max |Δ| of mean, rms, absmax and probe, over the larger rms of the two (floored at 1e-30);
     infinite when the counts of non-finite elements differ."""
-    if a["nonfinite"] != b["nonfinite"]:
-        return math.inf
+    if a["nonfinite"] != b["nonfinite"] or not all(math.isfinite(r[s]) for r in (a, b) for s in STATS):
+        return math.inf  # a NaN difference would compare as "no divergence"
     scale = max(abs(a["rms"]), abs(b["rms"]), SCALE_FLOOR)
     return max(abs(a[s] - b[s]) for s in STATS) / scale
 

@@ -259,10 +259,12 @@ def check_output_dir(path: str, option: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -271,9 +273,13 @@ def write_atomic(path: str, data) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
         raise
 
 
@@ -347,6 +353,69 @@ def run_main(main, argv=None) -> None:
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
 # --- end of script contract ---
+
+
+# --- bounded input: identical in every script that reads files (tests/test_script_contract.py) ---
+def read_input(path: str, option: str, limit: int = 64 << 20, wait_s: float = 10.0) -> bytes:
+    """The bytes of the input ``path`` given as ``option``: a regular file, or a pipe (``<(cmd)``,
+    a FIFO) read until its writer closes it, at most ``limit`` bytes and ``wait_s`` seconds.
+    Raises ScriptError (usage) naming the option and the path when it is missing, a folder, a
+    device such as /dev/zero, larger than ``limit``, a pipe still open after ``wait_s``, or
+    unreadable."""
+    import select
+    import stat
+    import time
+
+    def refuse(why: str):
+        return ScriptError(f"{option} {path}: {why}", EXIT_USAGE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block
+    except FileNotFoundError:
+        raise refuse("does not exist") from None
+    except OSError as err:
+        raise refuse(f"cannot read it ({err.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise refuse("is a folder; give a file")
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise refuse("is not a regular file or a pipe")
+        chunks, size, end = [], 0, time.monotonic() + wait_s
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while size <= limit:
+            if stat.S_ISFIFO(mode) and not poller.poll(max(0.0, end - time.monotonic()) * 1000):
+                raise refuse(f"a pipe that gave no end of data within {wait_s:g} s")
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # the poll saw the writer go, then a new one come
+                continue
+            except OSError as err:
+                raise refuse(f"cannot read it ({err.strerror})") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise refuse(f"larger than {limit >> 20} MiB, more than this input ever holds")
+    return b"".join(chunks)
+
+
+def parse_json(data: bytes, option: str, path: str):
+    """``data`` parsed as JSON; ScriptError (usage) naming the option and the path when it is not
+    UTF-8, not JSON, nested too deep, or holds a number Python refuses (over 4300 digits)."""
+    import json
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ScriptError(f"{option} {path}: not UTF-8 text", EXIT_USAGE) from None
+    except RecursionError:
+        raise ScriptError(f"{option} {path}: nested too deeply to be JSON data", EXIT_USAGE) from None
+    except ValueError as err:  # json.JSONDecodeError, and int() of a 5,000-digit number
+        raise ScriptError(f"{option} {path}: not valid JSON ({str(err).splitlines()[0]})", EXIT_USAGE) from None
+# --- end of bounded input ---
 
 
 # --- data gathering -------------------------------------------------------------------------
@@ -507,11 +576,11 @@ def gather_nvml() -> tuple[dict, list[dict]]:
             pynvml.nvmlShutdown()
 
 
-def read_kernel_log(path: str | None, timeout_s: float) -> tuple[str | None, str]:
-    """(kernel log text or None, where it came from / why it could not be read)."""
-    if path:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(), path
+def read_kernel_log(saved: tuple[str, str] | None, timeout_s: float) -> tuple[str | None, str]:
+    """(kernel log text or None, where it came from / why it could not be read); ``saved``: the
+    (path, text) of --dmesg."""
+    if saved:
+        return saved[1], saved[0]
     reasons = []
     for cmd in (["dmesg", "-T"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):
         res = run_tool(cmd, timeout_s)
@@ -750,23 +819,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _readable(path: str, option: str) -> str:
-    if os.path.isdir(path):
-        raise ScriptError(f"{option} {path}: is a folder; give the saved output file", EXIT_USAGE)
-    if not os.path.isfile(path):
-        raise ScriptError(f"{option} {path}: no such file", EXIT_USAGE)
-    if not os.access(path, os.R_OK):
-        raise ScriptError(f"{option} {path}: not readable", EXIT_USAGE)
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     inputs = [p for p in (opts.nvidia_smi_xml, opts.dmesg, opts.nvlink_status) if p]
+    saved: dict[str, str] = {}
     for option, path in (("--nvidia-smi-xml", opts.nvidia_smi_xml), ("--dmesg", opts.dmesg),
                          ("--nvlink-status", opts.nvlink_status)):
-        if path:
-            _readable(path, option)
+        if path:  # read now, once: a pipe (`<(nvidia-smi -q -x)`) cannot be read twice
+            saved[option] = read_input(path, option, wait_s=opts.timeout_s).decode("utf-8", "replace")
     if opts.nvml and opts.nvidia_smi_xml:
         raise ScriptError("--nvml and --nvidia-smi-xml both name the GPU source; give one", EXIT_USAGE)
     if opts.json:
@@ -783,8 +843,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.nvml:
         info, gpus = gather_nvml()
     elif opts.nvidia_smi_xml:
-        with open(opts.nvidia_smi_xml, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+        text = saved["--nvidia-smi-xml"]
         lost = [m.group(0).strip() for m in LOST_LINE.finditer(text)]
         info, gpus = parse_nvidia_smi_xml(text, f"--nvidia-smi-xml {opts.nvidia_smi_xml}")
     else:
@@ -818,8 +877,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += check_gpu(gpu)
         # NVLink
         if opts.nvlink_status:
-            with open(opts.nvlink_status, encoding="utf-8", errors="replace") as f:
-                rows += check_nvlink(gpus, parse_nvlink_status(f.read()), "")
+            rows += check_nvlink(gpus, parse_nvlink_status(saved["--nvlink-status"]), "")
         elif opts.nvidia_smi_xml or not gpus:
             rows += check_nvlink(gpus, None, "no --nvlink-status file given with saved outputs")
         else:
@@ -828,7 +886,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows += check_nvlink(gpus, None, "nvidia-smi nvlink -s did not run")
             else:
                 rows += check_nvlink(gpus, parse_nvlink_status(res[1]), "")
-    log, why = read_kernel_log(opts.dmesg, opts.timeout_s)
+    log, why = read_kernel_log((opts.dmesg, saved["--dmesg"]) if opts.dmesg else None, opts.timeout_s)
     rows += check_xid(gpus, log, why)
 
     verdict = verdict_of(rows)

@@ -262,10 +262,12 @@ def check_output_dir(path: str, option: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -274,9 +276,13 @@ def write_atomic(path: str, data) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
         raise
 
 
@@ -779,30 +785,10 @@ def main(argv: list[str] | None = None) -> int:
 
     points = [(b, p) for p in args.contexts for b in args.batch_sizes]
     results: list[dict] = []
-    interrupted = False
-    try:
-        for index, (batch, context) in enumerate(points):
-            ttfts, steps = time_point(model, batch, context, args.new_tokens, args.warmup,
-                                      args.repeats, sync, args.seed + 1 + index)
-            ttft, tpot = statistics.median(ttfts), statistics.fmean(steps)
-            row = {"batch": batch, "context": context, "new_tokens": args.new_tokens,
-                   "ttft_ms": ttft * 1e3, "tpot_ms": tpot * 1e3,
-                   "tpot_median_ms": statistics.median(steps) * 1e3,
-                   "tpot_min_ms": min(steps) * 1e3, "weight_bytes": weight_bytes}
-            row.update(point_figures(
-                layers=args.layers, heads=args.heads, kv_heads=args.kv_heads, head_dim=head_dim,
-                matmul_params=shape["matmul"], weight_bytes=weight_bytes, dtype_bytes=dtype_bytes,
-                batch=batch, context=context, new_tokens=args.new_tokens, tpot_s=tpot, ttft_s=ttft))
-            row = {k: _g(v) if isinstance(v, float) and k != "mean_attended_tokens" else v
-                   for k, v in row.items()}
-            results.append(row)
-            print(_table_row(row, width), flush=True)
-    except KeyboardInterrupt:
-        interrupted = True
-        print(f"# interrupted: {len(results)} of {len(points)} points done")
-    elapsed = time.monotonic() - started
-    print(f"# {len(results)} points in {elapsed:.1f} s")
-    if args.json:
+
+    def report_for(interrupted: bool) -> dict:
+        """The --json report of the points done so far."""
+        elapsed = time.monotonic() - started
         report = {
             "benchmark": "decode_bench", "schema_version": 1, "device": name,
             "device_type": args.device_type, "dtype": args.dtype, "threads": threads,
@@ -836,12 +822,43 @@ def main(argv: list[str] | None = None) -> int:
                                   "mean_attended_tokens * batch",
                 "gflops": "flops_per_step / TPOT / 1e9"},
         }
-        text = json.dumps(report, indent=1)
-        if args.json == "-":
-            print(text)
-        else:
-            write_atomic(args.json, text + "\n")
-            print(f"# wrote {args.json}")
+        return report
+
+    def write_json(interrupted: bool) -> None:
+        # Rewritten after every point: a failure (a full disk, a crash, a kill) loses at most
+        # the point in progress.
+        write_atomic(args.json, json.dumps(report_for(interrupted), indent=1) + "\n")
+
+    interrupted = False
+    try:
+        for index, (batch, context) in enumerate(points):
+            ttfts, steps = time_point(model, batch, context, args.new_tokens, args.warmup,
+                                      args.repeats, sync, args.seed + 1 + index)
+            ttft, tpot = statistics.median(ttfts), statistics.fmean(steps)
+            row = {"batch": batch, "context": context, "new_tokens": args.new_tokens,
+                   "ttft_ms": ttft * 1e3, "tpot_ms": tpot * 1e3,
+                   "tpot_median_ms": statistics.median(steps) * 1e3,
+                   "tpot_min_ms": min(steps) * 1e3, "weight_bytes": weight_bytes}
+            row.update(point_figures(
+                layers=args.layers, heads=args.heads, kv_heads=args.kv_heads, head_dim=head_dim,
+                matmul_params=shape["matmul"], weight_bytes=weight_bytes, dtype_bytes=dtype_bytes,
+                batch=batch, context=context, new_tokens=args.new_tokens, tpot_s=tpot, ttft_s=ttft))
+            row = {k: _g(v) if isinstance(v, float) and k != "mean_attended_tokens" else v
+                   for k, v in row.items()}
+            results.append(row)
+            print(_table_row(row, width), flush=True)
+            if args.json and args.json != "-":
+                write_json(interrupted=index + 1 < len(points))
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"# interrupted: {len(results)} of {len(points)} points done")
+    elapsed = time.monotonic() - started
+    print(f"# {len(results)} points in {elapsed:.1f} s")
+    if args.json == "-":
+        print(json.dumps(report_for(interrupted), indent=1))
+    elif args.json:
+        write_json(interrupted)
+        print(f"# wrote {args.json}")
     if interrupted:
         sig = stopped_by[0]
         raise ScriptError(f"interrupted by {signal.Signals(sig).name} after {len(results)} of "

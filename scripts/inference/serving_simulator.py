@@ -321,10 +321,12 @@ def check_output_dir(path: str, option: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -333,9 +335,13 @@ def write_atomic(path: str, data) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
         raise
 
 
@@ -409,6 +415,69 @@ def run_main(main, argv=None) -> None:
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
 # --- end of script contract ---
+
+
+# --- bounded input: identical in every script that reads files (tests/test_script_contract.py) ---
+def read_input(path: str, option: str, limit: int = 64 << 20, wait_s: float = 10.0) -> bytes:
+    """The bytes of the input ``path`` given as ``option``: a regular file, or a pipe (``<(cmd)``,
+    a FIFO) read until its writer closes it, at most ``limit`` bytes and ``wait_s`` seconds.
+    Raises ScriptError (usage) naming the option and the path when it is missing, a folder, a
+    device such as /dev/zero, larger than ``limit``, a pipe still open after ``wait_s``, or
+    unreadable."""
+    import select
+    import stat
+    import time
+
+    def refuse(why: str):
+        return ScriptError(f"{option} {path}: {why}", EXIT_USAGE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block
+    except FileNotFoundError:
+        raise refuse("does not exist") from None
+    except OSError as err:
+        raise refuse(f"cannot read it ({err.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise refuse("is a folder; give a file")
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise refuse("is not a regular file or a pipe")
+        chunks, size, end = [], 0, time.monotonic() + wait_s
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while size <= limit:
+            if stat.S_ISFIFO(mode) and not poller.poll(max(0.0, end - time.monotonic()) * 1000):
+                raise refuse(f"a pipe that gave no end of data within {wait_s:g} s")
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # the poll saw the writer go, then a new one come
+                continue
+            except OSError as err:
+                raise refuse(f"cannot read it ({err.strerror})") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise refuse(f"larger than {limit >> 20} MiB, more than this input ever holds")
+    return b"".join(chunks)
+
+
+def parse_json(data: bytes, option: str, path: str):
+    """``data`` parsed as JSON; ScriptError (usage) naming the option and the path when it is not
+    UTF-8, not JSON, nested too deep, or holds a number Python refuses (over 4300 digits)."""
+    import json
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ScriptError(f"{option} {path}: not UTF-8 text", EXIT_USAGE) from None
+    except RecursionError:
+        raise ScriptError(f"{option} {path}: nested too deeply to be JSON data", EXIT_USAGE) from None
+    except ValueError as err:  # json.JSONDecodeError, and int() of a 5,000-digit number
+        raise ScriptError(f"{option} {path}: not valid JSON ({str(err).splitlines()[0]})", EXIT_USAGE) from None
+# --- end of bounded input ---
 
 
 # ----------------------------------------------------------------------------------------------
@@ -626,15 +695,7 @@ def load_decode_bench(path: str) -> list[dict]:
     """The points of a decode_bench.py JSON result as dicts with batch, context, new_tokens,
     tpot_s and ttft_s. Raises ScriptError (usage) naming the file and what is wrong."""
     option = f"--fit {path}"
-    if not os.path.exists(path):
-        raise ScriptError(f"{option}: no such file", EXIT_USAGE)
-    if not os.path.isfile(path):
-        raise ScriptError(f"{option}: is not a regular file", EXIT_USAGE)
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ScriptError(f"{option}: cannot read a JSON document ({err})", EXIT_USAGE) from None
+    doc = parse_json(read_input(path, "--fit"), "--fit", path)
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise ScriptError(f"{option}: not a decode_bench.py result (no \"results\" list)", EXIT_USAGE)
     settings = doc.get("settings") if isinstance(doc.get("settings"), dict) else {}
@@ -651,9 +712,15 @@ def load_decode_bench(path: str) -> list[dict]:
         if missing:
             raise ScriptError(f"{option}: results[{i}] has no {', '.join(missing)} "
                               "(expected a decode_bench.py result)", EXIT_USAGE)
-        if not all(math.isfinite(v) and v > 0 for k, v in point.items() if k != "new_tokens"):
-            raise ScriptError(f"{option}: results[{i}] has a time or size that is not a positive "
-                              "finite number", EXIT_USAGE)
+        for key, value in point.items():
+            try:
+                ok = math.isfinite(value) and (value > 0 or (key == "new_tokens" and value == 0))
+            except OverflowError:  # an int too large for a float
+                ok = False
+            if not ok:  # new_tokens 0: not recorded; every other field must be > 0
+                label = {"tpot_s": "TPOT (s)", "ttft_s": "TTFT (s)"}.get(key, key)
+                raise ScriptError(f"{option}: results[{i}]: {label} is {value!r}, not a positive "
+                                  "finite number", EXIT_USAGE)
         points.append(point)
     if len({(p["batch"], p["context"]) for p in points}) < 3:
         raise ScriptError(f"{option}: {len(points)} point(s), fewer than 3 distinct (batch, "

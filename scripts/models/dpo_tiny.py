@@ -221,10 +221,12 @@ def check_output_dir(path: str, option: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -233,9 +235,13 @@ def write_atomic(path: str, data) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
         raise
 
 
@@ -329,8 +335,8 @@ def load_corpus(path: str, min_len: int) -> list[str]:
                 lines += 1
                 try:
                     doc = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ScriptError(f"{path}:{number_}: not JSON ({err.msg}); expected one JSON "
+                except (ValueError, RecursionError) as err:
+                    raise ScriptError(f"{path}:{number_}: not JSON ({getattr(err, 'msg', err)}); expected one JSON "
                                       "object per line", EXIT_USAGE) from None
                 if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
                     raise ScriptError(f"{path}:{number_}: not a JSON object with a string "

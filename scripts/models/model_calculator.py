@@ -222,10 +222,12 @@ def check_output_dir(path: str, option: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -234,9 +236,13 @@ def write_atomic(path: str, data) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
         raise
 
 
@@ -312,6 +318,69 @@ def run_main(main, argv=None) -> None:
 # --- end of script contract ---
 
 
+# --- bounded input: identical in every script that reads files (tests/test_script_contract.py) ---
+def read_input(path: str, option: str, limit: int = 64 << 20, wait_s: float = 10.0) -> bytes:
+    """The bytes of the input ``path`` given as ``option``: a regular file, or a pipe (``<(cmd)``,
+    a FIFO) read until its writer closes it, at most ``limit`` bytes and ``wait_s`` seconds.
+    Raises ScriptError (usage) naming the option and the path when it is missing, a folder, a
+    device such as /dev/zero, larger than ``limit``, a pipe still open after ``wait_s``, or
+    unreadable."""
+    import select
+    import stat
+    import time
+
+    def refuse(why: str):
+        return ScriptError(f"{option} {path}: {why}", EXIT_USAGE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block
+    except FileNotFoundError:
+        raise refuse("does not exist") from None
+    except OSError as err:
+        raise refuse(f"cannot read it ({err.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise refuse("is a folder; give a file")
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise refuse("is not a regular file or a pipe")
+        chunks, size, end = [], 0, time.monotonic() + wait_s
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while size <= limit:
+            if stat.S_ISFIFO(mode) and not poller.poll(max(0.0, end - time.monotonic()) * 1000):
+                raise refuse(f"a pipe that gave no end of data within {wait_s:g} s")
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # the poll saw the writer go, then a new one come
+                continue
+            except OSError as err:
+                raise refuse(f"cannot read it ({err.strerror})") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise refuse(f"larger than {limit >> 20} MiB, more than this input ever holds")
+    return b"".join(chunks)
+
+
+def parse_json(data: bytes, option: str, path: str):
+    """``data`` parsed as JSON; ScriptError (usage) naming the option and the path when it is not
+    UTF-8, not JSON, nested too deep, or holds a number Python refuses (over 4300 digits)."""
+    import json
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ScriptError(f"{option} {path}: not UTF-8 text", EXIT_USAGE) from None
+    except RecursionError:
+        raise ScriptError(f"{option} {path}: nested too deeply to be JSON data", EXIT_USAGE) from None
+    except ValueError as err:  # json.JSONDecodeError, and int() of a 5,000-digit number
+        raise ScriptError(f"{option} {path}: not valid JSON ({str(err).splitlines()[0]})", EXIT_USAGE) from None
+# --- end of bounded input ---
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading a configuration
 
@@ -324,9 +393,9 @@ KV_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
 def _int(config: dict, key: str, where: str, default=None, lo: int = 1) -> int | None:
-    value = config.get(key, default)
-    if value is None:
-        return None
+    value = config.get(key)
+    if value is None:  # absent, or null: transformers then uses the default too
+        return default
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise ValueError(f"{where}: {key} must be an integer >= {lo}, got {value!r}")
     return value
@@ -356,7 +425,7 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
     heads = arch["num_attention_heads"]
     arch["num_key_value_heads"] = _int(config, "num_key_value_heads", where, heads)
     arch["head_dim"] = _int(config, "head_dim", where, arch["hidden_size"] // heads)
-    if "head_dim" not in config and arch["hidden_size"] % heads:
+    if config.get("head_dim") is None and arch["hidden_size"] % heads:
         raise ValueError(f"{where}: hidden_size {arch['hidden_size']} is not a multiple of "
                          f"num_attention_heads {heads} and there is no head_dim")
     if heads % arch["num_key_value_heads"]:
@@ -370,6 +439,10 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
     # Biases: Qwen2 hard-codes them on q, k, v; others may set attention_bias (q, k, v and o).
     arch["qkv_bias"] = bool(config.get("qkv_bias", family == "qwen2"))
     arch["attention_bias"] = bool(config.get("attention_bias", False)) and family != "qwen2"
+    # Llama's mlp_bias: biases on the dense MLP's gate, up and down projections.
+    arch["mlp_bias"] = config.get("mlp_bias", False)
+    if not isinstance(arch["mlp_bias"], bool):
+        raise ValueError(f"{where}: mlp_bias must be true or false, got {arch['mlp_bias']!r}")
     arch["qk_norm"] = QK_NORM.get(family)
     arch["norms_per_layer"] = NORMS_PER_LAYER.get(family, 2)
 
@@ -397,6 +470,8 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
                                  "is not supported")
         if config.get("mlp_only_layers"):
             raise ValueError(f"{where}: mlp_only_layers is not supported")
+        if arch["mlp_bias"]:
+            raise ValueError(f"{where}: mlp_bias with experts is not supported")
         if config.get("shared_expert_intermediate_size"):
             raise ValueError(f"{where}: shared_expert_intermediate_size (Qwen2-MoE's gated "
                              "shared expert) is not supported")
@@ -523,6 +598,8 @@ def count_params(a: dict) -> dict:
     dense = a["first_k_dense_replace"]
     moe = layers - dense
     mlp = dense * 3 * h * (a["intermediate_size"] or 0)
+    mlp_biases = dense * (2 * (a["intermediate_size"] or 0) + h) if a.get("mlp_bias") else 0
+    mlp += mlp_biases
     one_expert = 3 * h * a["moe_intermediate_size"]
     experts = moe * a["num_experts"] * one_expert
     shared = moe * a["n_shared_experts"] * one_expert
@@ -541,7 +618,7 @@ def count_params(a: dict) -> dict:
     if a["qkv_bias"] or a["attention_bias"]:
         d, heads, kv = a["head_dim"], a["num_attention_heads"], a["num_key_value_heads"]
         biases = layers * (heads * d + 2 * kv * d + (h if a["attention_bias"] else 0))
-    counts["matmul_active"] = (counts["attention"] - biases + mlp + experts - unused + shared
+    counts["matmul_active"] = (counts["attention"] - biases + mlp - mlp_biases + experts - unused + shared
                                + moe * h * a["num_experts"] + embedding)  # output projection
     return counts
 
@@ -654,17 +731,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def read_config(path: str) -> dict:
     """The parsed config.json at ``path``; ScriptError (usage) naming the file otherwise."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise ScriptError(f"--config {path}: no such file", EXIT_USAGE) from None
-    except IsADirectoryError:
-        raise ScriptError(f"--config {path}: is a folder; give the config.json in it", EXIT_USAGE) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScriptError(f"--config {path}: cannot read it ({err})", EXIT_USAGE) from None
-    except json.JSONDecodeError as err:
-        raise ScriptError(f"--config {path}: not valid JSON ({err})", EXIT_USAGE) from None
+    return parse_json(read_input(path, "--config"), "--config", path)
 
 
 def select_models(args: argparse.Namespace) -> list[dict]:

@@ -19,6 +19,8 @@ while [[ ! -e $parent ]]; do parent=$(dirname "$parent"); done
 [[ -d $parent ]] || { echo "pipeline.sh: error: OUT_DIR=$OUT_DIR: $parent is a file, not a folder" >&2; exit 2; }
 mkdir -p "$OUT_DIR"
 export OUT_DIR
+# The --wrap commands below are shell text: the folder goes in quoted (spaces, [ ], * and all).
+out=$(printf %q "$OUT_DIR")
 
 sweep=$(sbatch --parsable --output="$OUT_DIR/sweep-%A_%a.out" "$@" \
         scripts/orchestration/array.sbatch)
@@ -28,12 +30,12 @@ sweep=$(sbatch --parsable --output="$OUT_DIR/sweep-%A_%a.out" "$@" \
 # pending with reason DependencyNeverSatisfied.
 best=$(sbatch --parsable --job-name=pick-best --dependency="afterok:$sweep" \
        --kill-on-invalid-dep=yes --time=00:05:00 --output="$OUT_DIR/pick-best-%j.out" \
-       --wrap="sort -g -k 2 $OUT_DIR/task-*.txt | head -n 1 > $OUT_DIR/best.txt")
+       --wrap="sort -g -k 2 $out/task-*.txt | head -n 1 > $out/best.txt")
 
 # afterany: start once the job has ended, whether it completed, failed or was cancelled.
 report=$(sbatch --parsable --job-name=report --dependency="afterany:$sweep:$best" \
          --time=00:05:00 --output="$OUT_DIR/report-%j.out" \
-         --wrap="echo \"\$(cat $OUT_DIR/task-*.txt 2>/dev/null | wc -l) results; best (lr loss):\" \
-                 \"\$(cat $OUT_DIR/best.txt 2>/dev/null || echo none)\" > $OUT_DIR/report.txt")
+         --wrap="echo \"\$(cat $out/task-*.txt 2>/dev/null | wc -l) results; best (lr loss):\" \
+                 \"\$(cat $out/best.txt 2>/dev/null || echo none)\" > $out/report.txt")
 
 echo "$sweep $best $report"

@@ -126,8 +126,10 @@ null where unused), then the results: ``checkpoint_bytes``, ``write_s``, ``block
 ``job_mtbf_s``, ``restart_s``, ``young_interval_s``, ``daly_interval_s``,
 ``young_interval_steps`` and ``daly_interval_steps`` (null without ``--step-time-s``),
 ``young_lost_fraction``, ``lost_fraction`` (at Daly's interval) and its parts
-``lost_checkpoint_fraction``, ``lost_rework_fraction``, ``lost_restart_fraction``,
-``async_write_fits`` (null for a synchronous save) and ``first_order_ok``. Nothing in it
+``lost_checkpoint_fraction``, ``lost_rework_fraction``, ``lost_restart_fraction`` (first
+order), ``lost_fraction_complete`` (Daly's complete model, the one to read when
+``first_order_ok`` is false), ``async_write_fits`` (null for a synchronous save) and
+``first_order_ok``. Nothing in it
 depends on the machine or the time of the run.
 """
 
@@ -285,10 +287,12 @@ def check_output_dir(path: str, option: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -297,9 +301,13 @@ def write_atomic(path: str, data) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
         raise
 
 
@@ -464,6 +472,24 @@ def lost_fraction(tau_s: float, delta_s: float, mtbf_s: float, restart_s: float 
     return parts
 
 
+def complete_lost_fraction(tau_s: float, delta_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
+    """The fraction of wall-clock time lost under Daly's complete model for exponentially
+    distributed failures (Daly 2006, https://doi.org/10.1016/j.future.2004.11.016): each
+    ``tau_s`` of compute costs M e^(R/M) (e^((tau + delta)/M) - 1) seconds of wall clock, so
+
+        lost = 1 - tau / (M e^(R/M) (e^((tau + delta)/M) - 1)),
+
+    always in [0, 1], valid where the first-order model (``lost_fraction``) is not: an interval
+    or a save that is not short against M. ValueError on non-finite or non-positive inputs."""
+    tau, delta = _finite("tau_s", tau_s), _finite("delta_s", delta_s)
+    m, restart = _finite("mtbf_s", mtbf_s), _finite("restart_s", restart_s, zero_ok=True)
+    exponent = (tau + delta) / m + restart / m
+    if exponent > 700:  # e^700 ~ 1e304: the job never finishes an interval
+        return 1.0
+    wall = m * math.exp(restart / m) * math.expm1((tau + delta) / m)
+    return min(1.0, max(0.0, 1.0 - tau / wall))
+
+
 def _steps(tau_s: float, step_time_s: float | None) -> int | None:
     """Whole training steps in ``tau_s`` (nearest, at least 1); None without a step time."""
     if step_time_s is None:
@@ -497,6 +523,7 @@ def plan(nbytes: float, write_GBps: float, mtbf_s: float, restart_s: float = 0.0
         "lost_restart_fraction": at_daly["restart"],
         # an asynchronous write must end before the next save starts, tau seconds later
         "async_write_fits": None if snapshot_s is None else write_s <= daly,
+        "lost_fraction_complete": complete_lost_fraction(daly, delta, mtbf_s, restart_s),
         "first_order_ok": (daly + delta) <= FIRST_ORDER_LIMIT * mtbf_s,
     }
 
@@ -698,19 +725,23 @@ def report(inputs: dict, r: dict) -> str:
         ("job MTBF (M)", _time(r["job_mtbf_s"]), f"{_count(r['job_mtbf_s'])} s"),
         ("Young interval sqrt(2 delta M)", _time(r["young_interval_s"]),
          f"{_count(r['young_interval_s'])} s"),
-        ("Daly interval (use this one)", _time(r["daly_interval_s"]),
+        ("Daly interval" + (" (use this one)" if r["first_order_ok"] else ""), _time(r["daly_interval_s"]),
          f"{_count(r['daly_interval_s'])} s"),
     ]
     if inputs["step_time_s"] is not None:
         rows.append((f"  in steps of {inputs['step_time_s']:g} s", f"{r['daly_interval_steps']:,}",
                      f"Young: {r['young_interval_steps']:,}"))
-    rows += [
-        ("time lost at Daly's interval", _percent(r["lost_fraction"]), ""),
-        ("  to saves, delta/tau", _percent(r["lost_checkpoint_fraction"]), ""),
-        ("  to rework, tau/(2M)", _percent(r["lost_rework_fraction"]), ""),
-        ("  to restarts, R/M", _percent(r["lost_restart_fraction"]), ""),
-        ("time lost at Young's interval", _percent(r["young_lost_fraction"]), ""),
-    ]
+    if r["first_order_ok"]:
+        rows += [
+            ("time lost at Daly's interval", _percent(r["lost_fraction"]), ""),
+            ("  to saves, delta/tau", _percent(r["lost_checkpoint_fraction"]), ""),
+            ("  to rework, tau/(2M)", _percent(r["lost_rework_fraction"]), ""),
+            ("  to restarts, R/M", _percent(r["lost_restart_fraction"]), ""),
+            ("time lost at Young's interval", _percent(r["young_lost_fraction"]), ""),
+        ]
+    else:  # the first-order shares can pass 100 %: only the complete model's total means anything
+        rows.append(("time lost at Daly's interval (complete model)",
+                     _percent(r["lost_fraction_complete"]), ""))
     label_w = max(len(label) for label, _, _ in rows)
     number_w = max(len(value.split(" ")[0]) for _, value, _ in rows)
     for label, value, note in rows:
@@ -722,8 +753,10 @@ def report(inputs: dict, r: dict) -> str:
                      "the interval: each save would wait for the previous write; get more write "
                      "bandwidth or save less often")
     if not r["first_order_ok"]:
-        lines.append("# warning: the interval is not short against the MTBF (tau + delta > "
-                     f"{FIRST_ORDER_LIMIT:g} M): the first-order lost time is not reliable here")
+        lines.append("# warning: the interval and the save are not short against the MTBF (tau + "
+                     f"delta > {FIRST_ORDER_LIMIT:g} M): the first-order model does not hold, and "
+                     "the time lost shown is Daly's complete model; no interval recommended: save "
+                     "faster (asynchronous saves, more write bandwidth) or fail less often")
     return "\n".join(lines)
 
 

@@ -232,10 +232,12 @@ def check_output_dir(path: str, option: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -244,9 +246,13 @@ def write_atomic(path: str, data) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
         raise
 
 
@@ -517,13 +523,27 @@ def main(argv=None) -> int:
     report, results, interrupted = None, [], False
     # Ctrl-C (even where a shell started us with SIGINT ignored) and SIGTERM (scancel, a time
     # limit) stop the run between operations; the finished results are still reported.
-    stopped_by = [signal.SIGINT]
+    stopped_by: list[int] = []
 
-    def on_sigterm(signum, frame):
-        stopped_by[0] = signal.SIGTERM
+    def on_signal(signum, frame):
+        stopped_by.append(signum)
         raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    def stop():
+        """End an interrupted run: report what finished, exit 130 (SIGINT) or 143 (SIGTERM)."""
+        nonlocal interrupted
+        # No teardown collective: the other ranks may be gone and it would wait for them.
+        interrupted = True
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut the writing
+            signal.signal(sig, signal.SIG_IGN)
+        if rank == 0 and report is not None and results:
+            report(interrupted=True)
+        name = signal.Signals(stopped_by[0]).name
+        kept = (f" after {len(results)} results" + (f"; wrote them to {args.json}"
+                if args.json and results else "")) if rank == 0 else ""
+        raise ScriptError(f"rank {rank}: interrupted by {name}{kept}", 128 + stopped_by[0]) from None
     try:
         # Every rank checks the directory; rank 0 creates the run directory for all.
         name = [None]
@@ -660,24 +680,21 @@ def main(argv=None) -> int:
         dist.barrier()
         return 0
     except KeyboardInterrupt:
-        # No teardown collective: the other ranks may be gone and it would wait for them.
-        interrupted = True
-        for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut the writing
-            signal.signal(sig, signal.SIG_IGN)
-        if rank == 0 and report is not None and results:
-            report(interrupted=True)
-        name = signal.Signals(stopped_by[0]).name
-        kept = (f" after {len(results)} results" + (f"; wrote them to {args.json}"
-                if args.json and results else "")) if rank == 0 else ""
-        raise ScriptError(f"rank {rank}: interrupted by {name}{kept}", 128 + stopped_by[0]) from None
+        if not stopped_by:  # Python's own Ctrl-C, before our handler was set
+            stopped_by.append(signal.SIGINT)
+        stop()
     except BenchError as err:
         return fail(str(err), 1)
     except (RuntimeError, OSError) as err:  # a collective timed out, a peer died, disk full
+        if stopped_by:  # the signal landed inside a save or load, which wrapped it
+            stop()
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         return fail(f"rank {rank}: {first}", 1)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as err:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if stopped_by:  # the signal landed inside a save or load: DCP wrapped the interrupt
+            stop()
         # it maps each failing rank to its (error, traceback): name the lowest one's error
         failures = getattr(err, "failures", None)
         if failures:

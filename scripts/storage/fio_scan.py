@@ -233,10 +233,12 @@ def check_output_dir(path: str, option: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half."""
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -245,9 +247,13 @@ def write_atomic(path: str, data) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
         raise
 
 
@@ -429,11 +435,22 @@ def parse_fio_json(text: str, rw: str) -> dict:
         job = data["jobs"][0]
     except (ValueError, KeyError, IndexError) as err:
         raise ScriptError(f"could not parse fio's JSON output ({err})") from err
+    if not isinstance(job, dict):
+        raise ScriptError("could not parse fio's JSON output (jobs[0] is not an object)")
     if job.get("error"):
         raise ScriptError(f"fio job failed with error {job['error']}")
-    side = job["write" if "write" in rw else "read"]
-    lat = side.get("lat_ns", {})
-    pct = lat.get("percentile") or side.get("clat_ns", {}).get("percentile") or {}
+    version = data.get("fio version", "an unknown fio version") if isinstance(data, dict) else "?"
+    name = "write" if "write" in rw else "read"
+    side = job.get(name)
+
+    def number(obj, key: str, where: str) -> float:
+        value = obj.get(key) if isinstance(obj, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScriptError(f"fio's JSON output has no number at jobs[0].{where}{key} ({version}); "
+                              "this fio reports in a layout fio_scan.py does not know")
+        return value
+    lat = side.get("lat_ns", {}) if isinstance(side, dict) else {}
+    pct = lat.get("percentile") or (side or {}).get("clat_ns", {}).get("percentile") or {}
 
     def percentile(p: float) -> float:
         for key, value in pct.items():
@@ -442,13 +459,13 @@ def parse_fio_json(text: str, rw: str) -> dict:
         return float("nan")
 
     return {
-        "bw_MBps": side["bw_bytes"] / 1e6,
-        "iops": float(side["iops"]),
+        "bw_MBps": number(side, "bw_bytes", f"{name}.") / 1e6,
+        "iops": float(number(side, "iops", f"{name}.")),
         "lat_mean_us": lat.get("mean", float("nan")) / 1000.0,
         "lat_p50_us": percentile(50.0),
         "lat_p99_us": percentile(99.0),
-        "io_bytes": int(side["io_bytes"]),
-        "runtime_s": side["runtime"] / 1000.0,
+        "io_bytes": int(number(side, "io_bytes", f"{name}.")),
+        "runtime_s": number(side, "runtime", f"{name}.") / 1000.0,
     }
 
 

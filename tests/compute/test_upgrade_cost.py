@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -225,7 +226,7 @@ def test_json_write_is_atomic(up, tmp_path, monkeypatch, capsys):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(up.os, "fsync", broken_fsync)
-    with pytest.raises(OSError):
+    with pytest.raises(up.ScriptError, match=rf"^{re.escape(str(out))}: cannot write it \(No space left on device\)"):
         up.main(["--params", "1e9", "--device", "a:100:1", "--json", str(out)])
     assert out.read_text() == "previous result\n"
     assert sorted(os.listdir(tmp_path)) == ["cost.json"]
@@ -316,7 +317,7 @@ BAD_INPUT = [
          r"--device h --mamf-json .*none\.json: does not exist"),
     Case("mamf-folder", [*BASE, "--device", "h::3", "--mamf-json", "{tmp}"], r"--mamf-json .*: is a folder"),
     Case("mamf-not-json", [*BASE, "--device", "h::3", "--mamf-json", "{tmp}/x.json"],
-         r"--mamf-json .*x\.json: not JSON", files={"x.json": "mamf 793 TFLOPS\n"}),
+         r"--mamf-json .*x\.json: not valid JSON", files={"x.json": "mamf 793 TFLOPS\n"}),
     Case("mamf-not-utf8", [*BASE, "--device", "h::3", "--mamf-json", "{tmp}/x.json"],
          r"--mamf-json .*x\.json: not UTF-8", files={"x.json": b"\xff\xfe\x00"}),
     Case("mamf-other-benchmark", [*BASE, "--device", "h::3", "--mamf-json", "{tmp}/x.json"],

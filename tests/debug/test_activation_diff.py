@@ -161,14 +161,20 @@ def test_help_without_torch_work(launch):
 
 
 RECORDS = json.dumps({"schema": "activation_diff/1", "records": []})
+NAN_RECORD = ('{"schema": "activation_diff/1", "records": [{"module": "fc", "type": "Linear", "call": 0, '
+              '"tensor": "output", "shape": [2], "phase": "forward", "mean": NaN, "rms": 1.0, '
+              '"absmax": 1.0, "probe": 0.0, "nonfinite": 0}]}')
 BAD_INPUT = [
+    # A NaN statistic would make every difference NaN, and "NaN > rtol" is false: no divergence.
+    Case("nan-statistic", ["compare", "{tmp}/a.json", "{tmp}/a.json"],
+         r"run_a: .*a\.json: record 0 has mean = nan, which no recording holds", files={"a.json": NAN_RECORD}),
     Case("json-is-a-recording", ["demo", "--save-dir", "{tmp}/d", "--json", "{tmp}/d/run_a.json"],
          r"--save-dir .*/d/run_a\.json: --json writes there too; give each output its own path",
          files={"d/run_b.json": "{}"}),
-    Case("missing-file", ["compare", "{tmp}/none.json", "{tmp}/b.json"], r"run_a: .*none\.json does not exist",
+    Case("missing-file", ["compare", "{tmp}/none.json", "{tmp}/b.json"], r"run_a .*none\.json: does not exist",
          files={"b.json": RECORDS}),
-    Case("folder", ["compare", "{tmp}/a.json", "{tmp}"], r"run_b: .* is a folder", files={"a.json": RECORDS}),
-    Case("not-json", ["compare", "{tmp}/a.json", "{tmp}/b.json"], r"run_b: .*b\.json is not JSON",
+    Case("folder", ["compare", "{tmp}/a.json", "{tmp}"], r"run_b .*: is a folder", files={"a.json": RECORDS}),
+    Case("not-json", ["compare", "{tmp}/a.json", "{tmp}/b.json"], r"run_b .*b\.json: not valid JSON",
          files={"a.json": RECORDS, "b.json": "step,loss\n1,2.5\n"}),
     Case("other-json", ["compare", "{tmp}/a.json", "{tmp}/b.json"],
          r"run_a: .*a\.json is not an activation_diff record file",
@@ -199,3 +205,8 @@ BAD_INPUT = [
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
     check_refused(f"debug/{SCRIPT}", case, tmp_path)
+
+
+def test_a_nan_statistic_never_compares_as_agreement(ad):
+    a = {"mean": float("nan"), "rms": 1.0, "absmax": 1.0, "probe": 0.0, "nonfinite": 0}
+    assert ad.difference(a, dict(a)) == float("inf")

@@ -274,3 +274,29 @@ def test_cuda_point_and_cache(db, launch, tmp_path):
     assert doc["device_type"] == "cuda" and doc["dtype"] == "bf16"
     assert doc["device"] == torch.cuda.get_device_name()
     check_rows(doc, dtype_bytes=2)
+
+
+def test_a_full_disk_loses_at_most_the_point_in_progress(tmp_path):
+    """The --json file is rewritten after every point. With the file size limited (RLIMIT_FSIZE,
+    which Python turns into EFBIG, as a full disk gives ENOSPC) to fit two points but not three,
+    the run stops naming the file, and the file holds the first two points."""
+    import resource
+    out = tmp_path / "sweep.json"
+    args = [sys.executable, str(REPO / "scripts" / "inference" / SCRIPT), *SWEEP, "--json", str(out)]
+    assert subprocess.run(args, capture_output=True, timeout=120).returncode == 0
+    full = json.loads(out.read_text())
+    assert len(full["results"]) == 4
+
+    def size(points: int) -> int:
+        return len(json.dumps({**full, "interrupted": True, "results": full["results"][:points]}, indent=1)) + 1
+    limit = (size(2) + size(3)) // 2
+    out.unlink()
+    res = subprocess.run(args, capture_output=True, text=True, timeout=120,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().endswith(f"error: {out}: cannot write it (File too large); it keeps its "
+                                       "previous content"), res.stderr
+    kept = json.loads(out.read_text())
+    points = [(r["batch"], r["context"]) for r in full["results"]]
+    assert kept["interrupted"] is True
+    assert [(r["batch"], r["context"]) for r in kept["results"]] == points[:2]

@@ -189,8 +189,8 @@ BAD_INPUT = [
     Case("config-without-params", ["--config", "c.json"], "--config needs --params COUNT",
          files={"c.json": GOOD}),
     Case("config-missing", ["--config", "{tmp}/none.json", "--params", "1B"],
-         "--config .*none.json: no such file"),
-    Case("config-folder", ["--config", "{tmp}", "--params", "1B"], "is a folder; give the config.json"),
+         "--config .*none.json: does not exist"),
+    Case("config-folder", ["--config", "{tmp}", "--params", "1B"], "--config .*: is a folder; give a file"),
     Case("config-not-json", ["--config", "c.json", "--params", "1B"], "--config c.json: not valid JSON",
          files={"c.json": "model_type: llama\n"}),
     Case("config-heads-missing", ["--config", "c.json", "--params", "1B"],
@@ -258,3 +258,12 @@ def test_the_kv_cache_pages_tables_are_current(launch, tmp_path, name):
     for run_specific in ("date_utc", "command", "versions"):  # the envelope: when, how, with what
         assert now.pop(run_specific) and recorded.pop(run_specific)
     assert now == recorded, f"recompute results/inference/{name}"
+
+
+def test_null_fields_of_a_config_mean_the_default(kv):
+    """transformers reads "head_dim": null (Mistral-7B-Instruct-v0.3's config.json) as
+    hidden_size / heads, and "num_key_value_heads": null as the number of heads (MHA)."""
+    config = {"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
+              "num_key_value_heads": None, "num_hidden_layers": 32, "head_dim": None}
+    shape = kv.cache_shape(config)
+    assert (shape["kv_heads"], shape["head_dim"]) == (32, 128)

@@ -211,8 +211,8 @@ BAD_INPUT = [
          "got --model and --config"),
     Case("model-unknown", ["--model", "gpt-5"], r"--model 'gpt-5': not in .*architectures.yml \(see --list\)"),
     Case("model-empty", ["--model", " "], "--model: must not be empty"),
-    Case("config-missing", ["--config", "{tmp}/none.json"], "--config .*none.json: no such file"),
-    Case("config-folder", ["--config", "{tmp}"], "is a folder; give the config.json in it"),
+    Case("config-missing", ["--config", "{tmp}/none.json"], "--config .*none.json: does not exist"),
+    Case("config-folder", ["--config", "{tmp}"], "--config .*: is a folder; give a file"),
     Case("config-not-json", ["--config", "c.json"], "--config c.json: not valid JSON",
          files={"c.json": "model_type: llama\n"}),
     Case("config-list", ["--config", "c.json"], "--config c.json: not a JSON object",
@@ -262,3 +262,28 @@ BAD_INPUT = [
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT + models_data_cases()])
 def test_bad_input_is_refused_in_one_line(case, tmp_path):
     check_refused(f"models/{SCRIPT}", case, tmp_path)
+
+
+# Mistral-7B-Instruct-v0.3's published config.json has "head_dim": null, which transformers reads
+# as hidden_size / num_attention_heads = 128. With it the count is 7,248,023,552: untied embedding
+# and output 2 x 32768 x 4096, and 32 layers of attention (2 x 4096^2 + 2 x 4096 x 1024), gated MLP
+# (3 x 4096 x 14336) and two norms, plus the final norm.
+MISTRAL_7B_V03 = {"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
+                  "num_key_value_heads": 8, "num_hidden_layers": 32, "intermediate_size": 14336,
+                  "vocab_size": 32768, "head_dim": None, "tie_word_embeddings": False}
+
+
+def test_null_fields_of_a_config_mean_the_default(calc):
+    a = calc.from_config(MISTRAL_7B_V03)
+    assert (a["head_dim"], calc.count_params(a)["total"]) == (128, 7_248_023_552)
+    mha = calc.from_config({**MISTRAL_7B_V03, "num_key_value_heads": None})
+    assert mha["num_key_value_heads"] == 32
+
+
+def test_mlp_bias_is_counted_and_is_not_a_matmul_parameter(calc):
+    plain = calc.count_params(calc.from_config({**MISTRAL_7B_V03, "model_type": "llama"}))
+    biased = calc.count_params(calc.from_config({**MISTRAL_7B_V03, "model_type": "llama", "mlp_bias": True}))
+    assert biased["total"] - plain["total"] == 32 * (2 * 14336 + 4096)  # gate, up, down per layer
+    assert biased["matmul_active"] == plain["matmul_active"]
+    with pytest.raises(ValueError, match="mlp_bias must be true or false"):
+        calc.from_config({**MISTRAL_7B_V03, "mlp_bias": "yes"})

@@ -144,6 +144,16 @@ def test_alert_command_that_fails_or_hangs_is_bounded_and_not_fatal(wd, tmp_path
     ok, detail = wd.run_alert("sleep 30; echo late", "m", "c", "finding", 0.5)
     assert time.monotonic() - start < 10
     assert not ok and detail == "did not finish within 0.5 s; killed"
+    # A child that left the alert's process group and session (setsid) and keeps its stdout is
+    # killed too, and the watchdog does not wait for it (it once waited 60 s).
+    start = time.monotonic()
+    ok, detail = wd.run_alert(f"setsid sh -c 'echo $$ > {tmp_path}/escaped; sleep 60'", "m", "c", "finding", 1)
+    assert time.monotonic() - start < 8
+    assert not ok and detail == "did not finish within 1 s; killed"
+    escaped = int((tmp_path / "escaped").read_text())
+    time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{escaped}") or " Z " in open(f"/proc/{escaped}/stat").read(), \
+        "the escaped child still runs"
     dog = wd.Watchdog(watchdog_args(wd, "--fs", str(tmp_path), "--alert-cmd", "exit 3",
                                     "--events", str(tmp_path / "ev.jsonl")))
     dog.handle([("heartbeat", "finding", "stale", "no progress for 700 s")])

@@ -11,7 +11,9 @@ pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 
 def run_pipeline(slurm, tmp_path, *sbatch_args, env=None):
-    out_dir = tmp_path / "sweep"
+    # A space and glob characters in the folder: every job must still write into it, not into
+    # a stray ./sweep (the --wrap commands once split the path at the space).
+    out_dir = tmp_path / "my sweep [1] *"
     res = slurm.run(["bash", "scripts/orchestration/pipeline.sh", *sbatch_args],
                     env={"OUT_DIR": str(out_dir), "STEPS": "30", **(env or {})})
     sweep, best, report = (int(x) for x in res.stdout.split())

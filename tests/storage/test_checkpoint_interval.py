@@ -220,7 +220,8 @@ def test_defaults_are_the_books_example_and_json_has_every_field(tmp_path):
         "checkpoint_bytes", "write_s", "blocking_s", "job_mtbf_s", "restart_s",
         "young_interval_s", "daly_interval_s", "young_interval_steps", "daly_interval_steps",
         "young_lost_fraction", "lost_fraction", "lost_checkpoint_fraction",
-        "lost_rework_fraction", "lost_restart_fraction", "async_write_fits", "first_order_ok"}
+        "lost_rework_fraction", "lost_restart_fraction", "lost_fraction_complete", "async_write_fits",
+        "first_order_ok"}
     assert doc["checkpoint_bytes"] == 980e9 and doc["job_mtbf_s"] == 178_171.875
     assert doc["restart_s"] == 600.0
     # the table shows the same numbers, in the units a reader wants
@@ -262,7 +263,7 @@ def test_json_dash_prints_only_the_json():
 def test_interval_too_long_for_the_model_is_flagged():
     res = run_cli(["--job-mtbf-hours", "0.01"])
     assert res.returncode == 0, res.stderr
-    assert "# warning: the interval is not short against the MTBF" in res.stdout
+    assert "# warning: the interval and the save are not short against the MTBF" in res.stdout
     slow = run_cli(["--async-save", "--write-GBps", "0.1", "--job-mtbf-hours", "3"])
     assert "# warning: the background write (2.72 h) takes longer than the interval" in slow.stdout
 
@@ -323,7 +324,7 @@ def test_json_is_written_atomically(ci, tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")
     monkeypatch.setattr(ci.os, "replace", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(ci.ScriptError, match=rf"^{re.escape(str(out))}: cannot write it \(disk full\)"):
         ci.main(["--json", str(out)])
     assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
     monkeypatch.undo()
@@ -391,3 +392,25 @@ def test_bad_input_is_refused_before_writing(tmp_path):
     out = tmp_path / "plan.json"
     res = run_cli(["--json", str(out), "--nodes", "0"])
     assert res.returncode == 2 and not out.exists() and "Traceback" not in res.stderr
+
+
+def test_a_save_longer_than_the_mtbf_gets_no_recommendation_and_no_share_over_100_percent(ci, capsys):
+    """One save of 3.15 h against a job MTBF of 1 h: the first-order shares pass 100 % (delta/tau
+    alone is 315 %); the script shows Daly's complete model instead, recommends no interval and
+    says why."""
+    r = ci.plan(5.67e12, 0.5, 3600, restart_s=600)
+    assert not r["first_order_ok"] and r["lost_checkpoint_fraction"] > 3
+    # Daly 2006, complete model: 1 - tau / (M e^(R/M) (e^((tau + delta)/M) - 1))
+    tau, delta, m, rr = r["daly_interval_s"], r["blocking_s"], 3600, 600
+    assert r["lost_fraction_complete"] == pytest.approx(1 - tau / (m * math.exp(rr / m) * math.expm1((tau + delta) / m)))
+    assert 0.9 < r["lost_fraction_complete"] < 1
+    assert ci.main(["--params", "405e9", "--write-GBps", "0.5", "--job-mtbf-hours", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "use this one" not in out and "no interval recommended" in out
+    assert all(float(p) <= 100 for p in re.findall(r"([\d.]+) %", out)), out
+
+
+def test_where_the_first_order_model_holds_the_complete_model_agrees(ci):
+    r = ci.plan(5.67e12, 200, 3600 * 3, restart_s=600)
+    assert r["first_order_ok"]
+    assert r["lost_fraction_complete"] == pytest.approx(r["lost_fraction"], rel=0.15)

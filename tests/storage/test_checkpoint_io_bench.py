@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import signal
 import statistics
+import subprocess
+import sys
 
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import RANKS, REPO, interrupt_when
+from tests.launchers import RANKS, REPO, clean_env, interrupt_when
 from tools.results import problems
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs
@@ -161,3 +163,32 @@ def test_interrupt_keeps_the_methods_finished(tmp_path, sig):
     assert [(r["method"], r["op"]) for r in report["results"]] == [("torch.save", "save"),
                                                                    ("torch.save", "load")]
     assert list(ckpt.iterdir()) == [], "checkpoint files left behind"
+
+
+def test_sigterm_inside_a_save_is_an_interruption(tmp_path):
+    """DCP catches what a save raises, the KeyboardInterrupt of a signal too, and wraps it in a
+    CheckpointException: a SIGTERM that lands inside dcp.save must still end the run as an
+    interruption (143), not as a failed checkpoint (1). The signal is sent from inside the save
+    (dcp.save wrapped before the script runs), so it lands there every time."""
+    script = REPO / "scripts" / "storage" / SCRIPT
+    driver = (
+        "import os, runpy, signal, sys\n"
+        "import torch.distributed.checkpoint as dcp\n"
+        "from torch.distributed.checkpoint.api import CheckpointException\n"
+        "real = dcp.save\n"
+        "def save(*args, **kwargs):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        return real(*args, **kwargs)\n"
+        "    except BaseException as exc:\n"
+        "        raise CheckpointException('save', {0: (exc, None)})\n"
+        "dcp.save = save\n"
+        f"sys.argv = [{str(script)!r}, *sys.argv[1:]]\n"
+        f"runpy.run_path({str(script)!r}, run_name='__main__')\n")
+    (tmp_path / "ckpt").mkdir()
+    res = subprocess.run([sys.executable, "-c", driver, "--dir", str(tmp_path / "ckpt"), "--size", "1M",
+                          "--iters", "2", "--methods", "dcp"], capture_output=True, text=True,
+                         timeout=120, env=clean_env())
+    assert res.returncode == 128 + signal.SIGTERM, res.stderr
+    assert [ln for ln in res.stderr.splitlines() if ": error: " in ln] == \
+        [f"{SCRIPT}: error: rank 0: interrupted by SIGTERM after 0 results"], res.stderr

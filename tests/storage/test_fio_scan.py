@@ -203,3 +203,19 @@ def test_interrupt_removes_the_scan_files(tmp_path, sig):
     alive = [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in
              " ".join(p.info["cmdline"] or [])]
     assert not alive, f"fio processes left running: {alive}"
+
+
+@pytest.mark.parametrize("drop, where", [("bw_bytes", "read.bw_bytes"), ("runtime", "read.runtime")])
+def test_a_field_missing_from_fios_output_is_named_with_fios_version(launch, drop, where):
+    """Another fio may lay its JSON out differently: the error names the field and the version,
+    not a bare KeyError."""
+    fio_scan = import_script(launch.scripts / SCRIPT)
+    side = {"bw_bytes": 2e9, "iops": 1000.0, "io_bytes": 10 ** 9, "runtime": 500,
+            "lat_ns": {"mean": 1000.0, "percentile": {"50.000000": 900, "99.000000": 5000}}}
+    del side[drop]
+    text = json.dumps({"fio version": "fio-9.99", "jobs": [{"error": 0, "read": side}]})
+    with pytest.raises(fio_scan.ScriptError, match=rf"no number at jobs\[0\]\.{re.escape(where)} \(fio-9\.99\)"):
+        fio_scan.parse_fio_json(text, "randread")
+    full = json.loads(text)
+    full["jobs"][0]["read"][drop] = 7
+    assert fio_scan.parse_fio_json(json.dumps(full), "randread")["iops"] == 1000.0
