@@ -103,6 +103,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import gc
 import hashlib
 import json
 import logging
@@ -948,6 +949,11 @@ def run(args: argparse.Namespace) -> dict:
             f"({os.path.getsize(args.export)} bytes)")
     if args.json and rank == 0:
         write_atomic(args.json, json.dumps(result, indent=1) + "\n")
+    # Free the DDP model while the group is registered: freed after destroy_process_group, as run()
+    # returns, its Reducer would be the group's last holder and destroy it with the GIL held, while
+    # a gloo worker waits for the GIL (a deadlock; see train_example.py's teardown).
+    model = None
+    gc.collect()
     dist.barrier()
     dist.destroy_process_group()
     return result

@@ -126,6 +126,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import faulthandler
 import gc
 import json
 import logging
@@ -1149,11 +1150,24 @@ def run(args: argparse.Namespace) -> int:
                 .strftime("%Y-%m-%dT%H:%M:%SZ"),
             }
             write_atomic(args.json, json.dumps(summary, indent=1) + "\n")
-    # The teardown has no timeout of its own, and once (1 run in about 110, two ranks on a loaded
-    # 2-core machine) a rank never returned from it after every result was written: bound it.
-    with deadline(args.timeout_s * 1.1 + 1, f"rank {rank}: final barrier and teardown"):
-        dist.barrier()
-        dist.destroy_process_group()
+    # Free the model while the process group is still registered. A DDP model's Reducer holds the
+    # group; were it the last holder, freeing it (as run() returns, with the GIL held) would run
+    # the group's destructor, which joins gloo's worker threads while one of them waits for the
+    # GIL to free a tensor of the last barrier: a deadlock (1 run in about 70-110 on a loaded
+    # 2-core machine; py-spy: ~Reducer -> ~ProcessGroupGloo -> thread::join, and a worker in
+    # ~AsyncBarrierWork -> gil_scoped_acquire). destroy_process_group then frees the group through
+    # its own binding, which releases the GIL (pytorch/pytorch#56297, #154976).
+    model = core = None
+    gc.collect()
+    # The teardown has no timeout of its own: the deadline says so in one line; faulthandler's
+    # watchdog, which needs no GIL (a threading.Timer does), ends a rank stuck with the GIL held.
+    faulthandler.dump_traceback_later(args.timeout_s * 1.1 + 11, exit=True, file=2)
+    try:
+        with deadline(args.timeout_s * 1.1 + 1, f"rank {rank}: final barrier and teardown"):
+            dist.barrier()
+            dist.destroy_process_group()
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     return 0
 
 
