@@ -716,7 +716,8 @@ def report(inputs: dict, r: dict) -> str:
         f"# checkpoint: {size}",
         f"# save: {save}",
         f"# failures: {mtbf}; restart R = {inputs['restart_min']:g} min",
-        "# time lost, first order (Young 1974): delta/tau + tau/(2M) + R/M",
+        "# time lost, first order (Young 1974): delta/tau + tau/(2M) + R/M" if r["first_order_ok"] else
+        "# time lost, Daly's complete model (2006): 1 - tau / (M e^(R/M) (e^((tau+delta)/M) - 1))",
     ]
     rows = [
         ("checkpoint size", _size(r["checkpoint_bytes"]), ""),

@@ -407,6 +407,7 @@ def test_a_save_longer_than_the_mtbf_gets_no_recommendation_and_no_share_over_10
     assert ci.main(["--params", "405e9", "--write-GBps", "0.5", "--job-mtbf-hours", "1"]) == 0
     out = capsys.readouterr().out
     assert "use this one" not in out and "no interval recommended" in out
+    assert "# time lost, Daly's complete model" in out and "first order (Young 1974)" not in out
     assert all(float(p) <= 100 for p in re.findall(r"([\d.]+) %", out)), out
 
 
