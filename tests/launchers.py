@@ -126,9 +126,25 @@ def _communicate(proc: subprocess.Popen, timeout: float) -> Result:
     return Result(proc.returncode, out, err)
 
 
+# Variables that torch (or a library it loads) reads once, at import: a run that sets one needs an
+# interpreter of its own, since the fork server imported torch without it.
+_READ_AT_IMPORT = ("TORCH_", "PYTORCH_", "CUDA_", "NCCL_", "GLOO_", "MKL_", "KMP_", "GOMP_", "LD_")
+
+
 def run_python(scripts: Path, script: str, args: list[str], env: dict[str, str] | None = None,
-               timeout: float = 60) -> Result:
-    """Run ``python <scripts>/<script> args`` as one plain process."""
+               timeout: float = 60, fresh: bool = False) -> Result:
+    """Run ``python <scripts>/<script> args`` as one plain process: forked from the torch-preloaded
+    server (tests/preloaded.py), which gives the script what a fresh interpreter would, unless
+    ``fresh`` (the test is about the process itself) or ``env`` sets a variable read at import."""
+    if not fresh and not any(k.startswith(_READ_AT_IMPORT) for k in env or {}):
+        from tests import preloaded
+        try:
+            done = preloaded.run(scripts / script, args, cwd=REPO, env=clean_env(env), timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            pytest.fail(f"process did not finish within {timeout} s (hang?)\nstdout:\n"
+                        f"{(err.stdout or b'').decode(errors='replace')}\nstderr:\n"
+                        f"{(err.stderr or b'').decode(errors='replace')}")
+        return Result(done.returncode, done.stdout, done.stderr)
     proc = subprocess.Popen([sys.executable, str(scripts / script), *args], cwd=REPO,
                             env=clean_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)

@@ -70,6 +70,10 @@ def _child(path: str, argv: list[str], cwd: str, env: dict[str, str], out: str, 
     os.environ.update(env)
     if not any(env.get(name) for name in ("LC_ALL", "LC_CTYPE", "LANG")) and env.get("PYTHONCOERCECLOCALE") != "0":
         os.environ["LC_CTYPE"] = "C.UTF-8"  # what a starting interpreter does in the C locale (PEP 538)
+    threads = env.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:  # read by torch's OpenMP at import, so set it here
+        import torch
+        torch.set_num_threads(int(threads))
     sys.argv = [path, *argv]
     sys.path[0] = os.path.dirname(os.path.abspath(path))
     import runpy

@@ -11,10 +11,12 @@ import pytest
 from pypdf import PdfReader
 from pypdf.generic import IndirectObject
 
-from tests.build.book import (LANGS, PDF_NAME, RAW_TEX, ROOT, built_page, config, markers, nav_pages, page_soup,
+from tests.build.book import (BUILT_PAGES, LANGS, PDF_NAME, RAW_TEX, ROOT, built_page, config, markers, nav_pages, page_soup,
                               script_summary, script_usage)
 from tests.conftest import require_tool
 from tools import calculators
+
+pytestmark = BUILT_PAGES
 
 
 @pytest.fixture(scope="module")

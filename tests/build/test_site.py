@@ -7,10 +7,12 @@ from urllib.parse import quote, unquote
 
 import markdown
 import pytest
-from bs4 import BeautifulSoup
+from bs4 import BeautifulSoup, NavigableString
 
-from tests.build.book import LANGS, RAW_TEX, ROOT, built_page, markers, nav_pages, page_soup
+from tests.build.book import BUILT_PAGES, LANGS, RAW_TEX, ROOT, built_page, markers, nav_pages, page_soup
 from tools.tables import is_results_summary, render
+
+pytestmark = BUILT_PAGES
 
 
 def soup(path: Path) -> BeautifulSoup:
@@ -60,6 +62,15 @@ def test_notebooks_render_as_pages_with_outputs_and_download(built_site, lang):
         assert (page_path.parent / downloads[0]["href"]).resolve().is_file()
 
 
+def _prose(element):
+    """The strings under ``element`` outside <pre> and <code>, in document order."""
+    for child in element.children:
+        if isinstance(child, NavigableString):
+            yield child
+        elif child.name not in ("pre", "code"):
+            yield from _prose(child)
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_math_is_svg_and_no_raw_tex_is_left(built_site, lang):
     pages = [built_page(built_site, lang, src) for src in nav_pages()]
@@ -69,8 +80,7 @@ def test_math_is_svg_and_no_raw_tex_is_left(built_site, lang):
         assert 'class="arithmatex"' not in text, f"{page}: math left for client-side rendering"
         body = soup(page).select_one("article")
         # Code may hold a backslash-parenthesis of its own (a sed group); only prose can hold raw math.
-        prose = body.find_all(string=True) if body else []
-        visible = " ".join(text for text in prose if text.find_parent(["pre", "code"]) is None)
+        visible = " ".join(_prose(body)) if body else ""
         for raw in ("\\(", "\\[", "$$"):
             assert raw not in visible, f"{page}: raw TeX {raw!r} in the text"
         raw = RAW_TEX.search(visible)
