@@ -130,6 +130,15 @@ XID_CODES = {
     95: ("ROBUST_CHANNEL_UNCONTAINED_ERROR", "fail"),
     119: ("GSP_RPC_TIMEOUT", "fail"),
     120: ("GSP_ERROR", "fail"),
+    # Blackwell's NVLink 5 errors (Xid 74 is A100/H100 only). 144-146 and 149 are fatal or not
+    # depending on the status the line carries; their fatal statuses need a GPU reset.
+    144: ("NVLINK_SAW_ERROR", "fail"),
+    145: ("NVLINK_RLW_ERROR", "fail"),
+    146: ("NVLINK_TLW_ERROR", "fail"),
+    147: ("NVLINK_TREX_ERROR", "warn"),
+    148: ("NVLINK_NVLPW_CTRL_ERROR", "warn"),
+    149: ("NVLINK_NETIR_ERROR", "fail"),
+    150: ("NVLINK_MSE_ERROR", "fail"),
     154: ("GPU_RECOVERY_ACTION_CHANGED", "warn"),
 }
 # "NVRM: Xid (PCI:0000:19:00): 79, pid=..., GPU has fallen off the bus." (older drivers omit "PCI:")

@@ -23,9 +23,15 @@ formulas when a node has one GPU):
 * ``tree``: a chain through the node's GPUs and a double binary tree across nodes:
   2(g-1) intra-node and 2 ceil(log2 N) inter-node steps (as in src/graph/tuning.cc). A node sends
   2S over its NICs (S with two nodes), each GPU 2S over the node's links.
-* ``innet``: in-network reduction (NVLS inside the node, SHARP between nodes): every GPU sends its
-  buffer into the switch once and receives the result once, S per direction. This is an upper
-  bound, not a prediction: measured NVLS busbw stays well below it.
+* ``innet``: in-network reduction (NVLS inside the node, SHARP between nodes). Inside the node the
+  switch adds: each GPU sends its buffer S and receives its reduced share S/g, then sends that
+  share and receives the whole result S, so (g+1)/g x S per direction over the node's links.
+  Between nodes each GPU sends its share S/g up through its NIC and receives it reduced. On one
+  node (g = n) the best algbw is n/(n+1) x intra and busbw 2(n-1)/(n+1) x intra (700 GBps for
+  8 GPUs at 450). That is the NVLS relation algbw = busbw x n/(n+1), busbw there being the
+  link rate, as NCCL's maintainer corrected it in the thread of nccl-tests PR #239
+  (https://github.com/NVIDIA/nccl-tests/pull/239; the PR's diff still has an earlier
+  (n-1)/(n+1)). This is an upper bound, not a prediction: measured NVLS busbw stays below it.
 
 busbw = algbw x 2(n-1)/n whatever the algorithm, as nccl-tests reports it
 (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md). The model has no
@@ -367,12 +373,16 @@ def predict(algorithm: str, nodes: int, gpus_per_node: int, size_bytes: float, i
             rates["intra-node"] = intra  # each GPU of the chain sends S up and S down
         if N > 1:  # a node sends 2S through its g NICs; with two nodes only S
             rates["inter-node"] = g * inter * (2 if N == 2 else 1)
-    else:  # innet: each GPU sends S into the switch and receives S back
-        latency = a_in + (a_out if N > 1 else 0.0)
-        volume = S
-        rates = {"intra-node": intra}
-        if N > 1:
-            rates["inter-node"] = g * inter
+    else:  # innet: the switches add; per GPU and per direction
+        latency = (a_in if g > 1 else 0.0) + (a_out if N > 1 else 0.0)
+        # NVLS: send S and receive the reduced share S/g, then send the share and receive S
+        volume = (g + 1) / g * S if g > 1 else S
+        times = {}
+        if g > 1:
+            times["intra-node"] = volume / intra
+        if N > 1:  # SHARP: the GPU's share S/g up through its NIC, the reduced share back
+            times["inter-node"] = S / g / inter
+        rates = {link: volume / t for link, t in times.items()}
     link = min(rates, key=rates.get)
     rate = rates[link]
     transfer = volume / rate

@@ -114,6 +114,25 @@ def test_older_driver_throttle_element_names_are_read():
     assert [r["status"] for r in mod.check_gpu(gpus[2]) if r["check"] == "clocks"] == ["fail"]
 
 
+
+def test_blackwell_nvlink_xids_are_named(launch, tmp_path):
+    """Blackwell reports NVLink faults as Xid 144-150 (NVIDIA's Xid catalog), in lines that carry
+    a sub-unit, Fatal or Nonfatal, and the link before the status words. Synthetic log, written
+    for this test in the line format the catalog gives for these Xids."""
+    log = tmp_path / "dmesg-blackwell.txt"
+    log.write_text(
+        "[Tue Mar  4 14:22:07 2025] NVRM: Xid (PCI:0000:5d:00): 149, NETIR_LINK_EVT Fatal XC0 i0 "
+        "Link 03 (0x00000000 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)\n"
+        "[Tue Mar  4 14:22:08 2025] NVRM: Xid (PCI:0000:5d:00): 147, TREX Nonfatal XC0 i0 "
+        "Link 03 (0x00000000 0x80000000 0x00000000 0x00000000 0x00000000 0x00000000)\n",
+        encoding="utf-8")
+    res, report = run(launch, tmp_path, "h100x8-healthy.xml", str(log))
+    assert res.returncode == 3, res.output
+    xid = {r["detail"].split(" (")[0]: r for r in report["checks"] if r["check"] == "xid"}
+    assert "NVLINK_NETIR_ERROR) x1" in xid["Xid 149"]["detail"]
+    assert xid["Xid 149"]["status"] == "fail" and xid["Xid 149"]["bus_id"] == "0000:5d:00.0"
+    assert "NVLINK_TREX_ERROR) x1" in xid["Xid 147"]["detail"] and xid["Xid 147"]["status"] == "warn"
+
 def test_xid_map_agrees_with_the_data_file():
     mod = import_script(SCRIPT)
     data = yaml.safe_load((REPO / "data" / "debug" / "xid_errors.yml").read_text(encoding="utf-8"))
@@ -123,6 +142,9 @@ def test_xid_map_agrees_with_the_data_file():
     assert {v for _, v in mod.XID_CODES.values()} == {"warn", "fail"}
     for code in (48, 64, 79, 95):                      # reset / RMA / reboot codes fail the node
         assert mod.XID_CODES[code][1] == "fail"
+    # NVLink faults: Xid 74 up to Hopper, 144-150 on Blackwell (NVIDIA's Xid catalog)
+    assert {code for code, (name, _) in mod.XID_CODES.items() if name.startswith("NVLINK_")} == {
+        74, *range(144, 151)}
 
 
 def test_fixtures_declare_their_origin():

@@ -104,13 +104,37 @@ def test_ring_latency_grows_linearly_and_tree_logarithmically(bm):
     assert tree[2] - tree[1] == pytest.approx(tree[1] - tree[0]) == pytest.approx(2 * 5)
 
 
-def test_innet_sends_each_buffer_once(bm):
+def test_innet_sends_each_buffer_once_plus_its_share(bm):
+    """NVLS on 8 GPUs: each sends S + S/8 over NVLink, so algbw is 8/9 of the link rate and
+    busbw 14/9 of it, above the link rate (the network chapter's derivation)."""
     one = run(bm, "innet", 1, size=2**50)
-    assert one["algbw_GBps"] == pytest.approx(450, rel=1e-6)
-    assert one["busbw_GBps"] == pytest.approx(450 * 2 * 7 / 8, rel=1e-6)  # above the link rate
+    assert one["algbw_GBps"] == pytest.approx(450 * 8 / 9, rel=1e-6)
+    assert one["busbw_GBps"] == pytest.approx(450 * 14 / 9, rel=1e-6)  # 700, above the link rate
+    assert one["limited_by"] == "intra-node"
+    # across nodes: NVLink carries 9/8 S per GPU, the NIC S/8; here 450 x 8/9 = 8 x 50, a tie
     many = run(bm, "innet", 16, size=2**50)
     assert many["algbw_GBps"] == pytest.approx(400, rel=1e-6)
+    slow_nic = run(bm, "innet", 16, size=2**50, inter=25.0)
+    assert slow_nic["algbw_GBps"] == pytest.approx(8 * 25, rel=1e-6)
+    assert slow_nic["limited_by"] == "inter-node"
+    # one GPU per node: SHARP alone, S up through the NIC and S back
+    assert run(bm, "innet", 4, g=1, size=2**50)["algbw_GBps"] == pytest.approx(50, rel=1e-6)
     assert many["latency_us"] == run(bm, "innet", 1024, size=2**50)["latency_us"] == pytest.approx(6.0)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16, 72])
+def test_innet_matches_the_nvls_formula_of_nccl_tests_pr_239(bm, n):
+    """One NVLink domain of n GPUs, link rate B: NCCL's maintainer gives algbw = busbw x n/(n+1)
+    for NVLS, busbw there being the bandwidth on the links
+    (https://github.com/NVIDIA/nccl-tests/pull/239), and nccl-tests multiplies algbw by 2(n-1)/n
+    (src/all_reduce.cu, AllReduceGetBw). Both computed here from the formulas, with no latency."""
+    B = 450.0
+    r = run(bm, "innet", 1, g=n, size=2**40, intra=B, a_in=0.0, a_out=0.0)
+    algbw = B * n / (n + 1)
+    assert r["algbw_GBps"] == pytest.approx(algbw, rel=1e-12)
+    assert r["busbw_GBps"] == pytest.approx(algbw * 2 * (n - 1) / n, rel=1e-12)
+    # going back from what nccl-tests prints to the bandwidth on the links gives B again
+    assert r["busbw_GBps"] * (n + 1) / (2 * (n - 1)) == pytest.approx(B, rel=1e-12)
 
 
 def test_model_rows_and_refusals(bm):
