@@ -25,6 +25,12 @@ Spec data (YAML)::
 table; ``rows_with: KEY`` keeps only the rows that have KEY (a table of the MoE models of a file
 that also lists dense ones). Without ``#VIEW`` every column is shown.
 
+Every data file is checked against a JSON Schema (Draft 2020-12) before it renders:
+``tools/schemas/data/table.schema.json``, the shape above, which every file meets, or, for a file
+that scripts or calculators read, ``tools/schemas/data/<part>/<name>.schema.json``, which adds
+its rows' fields and types (``data_problems``; tests/tools/test_data_schemas.py). A bad value is
+one TableError line naming the file, the row (number and name) and the field.
+
 Measured results (JSON) are the files our benchmark scripts write with ``--json``; the
 ``benchmark`` key picks the columns (see RESULTS_COLUMNS).
 
@@ -32,7 +38,9 @@ Usage: ``python tools/tables.py FILE [--lang zh]`` prints the Markdown.
 """
 
 import argparse
+import functools
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -68,6 +76,159 @@ def _markdown(header: list[str], rows: list[list[str]], align: list[str]) -> str
 _SOURCE = {"en": "Source", "zh": "来源"}
 
 
+# --- the data files' schemas -------------------------------------------------------------------
+
+DATA_SCHEMAS = Path(__file__).resolve().parent / "schemas" / "data"
+_SHOWN = 120  # characters of a bad value shown in an error line
+
+
+def data_schema(path) -> Path:
+    """The schema that data file ``path`` must meet: ``tools/schemas/data/<part>/<name>.schema.json``
+    for ``.../data/<part>/<name>.yml`` when there is one (a file that scripts or calculators
+    read), else ``tools/schemas/data/table.schema.json``, the table shape every data file has."""
+    path = Path(path)
+    if path.parent.parent.name == "data":
+        specific = DATA_SCHEMAS / path.parent.name / f"{path.stem}.schema.json"
+        if specific.is_file():
+            return specific
+    return DATA_SCHEMAS / "table.schema.json"
+
+
+def _finite_number(checker, value) -> bool:
+    """JSON's numbers: no bool, no inf or nan (YAML has .inf and .nan; JSON has neither)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and (not isinstance(value, float) or math.isfinite(value)))
+
+
+def _integer(checker, value) -> bool:
+    """An integer written as one: 32, not 32.0 (a script that reads the file wants an int)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _validator(schema: Path):
+    return _cached_validator(str(schema), max(p.stat().st_mtime_ns for p in DATA_SCHEMAS.rglob("*.schema.json")))
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_validator(schema: str, mtime_ns: int):
+    """A Draft 2020-12 validator for ``schema``, every data schema registered (they refer to
+    table.schema.json by relative URI), with finite numbers and true integers as the types."""
+    from jsonschema import Draft202012Validator, validators
+    from referencing import Registry, Resource
+
+    resources = []
+    for path in DATA_SCHEMAS.rglob("*.schema.json"):
+        contents = json.loads(path.read_text(encoding="utf-8"))
+        resources.append((contents["$id"], Resource.from_contents(contents)))
+    checker = Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"number": _finite_number, "integer": _integer})
+    validator = validators.extend(Draft202012Validator, type_checker=checker)
+    contents = json.loads(Path(schema).read_text(encoding="utf-8"))
+    validator.check_schema(contents)
+    return validator(contents, registry=Registry().with_resources(resources))
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
+
+
+def _row_label(data: dict, number: int) -> str:
+    """``row 3 (Llama 3.1 8B)``: the row's number (from 1) and the value of its first column."""
+    row = data["rows"][number]
+    columns = data.get("columns")
+    key = columns[0].get("key") if isinstance(columns, list) and columns and isinstance(columns[0], dict) else "name"
+    name = row.get(key) if isinstance(row, dict) and isinstance(key, str) else None
+    if isinstance(name, str) and name.strip():
+        return f"row {number + 1} ({name if len(name) <= 60 else name[:60] + '...'})"
+    if isinstance(name, int) and not isinstance(name, bool):
+        return f"row {number + 1} ({name})"
+    return f"row {number + 1}" + (f" ({key} {_shown(name)})" if name is not None else "")
+
+
+def _problem(error, data, path) -> str:
+    """One line for one schema error: the file, the row (or column, or top-level key), the field
+    and what is wrong with it."""
+    from jsonschema.exceptions import best_match
+
+    error = best_match([error])  # inside anyOf/oneOf: the alternative that came closest
+    loc = list(error.absolute_path)
+    if "propertyNames" in error.schema_path:  # the error is about a key, not a value
+        if error.validator == "not":
+            loc, what = loc + [error.instance], "not allowed in this row"
+        else:
+            what = f"key {_shown(error.instance)} is not a column key (letters, digits, _)"
+    elif isinstance(error.instance, float) and not math.isfinite(error.instance):
+        what = f"{error.instance} is not a value (YAML's .inf and .nan are not JSON numbers)"
+    elif error.validator == "required":
+        missing = [k for k in error.validator_value if k not in error.instance]
+        loc, what = loc + missing[:1], "missing"
+        if loc[-1:] == ["source"]:
+            what += " (every row names the URL that states its figures)"
+    elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = set(error.schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in known]
+        loc, what = loc + extra[:1], "not a field of this file (misspelt?); the schema lists the fields"
+    elif error.validator in ("anyOf", "oneOf"):
+        what = (f"{_shown(error.instance)} is none of: "
+                + ", ".join(_kind(alternative) for alternative in error.validator_value))
+    elif error.validator == "type":
+        wanted = error.validator_value
+        wanted = " or ".join(wanted) if isinstance(wanted, list) else wanted
+        what = f"{_shown(error.instance)} is not of type {wanted}"
+    elif error.validator in ("enum", "const"):
+        allowed = error.validator_value if error.validator == "enum" else [error.validator_value]
+        what = f"{_shown(error.instance)} is not one of {', '.join(map(repr, allowed))}"
+    elif error.validator == "pattern":
+        what = f"{_shown(error.instance)} does not match {error.validator_value!r}"
+    else:
+        what = error.message if len(error.message) <= 2 * _SHOWN else error.message[:2 * _SHOWN] + "..."
+    if isinstance(error.schema, dict) and error.schema.get("description") and error.validator != "$ref":
+        what += f"; {error.schema['description']}"  # the schema's short description
+    where = [str(path)]
+    if len(loc) >= 2 and loc[0] == "rows" and isinstance(loc[1], int):
+        where.append(_row_label(data, loc[1]))
+        loc = loc[2:]
+    elif len(loc) >= 2 and loc[0] == "columns" and isinstance(loc[1], int):
+        column = data["columns"][loc[1]]
+        key = column.get("key") if isinstance(column, dict) else None
+        where.append(f"column {loc[1] + 1}" + (f" ({key})" if isinstance(key, str) else ""))
+        loc = loc[2:]
+    elif len(loc) >= 2 and loc[0] == "views":
+        where.append(f"view {loc[1]}")
+        loc = loc[2:]
+    if loc:
+        where.append(".".join(str(part) for part in loc))
+    return ": ".join(where + [what])
+
+
+def _kind(schema) -> str:
+    """A schema in a word or two, for an error line: its $ref's name, its type or its value."""
+    if not isinstance(schema, dict):
+        return str(schema).lower()
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1].replace(".schema.json", "")
+    if "const" in schema:
+        return repr(schema["const"])
+    if "enum" in schema:
+        return "one of " + ", ".join(map(repr, schema["enum"]))
+    kind = schema.get("type", "value")
+    return " or ".join(kind) if isinstance(kind, list) else kind
+
+
+def _order(error) -> tuple:
+    return tuple((0, part, "") if isinstance(part, int) else (1, 0, str(part))
+                 for part in error.absolute_path)
+
+
+def data_problems(data, path) -> list[str]:
+    """Every way ``data`` (data file ``path``, parsed) breaks its schema (``data_schema``), one
+    line each, in the file's order: ``FILE: row N (NAME): FIELD: what is wrong``. Empty: valid."""
+    validator = _validator(data_schema(path))
+    lines = [_problem(e, data, path) for e in sorted(validator.iter_errors(data), key=_order)]
+    return list(dict.fromkeys(lines))  # the table schema and a file's own may say the same
+
+
 def _select_view(data: dict, view: str, path: Path) -> dict:
     """``data`` narrowed to view ``view``: its columns (in the view's order), caption and notes."""
     views = data.get("views") or {}
@@ -92,7 +253,8 @@ def render_data_table(path: Path, lang: str = "en", view: str | None = None) -> 
     caption and notes when given).
 
     Every row must have a ``source`` URL, rendered as a link in the last column.
-    Raises TableError (naming the file) for a missing key, column, view or source.
+    Raises TableError (naming the file) for a missing key, column, view or source, and for a
+    file its schema refuses (``data_problems``: the first problem, naming row and field).
     """
     path = Path(path)
     try:
@@ -101,6 +263,10 @@ def render_data_table(path: Path, lang: str = "en", view: str | None = None) -> 
         raise TableError(f"{path}: {err}") from err
     if not isinstance(data, dict) or not data.get("columns") or not data.get("rows"):
         raise TableError(f"{path}: needs 'columns' and 'rows'")
+    problems = data_problems(data, path)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise TableError(problems[0] + more)
     if view is not None:
         data = _select_view(data, view, path)
     columns = data["columns"]

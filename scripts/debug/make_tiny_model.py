@@ -21,12 +21,16 @@ prints the loss (cross-entropy, nats per character) every ``--log-every`` steps;
 writes the config, parameter count and loss curve.
 
 Every file is written atomically (a temporary file, then a rename). Options are checked before
-torch is imported: sizes have caps (a "tiny" model of d_model 10^6 is a typo), ``--out`` must be a
+torch is imported: sizes have caps (a "tiny" model of d_model 10^6 is a typo), and together at
+most 50,000,000 parameters and a training step's largest tensor 2^28 values, ``--out`` must be a
 folder that can hold files (it is created), ``--json`` a file in an existing folder. Exit status:
 0 done; 2 bad options; 130 Ctrl-C during training, after writing the model and ``--json`` as
 trained so far (``"interrupted": true``); 1 anything else. Failures are one line
 ``make_tiny_model.py: error: ...``, with the traceback under ``--debug``. ``TinyLM.from_dir`` and
-``CharTokenizer.load`` raise ValueError naming the file for a truncated, foreign or mismatched one.
+``CharTokenizer.load`` read their JSON bounded (a regular file or a pipe, at most 16 MiB; never
+/dev/zero or a FIFO without a writer) and raise ValueError naming the file (and the field) for a
+truncated, foreign or mismatched one, a config beyond the caps above, or a model.pt larger than
+its config's weights.
 
 How to launch
 -------------
@@ -80,6 +84,14 @@ PROG = "make_tiny_model.py"
 DEFAULT_CONFIG = {"vocab_size": 0, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128,
                   "max_seq_len": 64, "dropout": 0.0, "seed": 0}
 SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
+# Upper bounds of the model options and config fields: a "tiny" model past these is a typo (or a
+# hostile config.json) that eats the machine. The sizes multiply, so the parameters have a bound
+# of their own, and a training step's largest tensor too; all are checked before torch allocates.
+# scripts/training/mx_quantize.py reads these models with the same bounds.
+CAPS = {"vocab_size": 1_000_000, "d_model": 8192, "n_layers": 128, "n_heads": 256, "d_ff": 65536,
+        "max_seq_len": 65536, "seed": 2**63 - 1}
+MAX_PARAMS = 50_000_000            # 200 MB of float32 weights; the default model has 72,960
+MAX_STEP_VALUES = 1 << 28          # values of a training step's largest tensor (1 GiB of float32)
 OUT_FILES = ("config.json", "model.pt", "tokenizer.json", "data.txt")   # what --out DIR holds
 
 _WORDS = {"det": ["the", "a", "one", "every"], "adj": ["red", "big", "small", "old", "quick"],
@@ -302,6 +314,83 @@ def run_main(main, argv=None) -> None:
 # --- end of script contract ---
 
 
+# --- bounded input: identical in every script that reads files (tests/test_script_contract.py) ---
+def read_input(path: str, option: str, limit: int = 64 << 20, wait_s: float = 10.0) -> bytes:
+    """The bytes of the input ``path`` given as ``option``: a regular file, or a pipe (``<(cmd)``,
+    a FIFO) read until its writer closes it, at most ``limit`` bytes and ``wait_s`` seconds.
+    Raises ScriptError (usage) naming the option and the path when it is missing, a folder, a
+    device such as /dev/zero, larger than ``limit``, a pipe still open after ``wait_s``, or
+    unreadable."""
+    import select
+    import stat
+    import time
+
+    def refuse(why: str):
+        return ScriptError(f"{option} {path}: {why}", EXIT_USAGE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block
+    except FileNotFoundError:
+        raise refuse("does not exist") from None
+    except OSError as err:
+        raise refuse(f"cannot read it ({err.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise refuse("is a folder; give a file")
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise refuse("is not a regular file or a pipe")
+        chunks, size, end = [], 0, time.monotonic() + wait_s
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while size <= limit:
+            if stat.S_ISFIFO(mode) and not poller.poll(max(0.0, end - time.monotonic()) * 1000):
+                raise refuse(f"a pipe that gave no end of data within {wait_s:g} s")
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # the poll saw the writer go, then a new one come
+                continue
+            except OSError as err:
+                raise refuse(f"cannot read it ({err.strerror})") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise refuse(f"larger than {limit >> 20} MiB, more than this input ever holds")
+    return b"".join(chunks)
+
+
+def parse_json(data: bytes, option: str, path: str):
+    """``data`` parsed as JSON; ScriptError (usage) naming the option and the path when it is not
+    UTF-8, not JSON, nested too deep, or holds a number Python refuses (over 4300 digits)."""
+    import json
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ScriptError(f"{option} {path}: not UTF-8 text", EXIT_USAGE) from None
+    except RecursionError:
+        raise ScriptError(f"{option} {path}: nested too deeply to be JSON data", EXIT_USAGE) from None
+    except ValueError as err:  # json.JSONDecodeError, and int() of a 5,000-digit number
+        raise ScriptError(f"{option} {path}: not valid JSON ({str(err).splitlines()[0]})", EXIT_USAGE) from None
+# --- end of bounded input ---
+
+
+def read_json_file(path: str, kind: str):
+    """The JSON document at ``path`` (a model's config.json, a tokenizer.json), read bounded
+    (``read_input``: a regular file or a pipe, at most 16 MiB). OSError when it does not exist;
+    ValueError naming the file for anything else (a device, a FIFO without a writer, not UTF-8,
+    not JSON, nested too deeply)."""
+    if not os.path.lexists(path):
+        raise FileNotFoundError(2, "No such file or directory", path)
+    try:
+        return parse_json(read_input(path, "file", limit=16 << 20), "file", path)
+    except ScriptError as exc:
+        why = str(exc).removeprefix(f"file {path}: ")
+        raise ValueError(f"{path}: not {kind} ({why})") from None
+
+
 def make_corpus(n: int, seed: int = 0) -> list[str]:
     """``n`` sentences "det [adj] noun verb det [adj] noun ." from a fixed grammar, seeded.
 
@@ -352,31 +441,57 @@ class CharTokenizer:
 
     @classmethod
     def load(cls, path: str) -> "CharTokenizer":
-        """Read what ``save`` wrote; ValueError (naming the file) for anything else."""
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path}: not a CharTokenizer file (not JSON: {exc})") from None
+        """Read what ``save`` wrote (bounded: ``read_json_file``); ValueError (naming the file,
+        and the entry) for anything else."""
+        data = read_json_file(path, "a CharTokenizer file")
         if not isinstance(data, dict) or data.get("type") != "char" or \
                 not isinstance(data.get("vocab"), list) or data["vocab"][:len(SPECIALS)] != SPECIALS:
             raise ValueError(f"{path} is not a CharTokenizer file (expected type 'char' and a "
                              "vocab list starting with the special tokens)")
+        if len(data["vocab"]) > CAPS["vocab_size"]:
+            raise ValueError(f"{path}: vocab has {len(data['vocab']):,} entries, more than "
+                             f"{CAPS['vocab_size']:,}")
+        for i, entry in enumerate(data["vocab"]):
+            if not isinstance(entry, str) or not entry:
+                raise ValueError(f"{path}: vocab[{i}] must be a non-empty string, got "
+                                 f"{json.dumps(entry)[:40]}")
         return cls(data["vocab"][len(SPECIALS):])
 
 
+def tiny_params(cfg: dict) -> int:
+    """Parameters of TinyLM(cfg), counted from its modules without building it: token and
+    position embeddings, per layer attention (in-projection 3d x d + 3d, out-projection d x d + d),
+    MLP (d x f + f, f x d + d) and two LayerNorms (4d), and the final LayerNorm (2d)."""
+    d, f = cfg["d_model"], cfg["d_ff"]
+    layer = 4 * d * d + 2 * d * f + f + 9 * d
+    return (cfg["vocab_size"] + cfg["max_seq_len"]) * d + cfg["n_layers"] * layer + 2 * d
+
+
 def check_config(cfg: dict) -> None:
-    """Raise ValueError naming the first bad field of a model config."""
+    """Raise ValueError naming the first bad field of a model config: a size that is not an
+    integer from 1 to its cap (CAPS), sizes that together make more than MAX_PARAMS parameters
+    (checked before anything is allocated), a bad dropout or seed."""
     for key in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len"):
-        if not isinstance(cfg.get(key), int) or cfg[key] < 1:
-            raise ValueError(f"config field {key} must be a positive integer, got {cfg.get(key)!r}")
+        value = cfg.get(key)
+        if value is None:
+            raise ValueError(f"config field {key} is missing")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CAPS[key]:
+            raise ValueError(f"config field {key} must be an integer from 1 to {CAPS[key]:,}, "
+                             f"got {value!r:.40}")
     if cfg["d_model"] % cfg["n_heads"]:
         raise ValueError(f"d_model {cfg['d_model']} is not divisible by n_heads {cfg['n_heads']}")
+    params = tiny_params(cfg)
+    if params > MAX_PARAMS:
+        raise ValueError(f"vocab_size {cfg['vocab_size']:,}, d_model {cfg['d_model']:,}, n_layers "
+                         f"{cfg['n_layers']:,}, d_ff {cfg['d_ff']:,} and max_seq_len "
+                         f"{cfg['max_seq_len']:,} make {params:,} parameters, more than the "
+                         f"{MAX_PARAMS:,} of a tiny model")
     dropout = cfg.get("dropout", 0.0)
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-        raise ValueError(f"config field dropout must be a number in [0, 1), got {dropout!r}")
-    if not isinstance(cfg.get("seed", 0), int) or cfg.get("seed", 0) < 0:
-        raise ValueError(f"config field seed must be an integer >= 0, got {cfg.get('seed')!r}")
+        raise ValueError(f"config field dropout must be a number in [0, 1), got {dropout!r:.40}")
+    seed = cfg.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= CAPS["seed"]:
+        raise ValueError(f"config field seed must be an integer from 0 to 2^63 - 1, got {seed!r:.40}")
 
 
 def _torch_classes():
@@ -426,17 +541,18 @@ def _torch_classes():
             config that is not this model's, and a model.pt that is truncated, damaged or of
             another shape; OSError for a missing file."""
             config, weights = os.path.join(out_dir, "config.json"), os.path.join(out_dir, "model.pt")
-            try:
-                with open(config, encoding="utf-8") as f:
-                    cfg = json.load(f)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ValueError(f"{config}: not a model config (not JSON: {exc})") from None
+            cfg = read_json_file(config, "a model config")
             if not isinstance(cfg, dict):
                 raise ValueError(f"{config}: not a model config (expected a JSON object)")
             try:
                 check_config(cfg)
             except ValueError as exc:
                 raise ValueError(f"{config}: {exc}") from None
+            if os.path.lexists(weights) and not os.path.isfile(weights):
+                raise ValueError(f"{weights}: not a regular file")
+            if os.path.isfile(weights) and os.path.getsize(weights) > 8 * tiny_params(cfg) + (1 << 20):
+                raise ValueError(f"{weights}: {os.path.getsize(weights):,} bytes, more than the "
+                                 f"weights of {config}'s {tiny_params(cfg):,} parameters")
             model = cls(cfg)
             try:
                 state = torch.load(weights, weights_only=True)
@@ -475,9 +591,6 @@ def batches(tok: CharTokenizer, texts: list[str], batch_size: int, seq_len: int,
         yield window[:, :-1], window[:, 1:]
 
 
-# Upper bounds of the model options: a "tiny" model past these is a typo that eats the machine.
-CAPS = {"d_model": 8192, "n_layers": 128, "n_heads": 256, "d_ff": 65536, "max_seq_len": 65536,
-        "seed": 2**63 - 1}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -517,6 +630,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         raise ScriptError(str(exc), EXIT_USAGE) from None
     tokens = sum(len(t) + 2 for t in texts)          # what batches() encodes: <bos> text <eos>
+    seq, batch = cfg["max_seq_len"], args.batch_size
+    largest = max(batch * seq * max(cfg["d_ff"], cfg["vocab_size"], 3 * cfg["d_model"]),
+                  batch * cfg["n_heads"] * seq * seq)   # MLP, logits or qkv; attention scores
+    if args.train_steps and largest > MAX_STEP_VALUES:
+        raise ScriptError(f"--batch-size {batch} x --max-seq-len {seq} make a training step's "
+                          f"largest tensor {largest:,} values, more than {MAX_STEP_VALUES:,} "
+                          "(1 GiB); lower one of them", EXIT_USAGE)
     if args.train_steps and tokens <= cfg["max_seq_len"] + 1:
         raise ScriptError(f"--sentences {args.sentences} make {tokens} tokens, too few for "
                           f"windows of --max-seq-len {cfg['max_seq_len']} + 1", EXIT_USAGE)

@@ -10,7 +10,7 @@ From a model's Hugging Face ``config.json`` (``--config``) or a row of the book'
   split over ``--gpus`` GPUs with tensor parallelism.
 * **KV bytes per sequence** of ``--context`` tokens (prompt plus generated tokens). Layers with a
   sliding window keep at most their window.
-* **Capacity per GPU**: of ``--gpu-memory`` GB, the server may use the fraction
+* **Capacity per GPU**: of the GPU's memory, the server may use the fraction
   ``--memory-utilization`` (vLLM's ``gpu_memory_utilization``, default 0.9); from that it
   subtracts the weights (``--params`` x ``--weight-dtype`` bytes, divided over the GPUs) and
   ``--overhead-gb`` (activations of the largest batch, CUDA graphs, communication buffers:
@@ -19,6 +19,15 @@ From a model's Hugging Face ``config.json`` (``--config``) or a row of the book'
 
 Units: bytes, and decimal GB (1 GB = 1e9 bytes); parameters as plain counts (``70.6B`` or
 ``70.6e9``).
+
+The GPU's memory: a vendor's "80 GB" is not 80e9 bytes. ``--device`` (default ``h100-sxm``)
+takes the capacity the driver reports for that GPU, nvidia-smi's ``memory.total`` (an H100 SXM:
+81,559 MiB, 85.52e9 bytes), from the table ``DEVICES`` below, whose rows name the book's
+accelerator catalogue. ``--gpu-memory`` gives it instead, with a unit: ``80GiB`` (2^30 bytes),
+``85.5GB`` (1e9 bytes), ``81559MiB``; a bare number is GB (``80`` = 80e9 bytes). CUDA's own total,
+which vLLM multiplies by ``gpu_memory_utilization``, is about 0.5% lower (vLLM logs
+``total_gpu_memory 79.22GiB`` on an H100, https://github.com/vllm-project/vllm/pull/10511):
+lower ``--memory-utilization`` or raise ``--overhead-gb`` to model it exactly.
 
 Formulas and their sources
 --------------------------
@@ -56,14 +65,15 @@ Plain ``python``; no torch, no GPU. ``--model`` reads the data file with PyYAML
     python kv_cache_calculator.py --list
     python kv_cache_calculator.py --model "Llama 3.1 70B" --gpus 4 --context 8192
     python kv_cache_calculator.py --model all --kv-dtype fp8 --json kv.json
-    python kv_cache_calculator.py --config config.json --params 8.03B --gpu-memory 24
+    python kv_cache_calculator.py --config config.json --params 8.03B --gpu-memory 24GiB
+    python kv_cache_calculator.py --model "Llama 3.1 8B" --device l40s
 
 With ``--config`` give ``--params`` (``model_calculator.py --config config.json`` prints the
 count); with ``--model`` the default is the publisher's count from the data file.
 ``--json PATH`` writes every number (``-`` prints it).
 Exit status: 0 success; 2 bad input (an unknown model, an unreadable or inconsistent
-``config.json``, ``--gpus`` that cannot split the heads, an unusable output path), with one line
-naming the option, file or key.
+``config.json``, ``--gpus`` that cannot split the heads, a ``--gpu-memory`` with an unknown unit
+(``80G``) or beside ``--device``, an unusable output path), with one line naming the option, file or key.
 
 Example output
 --------------
@@ -71,16 +81,17 @@ Example output
 
     $ python scripts/inference/kv_cache_calculator.py --model "Llama 3.1 70B" --gpus 4 --context 8192
     # kv_cache_calculator.py: Llama 3.1 70B: 80 layers, 8 KV heads x 128, 2 per GPU
-    # 4 GPU(s) of 80 GB, 0.9 usable; weights bf16, KV cache bf16; 1 GB = 1e9 bytes
+    # 4 GPU(s) of 85.52 GB each (h100-sxm: 81,559 MiB by nvidia-smi, sold as 80 GB)
+    # 0.9 usable; weights bf16, KV cache bf16; 1 GB = 1e9 bytes
       KV bytes per token, whole model                327,680
       KV bytes per token, per GPU                     81,920
       KV GB per sequence of 8192, per GPU              0.671
-      usable GB per GPU                                72.00
+      usable GB per GPU                                76.97
       weights GB per GPU                               35.30
       overhead GB per GPU                               0.00
-      free for the KV cache, GB per GPU                36.70
-      tokens in the cache                            447,998
-      sequences of 8192 tokens at once                    54
+      free for the KV cache, GB per GPU                41.67
+      tokens in the cache                            508,651
+      sequences of 8192 tokens at once                    62
 """
 
 from __future__ import annotations
@@ -388,12 +399,23 @@ ALL_LAYERS_SLIDE = ("mistral", "mixtral")
 DEFAULT_PATTERN = {"gemma2": 2}
 
 
+MAX_SIZE = 2**31 - 1  # config.json sizes are int32 in every framework that reads them
+
+
+def _shown(value) -> str:
+    """``value`` for an error line, cut short when long (a hostile file may hold megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
 def _positive_int(config: dict, key: str, where: str, default=None) -> int | None:
     value = config.get(key)
     if value is None:  # absent, or null: transformers then uses the default too
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{where}: {key} must be an integer >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+        raise ValueError(f"{where}: {key} must be an integer >= 1"
+                         + (f" and <= {MAX_SIZE}" if isinstance(value, int) and value > MAX_SIZE else "")
+                         + f", got {_shown(value)}")
     return value
 
 
@@ -408,8 +430,14 @@ def cache_shape(config: dict, name: str | None = None, where: str = "config") ->
         raise ValueError(f"{where}: not a JSON object")
     if "text_config" in config and "num_hidden_layers" not in config:
         config = config["text_config"]  # a multimodal wrapper: the language model's part
+        if not isinstance(config, dict):
+            raise ValueError(f"{where}: text_config is not a JSON object")
     family = config.get("model_type")
-    shape = {"name": name or config.get("name") or config.get("_name_or_path") or str(family)}
+    label = name or config.get("name") or config.get("_name_or_path")
+    shape = {"name": label if isinstance(label, str) and label.strip() else str(family)}
+    if config.get("use_sliding_window") is not None and not isinstance(config["use_sliding_window"], bool):
+        raise ValueError(f"{where}: use_sliding_window must be true or false, got "
+                         f"{_shown(config['use_sliding_window'])}")
     for key in ("num_hidden_layers", "num_attention_heads"):
         if _positive_int(config, key, where) is None:
             raise ValueError(f"{where}: {key} is missing")
@@ -507,9 +535,11 @@ def kv_bytes_per_sequence(shape: dict, context: int, element_bytes: float, gpus:
 
 
 def capacity(shape: dict, *, params: float, context: int, kv_dtype: str, weight_dtype: str,
-             gpu_memory_gb: float, gpus: int = 1, memory_utilization: float = 0.9,
-             overhead_gb: float = 0.0) -> dict:
-    """Memory budget of one GPU of a tensor-parallel group of ``gpus`` serving the model: a dict
+             gpu_memory_gb: float | None = None, gpus: int = 1, memory_utilization: float = 0.9,
+             overhead_gb: float = 0.0, gpu_memory_bytes: float | None = None) -> dict:
+    """Memory budget of one GPU of a tensor-parallel group of ``gpus`` serving the model, whose
+    memory is ``gpu_memory_bytes`` bytes, or ``gpu_memory_gb`` decimal GB (1e9 bytes; one of the
+    two), of which the server uses ``memory_utilization``: a dict
     of bytes (``usable``, ``weights``, ``overhead``, ``kv_free``, ``kv_per_token``,
     ``kv_per_sequence``, whole-model ``kv_per_token_model``) and counts (``tokens``: tokens the
     free memory caches, each layer holding every token; ``sequences``: sequences of ``context``
@@ -517,8 +547,12 @@ def capacity(shape: dict, *, params: float, context: int, kv_dtype: str, weight_
     overhead do not fit. Raises ValueError for sizes out of range."""
     if not params > 0:
         raise ValueError(f"params must be > 0, got {params}")
+    if (gpu_memory_gb is None) == (gpu_memory_bytes is None):
+        raise ValueError("give gpu_memory_bytes or gpu_memory_gb, one of them")
+    if gpu_memory_bytes is None:
+        gpu_memory_bytes = gpu_memory_gb * 1e9
     kv_b, w_b = ELEMENT_BYTES[kv_dtype], ELEMENT_BYTES[weight_dtype]
-    usable = gpu_memory_gb * 1e9 * memory_utilization
+    usable = gpu_memory_bytes * memory_utilization
     weights = params * w_b / gpus
     overhead = overhead_gb * 1e9
     free = usable - weights - overhead
@@ -529,6 +563,75 @@ def capacity(shape: dict, *, params: float, context: int, kv_dtype: str, weight_
             "kv_per_token": per_token, "kv_per_sequence": per_sequence,
             "tokens": max(0, math.floor(free / per_token)),
             "sequences": max(0, math.floor(free / per_sequence))}
+
+
+# ---------------------------------------------------------------------------------------------
+# The GPU's memory
+
+# What the driver reports as the GPU's memory (nvidia-smi's memory.total, in MiB), per device:
+# a vendor's "80 GB" is not 80e9 bytes (an H100 SXM has 81,559 MiB = 85.52e9 bytes). Each row
+# names its row of the book's accelerator catalogue, data/compute/accelerators.yml, and copies
+# its vendor figure `mem_GB`; tests/inference/test_kv_cache_calculator.py fails when they differ.
+# `source` is where the MiB figure was read: nvidia-smi output of that GPU.
+DEVICES = {
+    "a100-80gb": {"row": "NVIDIA A100 SXM 80GB", "mem_GB": 80, "total_MiB": 81920,
+                  "source": "https://github.com/modal-labs/modal-client/pull/2797"},
+    "h100-sxm": {"row": "NVIDIA H100 SXM", "mem_GB": 80, "total_MiB": 81559,
+                 "source": "https://github.com/NVIDIA/nccl/issues/1264"},
+    "l40s": {"row": "NVIDIA L40S", "mem_GB": 48, "total_MiB": 46068,
+             "source": "https://github.com/modal-labs/modal-client/pull/2797"},
+}
+DEFAULT_DEVICE = "h100-sxm"
+MEMORY_UNITS = {"b": 1, "mb": 1e6, "mib": 2**20, "gb": 1e9, "gib": 2**30, "tb": 1e12,
+                "tib": 2**40}
+MAX_GPU_MEMORY = 1e14  # bytes: 100 TB, far above any device
+
+
+def parse_memory(text: str) -> float:
+    """A GPU's memory as given to ``--gpu-memory``: a number and a unit, ``80GiB`` (2^30 bytes),
+    ``85.5GB`` (1e9 bytes), ``81559MiB``, ``B``, ``MB``, ``TB``, ``TiB`` (any case, a space
+    allowed); a bare number is GB. Returns bytes; raises ValueError for anything else (an
+    ambiguous ``80G`` included), a non-finite size, 0 or less, or more than 100 TB."""
+    shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
+    match = re.fullmatch(r"\s*([-+]?[0-9.]+(?:[eE][+-]?[0-9]+)?|[-+]?(?:infinity|inf|nan))"
+                         r"\s*([A-Za-z]*)\s*", text, re.IGNORECASE)
+    if not match:
+        raise ValueError(f"{shown!r} is not a memory size (give e.g. 80GiB, 85.5GB or 81559MiB)")
+    try:
+        value = float(match.group(1))
+    except ValueError:
+        raise ValueError(f"{shown!r} is not a memory size (give e.g. 80GiB, 85.5GB or 81559MiB)") from None
+    unit = match.group(2).lower() or "gb"
+    if unit not in MEMORY_UNITS:
+        raise ValueError(f"{shown!r}: unknown unit {match.group(2)!r}; say GB (1e9 bytes) or GiB "
+                         "(2^30 bytes), or MB, MiB, TB, TiB, B")
+    if math.isnan(value) or "inf" in match.group(1).lower():
+        raise ValueError(f"{shown!r} is not a finite size")
+    size = value * MEMORY_UNITS[unit]  # inf for a literal beyond a float's range: refused below
+    if not size > 0:
+        raise ValueError(f"{shown} must be more than 0 bytes")
+    if size > MAX_GPU_MEMORY:
+        raise ValueError(f"{shown} must be at most 100 TB (1e14 bytes)")
+    return size
+
+
+def argparse_memory(text: str) -> tuple[float, str]:
+    """``--gpu-memory``'s argparse type: (bytes, the text as given)."""
+    try:
+        return parse_memory(text), text
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def gpu_memory(args: argparse.Namespace) -> tuple[float, str]:
+    """The bytes of one GPU's memory from ``--gpu-memory`` or ``--device`` (default
+    DEFAULT_DEVICE), and where the figure comes from, in words."""
+    if args.gpu_memory is not None:
+        return args.gpu_memory[0], f"--gpu-memory {args.gpu_memory[1].strip()}"
+    name = args.device or DEFAULT_DEVICE
+    device = DEVICES[name]
+    return (device["total_MiB"] * 2**20,
+            f"{name}: {device['total_MiB']:,} MiB by nvidia-smi, sold as {device['mem_GB']} GB")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -560,16 +663,30 @@ def default_data_path() -> str:
                                          os.pardir, "data", "models", "architectures.yml"))
 
 
-def load_models(path: str) -> list[dict]:
+def load_models(path: str, option: str = "--data") -> list[dict]:
     """The data file's models: each ``cache_shape`` with its ``published_total`` (as printed)
     and ``params`` (that count as a number). The file is YAML (needs PyYAML) or the same data
-    as JSON (what the book's calculator pages give the script). Raises OSError for an
-    unreadable file and ValueError naming the file and row for a malformed one."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    as JSON (what the book's calculator pages give the script), read bounded (``read_input``: a
+    regular file or a pipe, at most 64 MiB, never /dev/zero or a FIFO without a writer). Raises
+    ScriptError (usage) naming ``option`` and the file when it cannot be read, and ValueError
+    naming the file, the row and the field for a malformed one (a name that is not a string, a
+    missing size, a ``published_total`` of inf, ...)."""
+    try:
+        raw = read_input(path, option)
+    except ScriptError as err:
+        why = str(err).removeprefix(f"{option} {path}: ")
+        raise ScriptError(f"{option} {path}: cannot read it ({why})", EXIT_USAGE) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start})") from None
     try:
         data = json.loads(text)
-    except ValueError:
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply to be a data file") from None
+    except ValueError as err:
+        if not isinstance(err, json.JSONDecodeError):  # JSON, but int() of a 5,000-digit number
+            raise ValueError(f"{path}: not valid JSON ({str(err).splitlines()[0]})") from None
         try:
             import yaml
         except ImportError:
@@ -579,18 +696,32 @@ def load_models(path: str) -> list[dict]:
             data = yaml.safe_load(text)
         except yaml.YAMLError as err:
             raise ValueError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+        except RecursionError:
+            raise ValueError(f"{path}: nested too deeply to be a data file") from None
+        except ValueError as err:  # int() of a 5,000-digit number
+            raise ValueError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     rows = data.get("rows") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{path}: no 'rows' list")
     models = []
     for number, row in enumerate(rows, 1):
         where = f"{path}: row {number}"
-        if not isinstance(row, dict) or not row.get("name"):
+        if not isinstance(row, dict) or row.get("name") is None:
             raise ValueError(f"{where}: needs a name")
-        shape = cache_shape(row, row["name"], f"{where} ({row['name']})")
+        name = row["name"]
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{where}: name must be a non-empty string, got {_shown(name)}")
+        where = f"{where} ({name})"
+        shape = cache_shape(row, name, where)
         if "published_total" in row:
-            shape["published_total"] = str(row["published_total"])
-            shape["params"] = parse_count(row["published_total"])
+            total = row["published_total"]
+            try:
+                if isinstance(total, bool) or not isinstance(total, (str, int, float)):
+                    raise ValueError(f"not a parameter count: {_shown(total)} (give e.g. 70.6B)")
+                shape["params"] = parse_count(total)
+            except ValueError as err:
+                raise ValueError(f"{where}: published_total: {err}") from None
+            shape["published_total"] = str(total)
         models.append(shape)
     return models
 
@@ -620,8 +751,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="KV-cache element type (default bf16)")
     parser.add_argument("--weight-dtype", choices=sorted(ELEMENT_BYTES), default="bf16",
                         help="weight element type (default bf16)")
-    parser.add_argument("--gpu-memory", type=number(float, 0, 10**5, lo_open=True), default=80.0,
-                        metavar="GB", help="memory of one GPU in GB (default 80)")
+    parser.add_argument("--device", choices=sorted(DEVICES), metavar="GPU",
+                        help="the GPU, for its memory as the driver reports it: "
+                        f"{', '.join(sorted(DEVICES))} (default {DEFAULT_DEVICE}, whose "
+                        "vendor's 80 GB are 85.52e9 bytes)")
+    parser.add_argument("--gpu-memory", type=argparse_memory, metavar="SIZE",
+                        help="memory of one GPU instead of --device's, with a unit: 80GiB "
+                        "(2^30 bytes), 85.5GB (1e9 bytes), 81559MiB; a bare number is GB "
+                        "(80 = 80e9 bytes)")
     parser.add_argument("--gpus", type=number(int, 1, 1024), default=1, metavar="N",
                         help="GPUs the model is split over with tensor parallelism (default 1)")
     parser.add_argument("--memory-utilization", type=number(float, 0, 1, lo_open=True),
@@ -648,6 +785,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.config and args.params is None:
         parser.error("--config needs --params COUNT to size the weights (model_calculator.py "
                      "--config prints it)")
+    if args.device and args.gpu_memory is not None:
+        parser.error(f"give --device or --gpu-memory, not both (--device {args.device} has "
+                     f"{DEVICES[args.device]['total_MiB']:,} MiB)")
+    args.gpu_memory_bytes, args.gpu_memory_from = gpu_memory(args)
     if args.json and args.json != "-":
         check_output(args.json, "--json", [p for p in (args.config, args.data) if p])
     return args
@@ -668,9 +809,7 @@ def select_models(args: argparse.Namespace) -> list[dict]:
     path = args.data or default_data_path()
     option = "--data" if args.data else "the data file (give --data PATH or --config)"
     try:
-        models = load_models(path)
-    except OSError as err:
-        raise ScriptError(f"{option} {path}: cannot read it ({err.strerror})", EXIT_USAGE) from None
+        models = load_models(path, option)
     except ValueError as err:
         raise ScriptError(str(err), EXIT_USAGE) from None
     if args.list or _key(args.model) == "all":
@@ -690,7 +829,7 @@ def describe(shape: dict, args: argparse.Namespace) -> dict:
                           EXIT_USAGE)
     try:
         budget = capacity(shape, params=params, context=args.context, kv_dtype=args.kv_dtype,
-                          weight_dtype=args.weight_dtype, gpu_memory_gb=args.gpu_memory,
+                          weight_dtype=args.weight_dtype, gpu_memory_bytes=args.gpu_memory_bytes,
                           gpus=args.gpus, memory_utilization=args.memory_utilization,
                           overhead_gb=args.overhead_gb)
     except ValueError as err:
@@ -712,8 +851,10 @@ def report_one(doc: dict, args: argparse.Namespace) -> str:
     window = (f"; {c['sliding_layers']} of {c['layers']} layers keep {c['sliding_window']} tokens"
               if c["sliding_window"] else "")
     lines = [f"# {PROG}: {doc['name']}: {c['layers']} layers, {heads}{window}",
-             f"# {args.gpus} GPU(s) of {args.gpu_memory:g} GB, {args.memory_utilization:g} usable; "
-             f"weights {args.weight_dtype}, KV cache {args.kv_dtype}; 1 GB = 1e9 bytes",
+             f"# {args.gpus} GPU(s) of {args.gpu_memory_bytes / 1e9:.2f} GB each "
+             f"({args.gpu_memory_from})",
+             f"# {args.memory_utilization:g} usable; weights {args.weight_dtype}, KV cache "
+             f"{args.kv_dtype}; 1 GB = 1e9 bytes",
              f"  {'KV bytes per token, whole model':<40}{doc['kv_per_token_model']:>14,.0f}",
              f"  {'KV bytes per token, per GPU':<40}{doc['kv_per_token']:>14,.0f}",
              f"  {'KV GB per sequence of ' + str(args.context) + ', per GPU':<40}"
@@ -730,8 +871,9 @@ def report_one(doc: dict, args: argparse.Namespace) -> str:
 
 
 def report_table(docs: list[dict], args: argparse.Namespace) -> str:
-    lines = [f"# {PROG}: {len(docs)} models; {args.gpus} GPU(s) of {args.gpu_memory:g} GB, "
-             f"{args.memory_utilization:g} usable; weights {args.weight_dtype}, KV "
+    lines = [f"# {PROG}: {len(docs)} models; {args.gpus} GPU(s) of "
+             f"{args.gpu_memory_bytes / 1e9:.2f} GB each ({args.gpu_memory_from})",
+             f"# {args.memory_utilization:g} usable; weights {args.weight_dtype}, KV "
              f"{args.kv_dtype}; context {args.context}; 1 GB = 1e9 bytes, per GPU",
              f"{'model':<16}{'KV B/token':>12}{'KV GB/seq':>11}{'weights GB':>12}"
              f"{'free GB':>9}{'tokens':>12}{'sequences':>11}"]
@@ -760,11 +902,20 @@ def main(argv: list[str] | None = None) -> int:
                            "command": "python " + shlex.join(
                                [os.path.relpath(sys.argv[0])] + sys.argv[1:]),
                            "versions": {"python": platform.python_version()},
-                           "units": {"memory": "bytes", "params": "count"},
-                           "inputs": {k: getattr(args, k) for k in (
+                           "units": {"memory": "bytes", "params": "count",
+                                     "inputs.gpu_memory": "GB (1e9 bytes): one GPU's memory, "
+                                     "--device's or --gpu-memory's (where a bare number is GB)",
+                                     "inputs.overhead_gb": "GB (1e9 bytes)"},
+                           "inputs": {**{k: getattr(args, k) for k in (
                                "model", "config", "params", "context", "kv_dtype",
-                               "weight_dtype", "gpu_memory", "gpus", "memory_utilization",
-                               "overhead_gb")},
+                               "weight_dtype", "device")},
+                               "gpu_memory": args.gpu_memory_bytes / 1e9,
+                               **{k: getattr(args, k) for k in (
+                                   "gpus", "memory_utilization", "overhead_gb")}},
+                           "gpu_memory": {"bytes": args.gpu_memory_bytes,
+                                          "device": None if args.gpu_memory else (
+                                              args.device or DEFAULT_DEVICE),
+                                          "from": args.gpu_memory_from},
                            "results": docs}, indent=2)
         if args.json == "-":
             print(text)

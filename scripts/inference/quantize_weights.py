@@ -519,19 +519,31 @@ def scheme_bytes(shape: tuple[int, int], scheme: Scheme, scale_bits: int) -> flo
 
 # --- data and model ---
 
+# The corpus is held in memory: at most this much of it, and no line longer than a document can be.
+MAX_CORPUS_BYTES = 256 << 20
+MAX_LINE_CHARS = 16 << 20
+
+
 def load_corpus(path: str, min_len: int) -> list[str]:
     """The ``text`` of every JSON line of ``path`` at least ``min_len`` bytes long. Raises
     ScriptError (usage) naming the file, and the line for a line that is not a JSON object with a
-    string ``text``."""
+    string ``text``; a device (/dev/zero), a FIFO, a file over MAX_CORPUS_BYTES or a line over
+    MAX_LINE_CHARS is refused before it is read whole."""
     option = f"--corpus {path}"
     if not os.path.exists(path):
         raise ScriptError(f"{option}: no such file", EXIT_USAGE)
     if not os.path.isfile(path):
         raise ScriptError(f"{option}: is not a regular file", EXIT_USAGE)
+    if os.path.getsize(path) > MAX_CORPUS_BYTES:
+        raise ScriptError(f"{option}: larger than {MAX_CORPUS_BYTES >> 20} MiB, more than this "
+                          "script holds in memory; give a smaller corpus", EXIT_USAGE)
     texts, lines = [], 0
     try:
         with open(path, encoding="utf-8") as f:
-            for line_no, line in enumerate(f, 1):
+            for line_no, line in enumerate(iter(lambda: f.readline(MAX_LINE_CHARS + 1), ""), 1):
+                if len(line) > MAX_LINE_CHARS:
+                    raise ScriptError(f"{path}:{line_no}: a line of more than {MAX_LINE_CHARS >> 20} M "
+                                      "characters; expected one JSON object per line", EXIT_USAGE)
                 if not line.strip():
                     continue
                 lines += 1

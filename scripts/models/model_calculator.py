@@ -392,12 +392,32 @@ NORMS_PER_LAYER = {"gemma2": 4}  # every other family: one before attention, one
 KV_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
+MAX_SIZE = 2**31 - 1  # config.json sizes are int32 in every framework that reads them
+
+
+def _shown(value) -> str:
+    """``value`` for an error line, cut short when long (a hostile file may hold megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
 def _int(config: dict, key: str, where: str, default=None, lo: int = 1) -> int | None:
     value = config.get(key)
     if value is None:  # absent, or null: transformers then uses the default too
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ValueError(f"{where}: {key} must be an integer >= {lo}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= MAX_SIZE:
+        raise ValueError(f"{where}: {key} must be an integer >= {lo}"
+                         + (f" and <= {MAX_SIZE}" if isinstance(value, int) and value > MAX_SIZE else "")
+                         + f", got {_shown(value)}")
+    return value
+
+
+def _bool(config: dict, key: str, where: str, default: bool) -> bool:
+    value = config.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ValueError(f"{where}: {key} must be true or false, got {_shown(value)}")
     return value
 
 
@@ -411,11 +431,14 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
         raise ValueError(f"{where}: not a JSON object")
     if "text_config" in config and "num_hidden_layers" not in config:
         config = config["text_config"]  # a multimodal wrapper: the language model's part
+        if not isinstance(config, dict):
+            raise ValueError(f"{where}: text_config is not a JSON object")
     family = config.get("model_type")
-    if family not in FAMILIES:
-        raise ValueError(f"{where}: model_type {family!r} is not one the calculator knows "
+    if not isinstance(family, str) or family not in FAMILIES:
+        raise ValueError(f"{where}: model_type {_shown(family)} is not one the calculator knows "
                          f"({', '.join(FAMILIES)})")
-    arch = {"name": name or config.get("name") or config.get("_name_or_path") or family,
+    label = name or config.get("name") or config.get("_name_or_path")
+    arch = {"name": label if isinstance(label, str) and label.strip() else family,
             "model_type": family}
     for key in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"):
         value = _int(config, key, where)
@@ -432,31 +455,26 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
         raise ValueError(f"{where}: num_attention_heads {heads} is not a multiple of "
                          f"num_key_value_heads {arch['num_key_value_heads']}")
     default_tied = family == "gemma2"  # Gemma 2 ties them by default; the others do not
-    tied = config.get("tie_word_embeddings", default_tied)
-    if not isinstance(tied, bool):
-        raise ValueError(f"{where}: tie_word_embeddings must be true or false, got {tied!r}")
-    arch["tie_word_embeddings"] = tied
+    arch["tie_word_embeddings"] = _bool(config, "tie_word_embeddings", where, default_tied)
     # Biases: Qwen2 hard-codes them on q, k, v; others may set attention_bias (q, k, v and o).
-    arch["qkv_bias"] = bool(config.get("qkv_bias", family == "qwen2"))
-    arch["attention_bias"] = bool(config.get("attention_bias", False)) and family != "qwen2"
+    arch["qkv_bias"] = _bool(config, "qkv_bias", where, family == "qwen2")
+    arch["attention_bias"] = _bool(config, "attention_bias", where, False) and family != "qwen2"
     # Llama's mlp_bias: biases on the dense MLP's gate, up and down projections.
-    arch["mlp_bias"] = config.get("mlp_bias", False)
-    if not isinstance(arch["mlp_bias"], bool):
-        raise ValueError(f"{where}: mlp_bias must be true or false, got {arch['mlp_bias']!r}")
+    arch["mlp_bias"] = _bool(config, "mlp_bias", where, False)
     arch["qk_norm"] = QK_NORM.get(family)
     arch["norms_per_layer"] = NORMS_PER_LAYER.get(family, 2)
 
     # Mixture of experts.
-    experts = (config.get("num_experts") or config.get("num_local_experts")
-               or config.get("n_routed_experts"))
-    arch["num_experts"] = _int({"num_experts": experts}, "num_experts", where) if experts else 0
+    spelling = next((k for k in ("num_experts", "num_local_experts", "n_routed_experts")
+                     if config.get(k)), "num_experts")
+    arch["num_experts"] = _int(config, spelling, where) if config.get(spelling) else 0
     if arch["num_experts"]:
         arch["num_experts_per_tok"] = _int(config, "num_experts_per_tok", where)
         if arch["num_experts_per_tok"] is None or arch["num_experts_per_tok"] > arch["num_experts"]:
             raise ValueError(f"{where}: num_experts_per_tok must be between 1 and num_experts "
                              f"({arch['num_experts']}), got {config.get('num_experts_per_tok')!r}")
-        expert_size = config.get("moe_intermediate_size") or config.get("intermediate_size")
-        arch["moe_intermediate_size"] = _int({"m": expert_size}, "m", where)
+        spelling = "moe_intermediate_size" if config.get("moe_intermediate_size") else "intermediate_size"
+        arch["moe_intermediate_size"] = _int(config, spelling, where)
         if arch["moe_intermediate_size"] is None:
             raise ValueError(f"{where}: moe_intermediate_size is missing")
         arch["n_shared_experts"] = _int(config, "n_shared_experts", where, 0, lo=0)
@@ -466,7 +484,7 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
                              f"leaves no MoE layer in {arch['num_hidden_layers']}")
         for key, plain in (("decoder_sparse_step", 1), ("moe_layer_freq", 1)):
             if config.get(key, plain) != plain:
-                raise ValueError(f"{where}: {key} = {config[key]!r} (MoE only in some layers) "
+                raise ValueError(f"{where}: {key} = {_shown(config[key])} (MoE only in some layers) "
                                  "is not supported")
         if config.get("mlp_only_layers"):
             raise ValueError(f"{where}: mlp_only_layers is not supported")
@@ -477,6 +495,8 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
                              "shared expert) is not supported")
         # DeepSeek-V3's auxiliary-loss-free balancing keeps a learnt bias per expert.
         arch["router_bias"] = config.get("topk_method") == "noaux_tc"
+        if not isinstance(config.get("topk_method", ""), str):
+            raise ValueError(f"{where}: topk_method must be a string, got {_shown(config['topk_method'])}")
     else:
         arch.update(num_experts_per_tok=0, moe_intermediate_size=0, n_shared_experts=0,
                     first_k_dense_replace=arch["num_hidden_layers"], router_bias=False)
@@ -495,17 +515,20 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
         arch["q_lora_rank"] = _int(config, "q_lora_rank", where)  # None: a full q projection
 
     # Sliding windows: which layers keep only the last `sliding_window` tokens.
-    window = config.get("sliding_window")
-    if config.get("use_sliding_window") is False:
-        window = None
-    elif family == "qwen2" and config.get("use_sliding_window"):
+    use_window = _bool(config, "use_sliding_window", where, None)
+    if family == "qwen2" and use_window:
         raise ValueError(f"{where}: use_sliding_window with max_window_layers is not supported")
-    arch["sliding_window"] = _int({"w": window}, "w", where) if window is not None else None
+    arch["sliding_window"] = None if use_window is False else _int(config, "sliding_window", where)
     arch["sliding_layers"] = 0
     if arch["sliding_window"]:
         layers = arch["num_hidden_layers"]
-        if isinstance(config.get("layer_types"), list):
-            arch["sliding_layers"] = sum(t == "sliding_attention" for t in config["layer_types"])
+        types = config.get("layer_types")
+        if types is not None and (not isinstance(types, list) or len(types) != layers
+                                  or not all(isinstance(t, str) for t in types)):
+            raise ValueError(f"{where}: layer_types must list one string per layer "
+                             f"({layers}), got {_shown(types)}")
+        if types is not None:
+            arch["sliding_layers"] = sum(t == "sliding_attention" for t in types)
         else:
             pattern = _int(config, "sliding_window_pattern", where, 2 if family == "gemma2" else None)
             # Pattern p: every p-th layer (1-based) is global, the others slide (Gemma 2 and 3).
@@ -513,22 +536,45 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
     return arch
 
 
-def load_architectures(path: str) -> list[dict]:
+def load_architectures(path: str, option: str = "--data") -> list[dict]:
     """The models of the book's data file ``path`` (data/models/architectures.yml): see
-    ``parse_architectures``. Raises OSError if the file cannot be read."""
-    with open(path, encoding="utf-8") as f:
-        return parse_architectures(f.read(), path)
+    ``parse_architectures``. The file is read bounded (``read_input``: a regular file or a pipe,
+    at most 64 MiB, never /dev/zero or a FIFO without a writer). Raises ScriptError (usage)
+    naming ``option`` and the file when it cannot be read, ValueError naming the file, the row
+    and the field for a malformed one."""
+    try:
+        data = read_input(path, option)
+    except ScriptError as err:
+        why = str(err).removeprefix(f"{option} {path}: ")
+        raise ScriptError(f"{option} {path}: cannot read it ({why})", EXIT_USAGE) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    return parse_architectures(text, path)
+
+
+# Fields of a data-file row beside the config.json ones: (key, the type it must have, in words).
+ROW_LABELS = (("kind", str, "a string"), ("attention", str, "a string"),
+              ("published_total", str, "a count as printed, such as '6.74B'"),
+              ("published_active", str, "a count as printed, such as '6.74B', or '—'"),
+              ("published_active_excludes_input_embedding", bool, "true or false"))
 
 
 def parse_architectures(text: str, where: str = "architectures.yml") -> list[dict]:
     """The models of the data file's ``text``, each through ``from_config`` with its label
     and published counts kept (``kind``, ``attention``, ``published_total``,
     ``published_active``, ``source``). The text is YAML (needs PyYAML) or the same data as
-    JSON (what the book's calculator pages give the script). Raises ValueError naming ``where``
-    and the row for a malformed file."""
+    JSON (what the book's calculator pages give the script). Raises ValueError naming ``where``,
+    the row and the field for a malformed file (a name that is not a string, a missing or
+    non-integer size, a published count that is a number, inf or nan, ...)."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except RecursionError:
+        raise ValueError(f"{where}: nested too deeply to be a data file") from None
+    except ValueError as err:
+        if not isinstance(err, json.JSONDecodeError):  # JSON, but int() of a 5,000-digit number
+            raise ValueError(f"{where}: not valid JSON ({str(err).splitlines()[0]})") from None
         try:
             import yaml
         except ImportError:
@@ -538,15 +584,26 @@ def parse_architectures(text: str, where: str = "architectures.yml") -> list[dic
             data = yaml.safe_load(text)
         except yaml.YAMLError as err:
             raise ValueError(f"{where}: not valid YAML ({str(err).splitlines()[0]})") from None
+        except RecursionError:
+            raise ValueError(f"{where}: nested too deeply to be a data file") from None
+        except ValueError as err:  # int() of a 5,000-digit number
+            raise ValueError(f"{where}: not valid YAML ({str(err).splitlines()[0]})") from None
     rows = data.get("rows") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{where}: no 'rows' list")
     models = []
     for number, row in enumerate(rows, 1):
         label = f"{where}: row {number}"
-        if not isinstance(row, dict) or not row.get("name"):
+        if not isinstance(row, dict) or row.get("name") is None:
             raise ValueError(f"{label}: needs a name")
-        arch = from_config(row, row["name"], f"{label} ({row['name']})")
+        name = row["name"]
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{label}: name must be a non-empty string, got {_shown(name)}")
+        label = f"{label} ({name})"
+        for key, kind, words in ROW_LABELS:
+            if key in row and not isinstance(row[key], kind):
+                raise ValueError(f"{label}: {key} must be {words}, got {_shown(row[key])}")
+        arch = from_config(row, name, label)
         arch.update({k: row[k] for k in ("kind", "attention", "published_total",
                                           "published_active",
                                           "published_active_excludes_input_embedding",
@@ -744,9 +801,7 @@ def select_models(args: argparse.Namespace) -> list[dict]:
     path = args.data or default_data_path()
     option = "--data" if args.data else "the data file (give --data PATH or --config)"
     try:
-        models = load_architectures(path)
-    except OSError as err:
-        raise ScriptError(f"{option} {path}: cannot read it ({err.strerror})", EXIT_USAGE) from None
+        models = load_architectures(path, option)
     except ValueError as err:
         raise ScriptError(str(err), EXIT_USAGE) from None
     if args.list or _key(args.model) == "all":

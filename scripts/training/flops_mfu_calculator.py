@@ -19,6 +19,14 @@ From a model shape (or a parameter count), a measured throughput and the acceler
   repeats every layer's forward pass (``+2 N_layers + 4 L a T``). With ``full`` this equals
   Megatron-LM's ``96 B s l h^2 (1 + s/6h + V/16lh)`` per step (Narayanan et al. 2021,
   https://arxiv.org/abs/2104.04473, section 5.1) divided by the ``B s`` tokens of the step.
+  With ``attention`` Megatron-LM's published HFU counts differently: Korthikanti et al. 2022
+  (https://arxiv.org/abs/2205.05198, appendix A) say selective recomputation repeats the
+  ``4 B s^2 h`` FLOPs of the attention core's forward pass per layer, the ``4 L a T`` per token
+  counted here, but their equation 8, ``72 B L s h^2 (1 + s/3h + V/12hL)``, behind the HFU of
+  their Table 5, adds ``12 B s^2 h`` per layer (``s/3h`` where the model FLOPs have ``s/6h``),
+  that is ``+12 L a T`` per token. The output states the convention next to HFU and, where the
+  two differ, prints that count's HFU as well (``hfu_paper_convention`` in ``--json``): 0.5 to
+  1.4 points higher for the four models of their Table 5.
 * **achieved TFLOPS** per device = FLOPs per token x tokens/s / devices (decimal: 1 TFLOPS =
   1e12 FLOP/s).
 * **MFU** (model FLOPs utilization) = achieved model TFLOPS / peak TFLOPS; **HFU** (hardware
@@ -30,9 +38,9 @@ with ``--global-batch`` (sequences per optimizer step), or from ``--achieved-tfl
 TFLOPS per device, as Megatron-LM reports it). ``--train-tokens`` adds the wall-clock time that
 many tokens take at that rate.
 
-Peak: ``--peak-tflops`` or ``--device`` (dense bf16/fp16 tensor-core peaks from the vendors'
-datasheets, listed by ``--list-devices``). Use the peak of the dtype you train in; never the
-"with sparsity" figure.
+Peak: ``--peak-tflops`` or ``--device`` (dense bf16 tensor-core peaks, a copy of the book's
+catalogue ``data/compute/accelerators.yml``, whose rows cite the vendors' documents; listed by
+``--list-devices``). Use the peak of the dtype you train in; never the "with sparsity" figure.
 
 How to launch
 -------------
@@ -60,7 +68,7 @@ reports 46.2% MFU)::
     achieved hardware TFLOPS/device 127.13
     MFU (with attention)            46.23 %
     MFU (6N only)                   45.73 %
-    HFU                             46.23 %
+    HFU                             46.23 %   nothing recomputed
 
 Exit status: 0 success; 2 bad input, with a one-line ``flops_mfu_calculator.py: error: ...``
 naming the option: a missing, non-finite or non-positive number, a count above 1e12 (or
@@ -83,19 +91,21 @@ import traceback
 
 PROG = "flops_mfu_calculator.py"
 
-# Dense (no sparsity) peak TFLOPS per device for 16-bit tensor-core math, from the vendors' pages.
-# NVIDIA lists H100/H200 bf16 as 1,979 TFLOPS "with sparsity"; the dense rate is half.
+# Dense (no sparsity) bf16 peak TFLOPS per device: a copy of the `bf16_dense` column of the book's
+# catalogue, data/compute/accelerators.yml (the row named here; its `source` is the vendor's
+# document), kept here so that the script runs when copied alone.
+# tests/training/test_flops_mfu_calculator.py fails when a figure here differs from the catalogue.
+# Vendors print bf16 "with sparsity" (H100 SXM: 1,979 on the product page); the dense rate is half,
+# 989.4 in the Hopper whitepaper.
 DEVICES = {
-    "v100": (125.0, "fp16 tensor core, V100 SXM2",
-             "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"),
-    "a100": (312.0, "bf16 tensor core, A100 SXM/PCIe",
-             "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"),
-    "h100-sxm": (989.0, "bf16 tensor core dense, H100 SXM (1,979 with sparsity)",
-                 "https://www.nvidia.com/en-us/data-center/h100/"),
-    "h200": (989.0, "bf16 tensor core dense, H200 SXM (1,979 with sparsity)",
-             "https://www.nvidia.com/en-us/data-center/h200/"),
-    "tpu-v4": (275.0, "bf16 peak per chip, TPU v4",
-               "https://cloud.google.com/tpu/docs/v4"),
+    "a100": {"row": "NVIDIA A100 SXM 80GB", "dtype": "bf16_dense", "tflops": 312.0},
+    "h100-sxm": {"row": "NVIDIA H100 SXM", "dtype": "bf16_dense", "tflops": 989.4},
+    "h100-pcie": {"row": "NVIDIA H100 PCIe", "dtype": "bf16_dense", "tflops": 756.0},
+    "h200": {"row": "NVIDIA H200 SXM", "dtype": "bf16_dense", "tflops": 989.4},
+    "b200": {"row": "NVIDIA B200 (HGX)", "dtype": "bf16_dense", "tflops": 2250.0},
+    "mi300x": {"row": "AMD MI300X", "dtype": "bf16_dense", "tflops": 1307.4},
+    "tpu-v4": {"row": "Google TPU v4", "dtype": "bf16_dense", "tflops": 275.0},
+    "tpu-v5p": {"row": "Google TPU v5p", "dtype": "bf16_dense", "tflops": 459.0},
 }
 
 
@@ -344,7 +354,13 @@ def flops_per_token(*, matmul_params: float, layer_matmul_params: float, layers:
         recompute: ``none``, ``attention`` or ``full`` (see module docstring).
 
     Returns a dict of FLOPs per token: ``dense`` (6N), ``attention`` (12LaT), ``model``
-    (their sum, PaLM appendix B), ``recomputed`` (extra forward FLOPs) and ``hardware``.
+    (their sum, PaLM appendix B), ``recomputed`` (extra forward FLOPs), ``hardware`` (model +
+    recomputed: this calculator's convention) and ``hardware_paper_convention``, the count behind
+    Megatron-LM's published HFU: with ``attention`` it is Korthikanti et al. 2022's equation 8,
+    ``72 B L s h^2 (1 + s/3h + V/12hL)`` per iteration (https://arxiv.org/abs/2205.05198,
+    appendix A), that is model + 12LaT per token, three times the 4LaT forward of the attention
+    core that their text says selective recomputation repeats; with ``none`` and ``full`` it equals
+    ``hardware`` (Narayanan et al. 2021's 96 B s l h^2 (1 + s/6h + V/16lh) for ``full``).
     Raises InputError on negative inputs or an unknown recompute mode.
     """
     if min(matmul_params, layer_matmul_params, layers, attn_width, seq_len) < 0:
@@ -362,8 +378,30 @@ def flops_per_token(*, matmul_params: float, layer_matmul_params: float, layers:
     else:
         raise InputError(f"unknown recompute mode {recompute!r} (none, attention, full)")
     model = dense + attention
+    # Korthikanti et al. 2022, eq. 8: s/3h where eq. 7 has s/6h, i.e. the whole 12LaT again.
+    paper = model + attention if recompute == "attention" else model + extra
     return {"dense": dense, "attention": attention, "model": model,
-            "recomputed": extra, "hardware": model + extra}
+            "recomputed": extra, "hardware": model + extra, "hardware_paper_convention": paper}
+
+
+# What the hardware FLOPs count on top of the model FLOPs, per --recompute: this calculator's
+# convention, then the one behind Megatron-LM's published HFU (printed where the two differ).
+HFU_CONVENTION = {
+    "none": "no recomputation: hardware FLOPs = model FLOPs",
+    "attention": "+4LaT per token: one more forward pass of the attention core (QK^T and "
+                 "attention x V), what selective recomputation runs again",
+    "full": "+2N_layers + 4LaT per token: one more forward pass of every layer (= Narayanan et "
+            "al. 2021, 96 B s l h^2 (1 + s/6h + V/16lh) per step)",
+}
+HFU_SHORT = {"none": "nothing recomputed",
+             "attention": "+4LaT: the attention core's forward, run again",
+             "full": "+2N_layers + 4LaT: every layer's forward, run again"}
+HFU_PAPER_CONVENTION = {
+    "none": HFU_CONVENTION["none"],
+    "attention": "+12LaT per token: Korthikanti et al. 2022, eq. 8, 72 B L s h^2 (1 + s/3h + "
+                 "V/12hL) per iteration, behind Megatron-LM's published HFU (their Table 5)",
+    "full": HFU_CONVENTION["full"],
+}
 
 
 def utilization(flops_token: float, tokens_per_s: float, devices: int, peak_tflops: float) -> tuple:
@@ -420,7 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--device", choices=sorted(DEVICES), help="take the peak from the built-in list")
     d.add_argument("--list-devices", action="store_true", help="print the built-in peaks and exit")
     p.add_argument("--recompute", choices=("none", "attention", "full"), default="none",
-                   help="activation recomputation, for HFU (default none)")
+                   help="activation recomputation, for HFU (default none): attention is "
+                   "Megatron-LM's selective recomputation of the attention core, full re-runs "
+                   "every layer's forward pass")
     p.add_argument("--train-tokens", type=positive_float,
                    help="also print the time to train on this many tokens")
     p.add_argument("--json", metavar="PATH", type=nonempty, help="write the results as JSON")
@@ -479,7 +519,8 @@ def compute(args) -> dict:
     if args.peak_tflops and args.device:
         raise InputError("give --peak-tflops or --device, not both")
     if args.device:
-        peak, peak_note, _ = DEVICES[args.device]
+        device = DEVICES[args.device]
+        peak, peak_note = device["tflops"], f"{device['row']}, {device['dtype']}"
     elif args.peak_tflops:
         peak, peak_note = args.peak_tflops, "given"
     else:
@@ -501,6 +542,7 @@ def compute(args) -> dict:
     model_tflops, mfu = utilization(flops["model"], tokens_per_s, args.devices, peak)
     _, mfu_dense = utilization(flops["dense"], tokens_per_s, args.devices, peak)
     hw_tflops, hfu = utilization(flops["hardware"], tokens_per_s, args.devices, peak)
+    _, hfu_paper = utilization(flops["hardware_paper_convention"], tokens_per_s, args.devices, peak)
     out = {
         "tool": PROG, "schema_version": 1,
         "model": {"matmul_params": counts["matmul_params"], "params_source": counts["source"],
@@ -512,6 +554,9 @@ def compute(args) -> dict:
         "tokens_per_s": tokens_per_s, "tokens_per_s_per_device": tokens_per_s / args.devices,
         "achieved_model_tflops": model_tflops, "achieved_hardware_tflops": hw_tflops,
         "mfu": mfu, "mfu_without_attention": mfu_dense, "hfu": hfu,
+        "hfu_convention": HFU_CONVENTION[args.recompute],
+        "hfu_paper_convention": hfu_paper,
+        "hfu_paper_convention_is": HFU_PAPER_CONVENTION[args.recompute],
     }
     if hfu > 1:
         raise InputError(
@@ -564,8 +609,11 @@ def report(r: dict, device: str | None) -> str:
         f"achieved hardware TFLOPS/device {r['achieved_hardware_tflops']:.2f}",
         f"MFU (with attention)            {100 * r['mfu']:.2f} %",
         f"MFU (6N only)                   {100 * r['mfu_without_attention']:.2f} %",
-        f"HFU                             {100 * r['hfu']:.2f} %",
+        f"HFU                             {100 * r['hfu']:.2f} %   {HFU_SHORT[r['recompute']]}",
     ]
+    if r["hfu_paper_convention"] != r["hfu"]:
+        lines.append(f"HFU, Megatron-LM convention     {100 * r['hfu_paper_convention']:.2f} %   "
+                     "+12LaT: Korthikanti et al. 2022, eq. 8 (their Table 5)")
     if "train_days" in r:
         lines.append(f"time for {r['train_tokens']:.4g} tokens       {r['train_days']:.1f} days")
     return "\n".join(lines)
@@ -579,8 +627,10 @@ def main(argv: list[str] | None = None) -> int:
         rest = [a for a in argv if a not in ("--list-devices", "--debug")]
         if rest:
             parser.error(f"--list-devices takes no other option (got {' '.join(rest)})")
-        for name, (peak, note, url) in DEVICES.items():
-            print(f"{name:10s} {peak:8.1f} TFLOPS  {note}  {url}")
+        print("# dense bf16 peaks, from data/compute/accelerators.yml (the row named; its source "
+              "is the vendor's document)")
+        for name, device in DEVICES.items():
+            print(f"{name:10s} {device['tflops']:8.1f} TFLOPS  {device['row']}")
         return 0
     args = parser.parse_args(argv)
     if args.json:

@@ -62,8 +62,11 @@ and recall. ``--json PATH`` writes::
                "cluster_recall": <float>} | null}
 
 Exit status: 0 success; 2 bad arguments or input, with a one-line ``minhash_dedup.py: error:
-...`` naming the option or the file and line: a missing corpus, a line that is not JSON or not
-UTF-8, no text field, ``--num-perm`` above 8192 (the signature's standard error is already below
+...`` naming the option or the file and line: a missing corpus, a corpus that is a device
+(/dev/zero) or a pipe that gives nothing for 10 s (a FIFO without a writer; ``<(zcat
+c.jsonl.gz)`` is read), more than 1 GiB of corpus or a line over 64 MiB (the corpus is held in
+memory), a line that is not JSON or not UTF-8, no text field, an id or ``--truth-key`` value
+that is a list or an object, ``--num-perm`` above 8192 (the signature's standard error is already below
 0.6 % there, and the cost grows with it), more than 2,000,000 candidate pairs (large groups of
 identical documents: drop exact duplicates first), an unusable ``--json`` path. ``--debug`` also
 prints the traceback of a failure.
@@ -455,9 +458,95 @@ def clusters_from_pairs(n: int, pairs: list[tuple[int, int]]) -> list[list[int]]
     return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
 
 
-def read_txt(path: Path) -> str:
-    """The UTF-8 text of ``path``; InputError naming the file and line when it is not UTF-8."""
-    data = path.read_bytes()
+# --- bounded corpus: the same in minhash_dedup.py and text_quality_filters.py (their tests compare) ---
+# This tool holds the whole corpus in memory, so what it reads is bounded: a corpus larger than
+# this is split first (or handled by a streaming pipeline), and a line larger than this is not
+# one document.
+MAX_CORPUS_BYTES = 1 << 30   # all of it: a JSONL file, or the .txt files of a folder together
+MAX_LINE_BYTES = 64 << 20    # one JSONL line, or one .txt file
+PIPE_WAIT_S = 10.0           # a pipe (<(zcat c.jsonl.gz), a FIFO) silent this long is given up
+
+
+def read_chunks(path: Path, budget: list[int]):
+    """The bytes of ``path`` in chunks of up to 1 MiB: a regular file, or a pipe read until its
+    writer closes it. ``budget[0]`` is what may still be read (a folder's files share one); each
+    chunk is taken off it. Raises InputError naming the file for a missing or unreadable one, a
+    device (/dev/zero) or socket, a pipe that gives nothing for PIPE_WAIT_S seconds (a FIFO with
+    no writer), or more than the budget."""
+    import select
+    import stat
+
+    def too_large():
+        return InputError(f"{path}: more than {MAX_CORPUS_BYTES / 2**30:g} GiB of corpus, the most this "
+                          "tool holds in memory; split the corpus")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file or directory") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read it ({err.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        pipe = stat.S_ISFIFO(info.st_mode)
+        if not (stat.S_ISREG(info.st_mode) or pipe):
+            raise InputError(f"{path}: is not a regular file or a pipe")
+        if info.st_size > budget[0]:
+            raise too_large()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while True:
+            if pipe and not poller.poll(PIPE_WAIT_S * 1000):
+                raise InputError(f"{path}: a pipe that gave no data for {PIPE_WAIT_S:g} s")
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # the poll saw the writer go, then a new one come
+                continue
+            except OSError as err:
+                raise InputError(f"{path}: cannot read it ({err.strerror})") from None
+            if not chunk:
+                return
+            budget[0] -= len(chunk)
+            if budget[0] < 0:
+                raise too_large()
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def read_lines(path: Path, budget: list[int]):
+    """(line number from 1, bytes without the newline) of each line of ``path`` (``read_chunks``);
+    InputError naming the file and line for a line longer than MAX_LINE_BYTES."""
+    number, parts, size = 0, [], 0
+
+    def too_long():
+        return InputError(f"{path}:{number + 1}: a line of more than {MAX_LINE_BYTES >> 20} MiB; "
+                          "expected one JSON document per line")
+    for chunk in read_chunks(path, budget):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if size + end - start > MAX_LINE_BYTES:
+                raise too_long()
+            number += 1
+            yield number, b"".join(parts) + chunk[start:end]
+            parts, size, start = [], 0, end + 1
+        parts.append(chunk[start:])
+        size += len(chunk) - start
+        if size > MAX_LINE_BYTES:
+            raise too_long()
+    if size:
+        yield number + 1, b"".join(parts)
+
+
+def read_txt(path: Path, budget: list[int]) -> str:
+    """The UTF-8 text of ``path`` (``read_chunks``, at most MAX_LINE_BYTES); InputError naming
+    the file and line when it is larger or not UTF-8."""
+    chunks, size = [], 0
+    for chunk in read_chunks(path, budget):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_LINE_BYTES:
+            raise InputError(f"{path}: more than {MAX_LINE_BYTES >> 20} MiB, more than one document")
+    data = b"".join(chunks)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -467,35 +556,52 @@ def read_txt(path: Path) -> str:
                          "line); convert the file to UTF-8") from None
 
 
-def read_corpus(path: Path, text_key: str, id_key: str) -> list[dict]:
-    """Records (dicts with at least ``id_key`` and ``text_key``) from a JSONL file or a folder
-    of .txt files (id = relative path). Raises InputError naming the file and line."""
-    if not path.exists():
+def check_field(path: Path, number: int, record: dict, key: str, kinds: tuple, words: str) -> None:
+    """InputError naming the file, the line and the field when ``record[key]`` is there (and not
+    null) but not of ``kinds`` (a bool is no number)."""
+    value = record.get(key)
+    if value is not None and (isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds)):
+        raise InputError(f"{path}:{number}: field {key!r} must be {words}, got {type(value).__name__} "
+                         f"{json.dumps(value, ensure_ascii=False)[:40]}")
+# --- end of bounded corpus ---
+
+
+def read_corpus(path: Path, text_key: str, id_key: str, truth_key: str | None = None) -> list[dict]:
+    """Records (dicts with at least ``id_key`` and ``text_key``) from a JSONL file (or a pipe)
+    or a folder of .txt files (id = relative path), read within the bounds above. Raises
+    InputError naming the file, the line and the field: a line that is not a JSON object, a
+    ``text_key`` that is not a string, an ``id_key`` that is not a string or an integer, a
+    ``truth_key`` value that is not a string, a number or true/false."""
+    budget = [MAX_CORPUS_BYTES]
+    if not path.exists() and not path.is_symlink():
         raise InputError(f"{path}: no such file or directory")
     if path.is_dir():
         files = sorted(path.rglob("*.txt"))
         if not files:
             raise InputError(f"{path}: folder holds no .txt files")
-        return [{id_key: str(p.relative_to(path)), text_key: read_txt(p)} for p in files]
+        return [{id_key: str(p.relative_to(path)), text_key: read_txt(p, budget)} for p in files]
     records = []
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{path}:{n}: not UTF-8 text (byte {exc.start + 1} of the "
-                                 "line); convert the file to UTF-8") from None
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except (ValueError, RecursionError) as exc:
-                raise InputError(f"{path}:{n}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
-            if not isinstance(rec, dict) or not isinstance(rec.get(text_key), str):
-                raise InputError(f"{path}:{n}: no string field {text_key!r} "
-                                 f"(choose another with --text-key)")
-            rec.setdefault(id_key, f"line-{n}")
-            records.append(rec)
+    for n, raw in read_lines(path, budget):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}:{n}: not UTF-8 text (byte {exc.start + 1} of the "
+                             "line); convert the file to UTF-8") from None
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"{path}:{n}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get(text_key), str):
+            raise InputError(f"{path}:{n}: no string field {text_key!r} "
+                             f"(choose another with --text-key)")
+        check_field(path, n, rec, id_key, (str, int), "a string or an integer (the document's id)")
+        if truth_key:
+            check_field(path, n, rec, truth_key, (str, int, float, bool),
+                        "a string, a number or true/false (a duplicate group's label)")
+        rec.setdefault(id_key, f"line-{n}")
+        records.append(rec)
     if not records:
         raise InputError(f"{path}: no documents")
     return records
@@ -571,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_args(args, parser)
     try:
-        records = read_corpus(args.corpus, args.text_key, args.id_key)
+        records = read_corpus(args.corpus, args.text_key, args.id_key, args.truth_key)
     except (InputError, OSError) as exc:
         raise ScriptError(str(exc), EXIT_USAGE) from None
     if args.truth_key and not any(args.truth_key in r for r in records):

@@ -66,8 +66,10 @@ How to launch
     python mx_quantize.py --formats mxfp4_e2m1,nvfp4 --mx-block 16   # MXFP4 with 16-blocks
 
 It is a single-process tool (no torchrun or srun needed; under srun run it on one task).
-Exit status: 0 done; 2 bad options or an unreadable ``--checkpoint`` (checked before any work);
-1 any other failure (a tensor with NaN/Inf values); 130/143 Ctrl-C or SIGTERM, after writing the
+Exit status: 0 done; 2 bad options or an unreadable ``--checkpoint`` (checked before any work:
+its config.json is read bounded, each field must be a positive integer within make_tiny_model.py's
+caps, and a model of more than 50,000,000 parameters, or a forward pass holding more than 2^26
+activation values at once, is refused before anything is allocated); 1 any other failure (a tensor with NaN/Inf values); 130/143 Ctrl-C or SIGTERM, after writing the
 rows measured so far to ``--json``. Failures are one line ``mx_quantize.py: error: ...``;
 ``--debug`` adds the traceback.
 
@@ -335,6 +337,69 @@ def run_main(main, argv=None) -> None:
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
 # --- end of script contract ---
+
+
+# --- bounded input: identical in every script that reads files (tests/test_script_contract.py) ---
+def read_input(path: str, option: str, limit: int = 64 << 20, wait_s: float = 10.0) -> bytes:
+    """The bytes of the input ``path`` given as ``option``: a regular file, or a pipe (``<(cmd)``,
+    a FIFO) read until its writer closes it, at most ``limit`` bytes and ``wait_s`` seconds.
+    Raises ScriptError (usage) naming the option and the path when it is missing, a folder, a
+    device such as /dev/zero, larger than ``limit``, a pipe still open after ``wait_s``, or
+    unreadable."""
+    import select
+    import stat
+    import time
+
+    def refuse(why: str):
+        return ScriptError(f"{option} {path}: {why}", EXIT_USAGE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block
+    except FileNotFoundError:
+        raise refuse("does not exist") from None
+    except OSError as err:
+        raise refuse(f"cannot read it ({err.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise refuse("is a folder; give a file")
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise refuse("is not a regular file or a pipe")
+        chunks, size, end = [], 0, time.monotonic() + wait_s
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while size <= limit:
+            if stat.S_ISFIFO(mode) and not poller.poll(max(0.0, end - time.monotonic()) * 1000):
+                raise refuse(f"a pipe that gave no end of data within {wait_s:g} s")
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # the poll saw the writer go, then a new one come
+                continue
+            except OSError as err:
+                raise refuse(f"cannot read it ({err.strerror})") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise refuse(f"larger than {limit >> 20} MiB, more than this input ever holds")
+    return b"".join(chunks)
+
+
+def parse_json(data: bytes, option: str, path: str):
+    """``data`` parsed as JSON; ScriptError (usage) naming the option and the path when it is not
+    UTF-8, not JSON, nested too deep, or holds a number Python refuses (over 4300 digits)."""
+    import json
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ScriptError(f"{option} {path}: not UTF-8 text", EXIT_USAGE) from None
+    except RecursionError:
+        raise ScriptError(f"{option} {path}: nested too deeply to be JSON data", EXIT_USAGE) from None
+    except ValueError as err:  # json.JSONDecodeError, and int() of a 5,000-digit number
+        raise ScriptError(f"{option} {path}: not valid JSON ({str(err).splitlines()[0]})", EXIT_USAGE) from None
+# --- end of bounded input ---
 
 
 # --- formats ---------------------------------------------------------------------------------
@@ -663,6 +728,32 @@ def combine(stats: list[dict]) -> dict:
 TINY_CONFIG = {"vocab_size": 28, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128,
                "max_seq_len": 64, "dropout": 0.0, "seed": 0}
 CONFIG_KEYS = ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len")
+# The largest value of each field a checkpoint's config.json may hold, and, since the fields
+# multiply, the most parameters and recorded activation values this CPU emulation takes: the
+# checks run before anything is allocated (a "tiny" model of 10^11 parameters is a typo or a
+# hostile file, and would end as an allocator error). make_tiny_model.py has the same bounds.
+CONFIG_CAPS = {"vocab_size": 1_000_000, "d_model": 8192, "n_layers": 128, "n_heads": 256,
+               "d_ff": 65536, "max_seq_len": 65536}
+MAX_PARAMS = 50_000_000            # 200 MB of float32 weights; the default tiny model has 72,960
+MAX_ACTIVATIONS = 1 << 26          # values of one forward pass's recorded inputs, or its scores
+
+
+def tiny_params(cfg: dict) -> int:
+    """Parameters of the tiny model of ``cfg``, counted from its modules without building it:
+    token and position embeddings, per layer attention (in-projection 3d x d + 3d, out-projection
+    d x d + d), MLP (d x f + f, f x d + d) and two LayerNorms (4d), and the final LayerNorm (2d)."""
+    d, f = cfg["d_model"], cfg["d_ff"]
+    layer = 4 * d * d + 2 * d * f + f + 9 * d
+    return (cfg["vocab_size"] + cfg["max_seq_len"]) * d + cfg["n_layers"] * layer + 2 * d
+
+
+def tiny_activations(cfg: dict, batch: int, seq_len: int) -> int:
+    """The most values of any one thing a forward pass of ``batch`` x ``seq_len`` tokens holds at
+    once: the matmul inputs model_tensors records (per layer 2 x d + d_ff per token, and d at the
+    head), the attention scores of one layer (batch x heads x seq_len^2), or the logits."""
+    tokens = batch * seq_len
+    recorded = tokens * (cfg["n_layers"] * (2 * cfg["d_model"] + cfg["d_ff"]) + cfg["d_model"])
+    return max(recorded, batch * cfg["n_heads"] * seq_len * seq_len, tokens * cfg["vocab_size"])
 
 
 def build_tiny_model(cfg: dict):
@@ -698,7 +789,10 @@ def build_tiny_model(cfg: dict):
 
 def check_checkpoint(folder: str) -> dict:
     """The config of a make_tiny_model.py ``--out`` folder (config.json next to model.pt), read
-    without torch. Raises ScriptError (usage) naming the file for a missing or foreign one."""
+    without torch and bounded (``read_input``, at most 1 MiB). Raises ScriptError (usage) naming
+    the file, and the field, for a missing or foreign one, a field that is not a positive integer
+    within CONFIG_CAPS, a model of more than MAX_PARAMS parameters, or a model.pt larger than
+    such a model's weights."""
     if not os.path.isdir(folder):
         what = "is not a folder" if os.path.exists(folder) else "does not exist"
         raise ScriptError(f"--checkpoint {folder}: {what} (expected the --out folder of "
@@ -706,20 +800,42 @@ def check_checkpoint(folder: str) -> dict:
     config, weights = os.path.join(folder, "config.json"), os.path.join(folder, "model.pt")
     for path in (config, weights):
         if not os.path.isfile(path):
-            raise ScriptError(f"--checkpoint: {path} does not exist (expected config.json and "
+            what = "is not a regular file" if os.path.exists(path) else "does not exist"
+            raise ScriptError(f"--checkpoint: {path} {what} (expected config.json and "
                               "model.pt from make_tiny_model.py --out)", EXIT_USAGE)
     try:
-        with open(config, encoding="utf-8") as f:
-            cfg = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ScriptError(f"--checkpoint: {config} is not a model config ({type(exc).__name__})",
-                          EXIT_USAGE) from None
-    if not isinstance(cfg, dict) or any(not isinstance(cfg.get(k), int) or isinstance(cfg.get(k), bool)
-                                        or cfg[k] < 1 for k in CONFIG_KEYS) \
-            or cfg["d_model"] % cfg["n_heads"] or cfg["d_model"] > 8192 or cfg["n_layers"] > 128 \
-            or cfg["vocab_size"] > 1_000_000 or cfg["d_ff"] > 65536 or cfg["max_seq_len"] > 65536:
-        raise ScriptError(f"--checkpoint: {config} is not a make_tiny_model.py config (needs "
-                          f"positive integers {', '.join(CONFIG_KEYS)} within its caps)", EXIT_USAGE)
+        cfg = parse_json(read_input(config, "--checkpoint", limit=1 << 20), "--checkpoint", config)
+    except ScriptError as exc:
+        why = str(exc).removeprefix(f"--checkpoint {config}: ")
+        raise ScriptError(f"--checkpoint: {config} is not a model config ({why})", EXIT_USAGE) from None
+    if not isinstance(cfg, dict):
+        raise ScriptError(f"--checkpoint: {config} is not a model config (not a JSON object)", EXIT_USAGE)
+    for key in CONFIG_KEYS:
+        value = cfg.get(key)
+        if value is None:
+            raise ScriptError(f"--checkpoint: {config}: {key} is missing (a make_tiny_model.py "
+                              f"config has {', '.join(CONFIG_KEYS)})", EXIT_USAGE)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CONFIG_CAPS[key]:
+            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:30]}..."
+            raise ScriptError(f"--checkpoint: {config}: {key} must be an integer from 1 to "
+                              f"{CONFIG_CAPS[key]:,} (a make_tiny_model.py config), got {shown}", EXIT_USAGE)
+    if cfg["d_model"] % cfg["n_heads"]:
+        raise ScriptError(f"--checkpoint: {config}: d_model {cfg['d_model']} is not divisible by "
+                          f"n_heads {cfg['n_heads']}", EXIT_USAGE)
+    seed = cfg.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ScriptError(f"--checkpoint: {config}: seed must be an integer from 0 to 2^63 - 1, "
+                          f"got {seed!r:.40}", EXIT_USAGE)
+    params = tiny_params(cfg)
+    if params > MAX_PARAMS:
+        raise ScriptError(f"--checkpoint: {config}: vocab_size {cfg['vocab_size']:,}, d_model "
+                          f"{cfg['d_model']:,}, n_layers {cfg['n_layers']:,}, d_ff {cfg['d_ff']:,} and "
+                          f"max_seq_len {cfg['max_seq_len']:,} make {params:,} parameters, more than "
+                          f"the {MAX_PARAMS:,} this CPU emulation takes (a tiny model)", EXIT_USAGE)
+    size = os.path.getsize(weights)
+    if size > 8 * params + (1 << 20):  # float64 weights, plus torch.save's framing
+        raise ScriptError(f"--checkpoint: {weights} holds {size:,} bytes, more than the weights of "
+                          f"{config}'s {params:,} parameters", EXIT_USAGE)
     return cfg
 
 
@@ -895,6 +1011,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.seq_len > cfg["max_seq_len"]:
             raise ScriptError(f"--seq-len {args.seq_len} > the model's max_seq_len {cfg['max_seq_len']}",
                               EXIT_USAGE)
+        values = tiny_activations(cfg, args.batch, args.seq_len)
+        if values > MAX_ACTIVATIONS:
+            raise ScriptError(f"--batch {args.batch} x --seq-len {args.seq_len} on this model "
+                              f"({cfg['n_layers']} layers, d_model {cfg['d_model']}, d_ff {cfg['d_ff']}, "
+                              f"{cfg['n_heads']} heads, vocab {cfg['vocab_size']:,}) hold {values:,} "
+                              f"activation values at once, more than {MAX_ACTIVATIONS:,}; lower "
+                              "--batch or --seq-len", EXIT_USAGE)
     started = time.monotonic()
     import torch
     torch.set_num_threads(1)

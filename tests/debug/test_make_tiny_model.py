@@ -86,9 +86,81 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+# Issue 30: sizes that each pass their cap but together are no tiny model: refused before torch
+# allocates (each was an allocator error or an out-of-memory kill).
+SIZE_CASES = [
+    Case("params-huge", ["--d-model", "8192", "--layers", "128", "--d-ff", "65536"],
+         r"d_model 8,192, n_layers 128, d_ff 65,536 .* make 171,817,287,680 parameters, more than the "
+         r"50,000,000 of a tiny model"),
+    Case("training-step-huge", ["--batch-size", "4096", "--max-seq-len", "65536", "--train-steps", "1"],
+         r"--batch-size 4096 x --max-seq-len 65536 make a training step's largest tensor .* values, more than "
+         r"268,435,456"),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT + SIZE_CASES])
 def test_bad_input(case, tmp_path):
     check_refused("debug/make_tiny_model.py", case, tmp_path)
+
+
+TINY = {"vocab_size": 30, "d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 128, "max_seq_len": 64,
+        "dropout": 0.0, "seed": 0}
+
+
+def _fifo(path):
+    import os
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _dev_zero(path):
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+# (id, file of the saved folder, how it is spoiled, the ValueError's message) for TinyLM.from_dir
+# and CharTokenizer.load: files that are not files, deep or huge JSON, bad values inside.
+LIBRARY_CASES = [
+    ("config-dev-zero", "config.json", _dev_zero, r"config\.json: not a model config \(is not a regular file or a pipe\)"),
+    ("config-deep", "config.json", "[" * 100_000, r"config\.json: not a model config \(nested too deeply"),
+    ("config-huge-number", "config.json", '{"d_model": ' + "1" * 5000 + "}",
+     r"config\.json: not a model config \(not valid JSON \(Exceeds the limit"),
+    ("config-missing-key", "config.json", {k: v for k, v in TINY.items() if k != "n_heads"},
+     r"config\.json: config field n_heads is missing"),
+    ("config-size-text", "config.json", {**TINY, "d_model": "16"},
+     r"config\.json: config field d_model must be an integer from 1 to 8,192, got '16'"),
+    ("config-size-bool", "config.json", {**TINY, "n_layers": True},
+     r"config\.json: config field n_layers must be an integer from 1 to 128, got True"),
+    ("config-size-inf", "config.json", json.dumps(TINY).replace('"d_ff": 128', '"d_ff": Infinity'),
+     r"config\.json: config field d_ff must be an integer from 1 to 65,536, got inf"),
+    ("config-huge-model", "config.json", {**TINY, "vocab_size": 1_000_000, "d_model": 8192, "n_heads": 8},
+     r"config\.json: vocab_size 1,000,000, d_model 8,192, .* parameters, more than the 50,000,000 of a tiny model"),
+    ("model-pt-fifo", "model.pt", _fifo, r"model\.pt: not a regular file"),
+    ("model-pt-too-large", "model.pt", b"x" * 3_000_000, r"model\.pt: 3,000,000 bytes, more than the weights of"),
+    ("tokenizer-dev-zero", "tokenizer.json", _dev_zero,
+     r"tokenizer\.json: not a CharTokenizer file \(is not a regular file or a pipe\)"),
+    ("tokenizer-entry-not-string", "tokenizer.json", {"type": "char", "vocab": ["<pad>", "<unk>", "<bos>", "<eos>", "a", ["b"]]},
+     r"tokenizer\.json: vocab\[5\] must be a non-empty string, got \[\"b\"\]"),
+]
+
+
+@pytest.mark.parametrize("name, spoil, message", [pytest.param(*c[1:], id=c[0]) for c in LIBRARY_CASES])
+def test_loading_a_bad_file_names_it_and_the_field(name, spoil, message, tmp_path):
+    mod = load_module()
+    mod.TinyLM(TINY).save(str(tmp_path))
+    mod.CharTokenizer(list("abc")).save(str(tmp_path / "tokenizer.json"))
+    target = tmp_path / name
+    if callable(spoil):
+        spoil(target)
+    elif isinstance(spoil, dict):
+        target.write_text(json.dumps(spoil))
+    else:
+        target.write_bytes(spoil if isinstance(spoil, bytes) else spoil.encode())
+    with pytest.raises(ValueError, match=message):
+        if name == "tokenizer.json":
+            mod.CharTokenizer.load(str(target))
+        else:
+            mod.TinyLM.from_dir(str(tmp_path))
 
 
 def test_loading_a_damaged_or_foreign_model_names_the_file(tmp_path):

@@ -16,6 +16,10 @@ Published figures reproduced:
   DeepSeek LLM, https://arxiv.org/abs/2401.02954, Table 2.
 * Mistral 7B, https://arxiv.org/abs/2310.06825, section 2: the rolling buffer of a 4096-token
   window cuts the cache of a 32k-token sequence by 8x.
+* GPU memory as nvidia-smi reports it (memory.total): an H100 SXM ("80 GB") 81,559 MiB
+  (https://github.com/NVIDIA/nccl/issues/1264, an HGX H100 node), an A100 80GB 81,920 MiB and an
+  L40S 46,068 MiB (https://github.com/modal-labs/modal-client/pull/2797); the vendors' figures
+  are the catalogue's, data/compute/accelerators.yml.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from tests.bad_input import Case, check_refused, models_data_cases
 from tests.launchers import REPO, import_script
@@ -143,6 +148,73 @@ def test_capacity_fills_the_free_memory_and_no_more(kv, models):
     assert big["kv_free"] < 0 and big["sequences"] == 0 and big["tokens"] == 0
 
 
+def test_capacity_takes_bytes_or_decimal_gigabytes(kv, models):
+    model = models["Llama 3.1 8B"]
+    common = dict(params=8.03e9, context=8192, kv_dtype="bf16", weight_dtype="bf16")
+    by_gb = kv.capacity(model, gpu_memory_gb=80, **common)
+    by_bytes = kv.capacity(model, gpu_memory_bytes=80e9, **common)
+    assert by_gb == by_bytes and by_gb["usable"] == pytest.approx(0.9 * 80e9)
+    with pytest.raises(ValueError, match="one of them"):
+        kv.capacity(model, gpu_memory_gb=80, gpu_memory_bytes=80e9, **common)
+
+
+@pytest.mark.parametrize("text, size", [
+    ("80", 80e9), ("80GB", 80e9), ("80 gb", 80e9), ("80GiB", 80 * 2**30), ("80 GiB", 80 * 2**30),
+    ("81559MiB", 81559 * 2**20), ("85.5e9B", 85.5e9), ("1.5TB", 1.5e12), ("0.5TiB", 2**39)])
+def test_gpu_memory_units(kv, text, size):
+    assert kv.parse_memory(text) == pytest.approx(size, rel=1e-15)
+
+
+def test_device_memory_is_the_catalogues_device(kv):
+    """The script keeps its own copy of the vendor figures (it runs when copied alone): each device
+    must name a row of data/compute/accelerators.yml and carry its mem_GB, and the capacity the
+    driver reports must be about that figure (a MiB or GB slip would be far off)."""
+    catalogue = yaml.safe_load((REPO / "data" / "compute" / "accelerators.yml").read_text())
+    rows = {row["name"]: row for row in catalogue["rows"]}
+    assert kv.DEFAULT_DEVICE in kv.DEVICES
+    for key, device in kv.DEVICES.items():
+        assert device["row"] in rows, f"--device {key}: no row {device['row']!r} in the catalogue"
+        assert device["mem_GB"] == rows[device["row"]]["mem_GB"], (
+            f"--device {key}: {device['mem_GB']} GB, but the catalogue's row {device['row']!r} "
+            f"has mem_GB = {rows[device['row']]['mem_GB']}")
+        total = device["total_MiB"] * 2**20
+        assert 0.9 * device["mem_GB"] * 1e9 <= total <= device["mem_GB"] * 2**30, key
+        assert device["source"].startswith("https://"), key
+
+
+def run_memory(launch, tmp_path, args, name="m.json"):
+    out = tmp_path / name
+    res = launch.python(SCRIPT, ["--model", "Llama 3.1 8B", *args, "--json", str(out)])
+    assert res.returncode == 0, res.output
+    return res, json.loads(out.read_text())
+
+
+def test_an_h100_has_85_5e9_bytes_by_default(launch, tmp_path):
+    """An "80 GB" H100 SXM: nvidia-smi reports 81,559 MiB (NVIDIA/nccl#1264), 85.52e9 bytes, not
+    80e9. That is the default and --device h100-sxm; a bare --gpu-memory 80 is 80e9 bytes, as the
+    help says, and --gpu-memory 80GiB is 80 x 2^30."""
+    h100 = 81559 * 2**20
+    res, default = run_memory(launch, tmp_path, [])
+    assert default["gpu_memory"] == {"bytes": h100, "device": "h100-sxm", "from": default[
+        "gpu_memory"]["from"]}
+    assert "81,559 MiB" in default["gpu_memory"]["from"]
+    assert default["results"][0]["usable"] == pytest.approx(0.9 * h100)
+    assert f"GPU(s) of {h100 / 1e9:.2f} GB each (h100-sxm: 81,559 MiB" in res.stdout
+    assert "1 GB = 1e9 bytes" in res.stdout and "GB (1e9 bytes)" in default["units"][
+        "inputs.gpu_memory"]
+    assert default["inputs"]["gpu_memory"] == h100 / 1e9 and default["inputs"]["device"] is None
+    _, named = run_memory(launch, tmp_path, ["--device", "h100-sxm"], "n.json")
+    _, mib = run_memory(launch, tmp_path, ["--gpu-memory", "81559MiB"], "mib.json")
+    assert named["results"] == default["results"] == mib["results"]
+    assert mib["gpu_memory"]["from"] == "--gpu-memory 81559MiB" and mib["gpu_memory"]["device"] is None
+    res, bare = run_memory(launch, tmp_path, ["--gpu-memory", "80"], "b.json")
+    assert bare["gpu_memory"]["bytes"] == 80e9 and "80.00 GB each (--gpu-memory 80)" in res.stdout
+    _, gib = run_memory(launch, tmp_path, ["--gpu-memory", "80GiB"], "g.json")
+    assert gib["results"][0]["usable"] == pytest.approx(0.9 * 80 * 2**30)
+    _, l40s = run_memory(launch, tmp_path, ["--device", "l40s"], "l.json")
+    assert l40s["gpu_memory"]["bytes"] == 46068 * 2**20
+
+
 @pytest.mark.parametrize("text, value", [("70.6B", 70.6e9), ("405b", 405e9), ("7.24e9", 7.24e9),
                                          ("850M", 850e6), ("1.2T", 1.2e12), ("12345", 12345)])
 def test_parameter_counts_as_printed(kv, text, value):
@@ -215,8 +287,33 @@ BAD_INPUT = [
     Case("gpus-not-splitting-heads", ["--model", "Llama 3.1 8B", "--gpus", "3"],
          "--gpus 3 neither divides the 8 key/value heads"),
     Case("gpus-zero", ["--model", "all", "--gpus", "0"], "--gpus: 0 must be >= 1"),
-    Case("gpu-memory-nan", ["--model", "all", "--gpu-memory", "nan"], "--gpu-memory: 'nan'"),
-    Case("gpu-memory-zero", ["--model", "all", "--gpu-memory", "0"], "--gpu-memory: 0"),
+    Case("gpu-memory-nan", ["--model", "all", "--gpu-memory", "nan"],
+         "--gpu-memory: 'nan' is not a finite size"),
+    Case("gpu-memory-zero", ["--model", "all", "--gpu-memory", "0"],
+         "--gpu-memory: 0 must be more than 0 bytes"),
+    # --gpu-memory takes a unit: a G or a gig could be GB or GiB, 7% apart
+    Case("gpu-memory-ambiguous-unit", ["--model", "all", "--gpu-memory", "80G"],
+         r"--gpu-memory: '80G': unknown unit 'G'; say GB \(1e9 bytes\) or GiB \(2\^30 bytes\)"),
+    Case("gpu-memory-word-unit", ["--model", "all", "--gpu-memory", "80 gigs"],
+         "--gpu-memory: '80 gigs': unknown unit 'gigs'"),
+    Case("gpu-memory-negative", ["--model", "all", "--gpu-memory=-80GiB"],
+         "--gpu-memory: -80GiB must be more than 0 bytes"),
+    Case("gpu-memory-inf-with-unit", ["--model", "all", "--gpu-memory", "infGiB"],
+         "--gpu-memory: 'infGiB' is not a finite size"),
+    Case("gpu-memory-huge", ["--model", "all", "--gpu-memory", "1e30"],
+         r"--gpu-memory: 1e30 must be at most 100 TB"),
+    Case("gpu-memory-comma", ["--model", "all", "--gpu-memory", "80,5"],
+         "--gpu-memory: '80,5' is not a memory size"),
+    Case("gpu-memory-empty", ["--model", "all", "--gpu-memory", ""],
+         "--gpu-memory: '' is not a memory size"),
+    Case("gpu-memory-unit-only", ["--model", "all", "--gpu-memory", "GiB"],
+         "--gpu-memory: 'GiB' is not a memory size"),
+    Case("gpu-memory-long", ["--model", "all", "--gpu-memory", "8" * 5000 + "GB"],
+         r"--gpu-memory: 888888888888\.\.\. \(5002 characters\) must be at most 100 TB"),
+    Case("gpu-memory-and-device", ["--model", "all", "--device", "l40s", "--gpu-memory", "80GiB"],
+         r"give --device or --gpu-memory, not both \(--device l40s has 46,068 MiB\)"),
+    Case("device-unknown", ["--model", "all", "--device", "h100"],
+         "--device: invalid choice: 'h100'"),
     Case("utilization-above-one", ["--model", "all", "--memory-utilization", "1.5"],
          "--memory-utilization: 1.5"),
     Case("overhead-negative", ["--model", "all", "--overhead-gb", "-1"], "--overhead-gb"),
@@ -230,13 +327,74 @@ BAD_INPUT = [
     Case("json-unwritable-folder", ["--model", "all", "--json", "/proc/kv.json"],
          "--json /proc/kv.json: cannot write"),
     Case("config-path-empty", ["--config", "", "--params", "1B"], "--config: must not be empty"),
-    Case("data-missing", ["--list", "--data", "{tmp}/none.yml"], "--data .*none.yml: cannot read it"),
+    Case("data-missing", ["--list", "--data", "{tmp}/none.yml"], r"--data .*none.yml: cannot read it \(does not exist\)"),
     Case("json-fifo", ["--model", "all", "--json", "out.fifo"], "is not a regular file",
          fifos=("out.fifo",)),
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT + models_data_cases()])
+# Issue 30: inputs that are not files, and bad values inside the data file or a config.json. Each
+# is one line naming the file, the row (and the model) and the field.
+ROW = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+       "intermediate_size": 128, "vocab_size": 100, "published_total": "1B"}
+
+
+def data_row(**fields) -> str:
+    """A data file (YAML) of one model, ``fields`` (YAML text) added to, or as None removed
+    from, a valid row."""
+    row = {k: json.dumps(v) for k, v in ROW.items()}
+    row.update({k: v for k, v in fields.items() if v is not None})
+    for k in [k for k, v in fields.items() if v is None]:
+        del row[k]
+    return "rows:\n  - {" + ", ".join(f"{k}: {v}" for k, v in row.items()) + "}\n"
+
+
+DATA_FILE_CASES = [
+    Case("data-dev-zero", ["--list", "--data", "/dev/zero"],
+         r"--data /dev/zero: cannot read it \(is not a regular file or a pipe\)"),
+    Case("data-deep-json", ["--list", "--data", "d.json"], r"d\.json: nested too deeply",
+         files={"d.json": "[" * 100_000}),
+    Case("data-deep-yaml", ["--list", "--data", "d.yml"], r"d\.yml: nested too deeply",
+         files={"d.yml": "rows: " + "[" * 100_000}),
+    Case("data-huge-number", ["--list", "--data", "d.json"], r"d\.json: not valid JSON \(Exceeds the limit",
+         files={"d.json": '{"rows": [' + "1" * 5000 + "]}"}),
+    Case("data-not-utf8", ["--list", "--data", "d.yml"], r"d\.yml: not UTF-8 text", files={"d.yml": b"rows: [\xff]\n"}),
+    Case("data-name-not-string", ["--model", "x", "--data", "d.yml"],
+         r"d\.yml: row 1: name must be a non-empty string, got 123", files={"d.yml": data_row(name="123")}),
+    Case("data-name-list-json", ["--list", "--data", "d.json"],
+         r"d\.json: row 1: name must be a non-empty string, got \['a'\]",
+         files={"d.json": '{"rows": [{"name": ["a"], "num_hidden_layers": 2}]}'}),
+    Case("data-missing-key", ["--list", "--data", "d.yml"], r"d\.yml: row 1 \(a\): num_attention_heads is missing",
+         files={"d.yml": data_row(name="a", num_attention_heads=None)}),
+    Case("data-published-total-inf", ["--model", "all", "--data", "d.yml"],
+         r"d\.yml: row 1 \(a\): published_total: not a parameter count: inf",
+         files={"d.yml": data_row(name="a", published_total=".inf")}),
+    Case("data-published-total-json-infinity", ["--model", "all", "--data", "d.json"],
+         r"d\.json: row 1 \(a\): published_total: not a parameter count: inf",
+         files={"d.json": json.dumps({"rows": [{**ROW, "name": "a"}]}).replace('"1B"', "Infinity")}),
+    Case("data-published-total-list", ["--model", "all", "--data", "d.yml"],
+         r"d\.yml: row 1 \(a\): published_total: not a parameter count: \[1\]",
+         files={"d.yml": data_row(name="a", published_total="[1]")}),
+    Case("data-size-inf", ["--list", "--data", "d.yml"], r"row 1 \(a\): head_dim must be an integer >= 1, got inf",
+         files={"d.yml": data_row(name="a", head_dim=".inf")}),
+    Case("data-size-huge", ["--list", "--data", "d.yml"],
+         r"row 1 \(a\): num_hidden_layers must be an integer >= 1 and <= 2147483647, got 1000000000000",
+         files={"d.yml": data_row(name="a", num_hidden_layers="1000000000000")}),
+    Case("data-window-nan", ["--list", "--data", "d.yml"],
+         r"row 1 \(a\): sliding_window must be an integer >= 1, got nan",
+         files={"d.yml": data_row(name="a", sliding_window=".nan")}),
+    Case("config-text-config-not-object", ["--config", "c.json", "--params", "1B"],
+         r"--config c\.json: text_config is not a JSON object", files={"c.json": '{"text_config": 5}'}),
+    Case("config-use-sliding-window-text", ["--config", "c.json", "--params", "1B"],
+         r"--config c\.json: use_sliding_window must be true or false, got 'false'",
+         files={"c.json": json.dumps(llama(2, 64, 4, sliding_window=16, use_sliding_window="false"))}),
+    Case("config-size-nan", ["--config", "c.json", "--params", "1B"],
+         r"--config c\.json: num_hidden_layers must be an integer >= 1, got nan",
+         files={"c.json": GOOD.replace('"num_hidden_layers": 2', '"num_hidden_layers": NaN')}),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT + models_data_cases() + DATA_FILE_CASES])
 def test_bad_input_is_refused_in_one_line(case, tmp_path):
     check_refused(f"inference/{SCRIPT}", case, tmp_path)
 
@@ -248,8 +406,9 @@ def test_the_kv_cache_pages_tables_are_current(launch, tmp_path, name):
     recorded = json.loads((REPO / "results" / "inference" / name).read_text())
     i = recorded["inputs"]
     out = tmp_path / "now.json"
+    memory = ["--device", i["device"]] if i["device"] else ["--gpu-memory", f"{i['gpu_memory']!r}GB"]
     res = launch.python(SCRIPT, ["--model", i["model"], "--context", str(i["context"]),
-                                 "--gpus", str(i["gpus"]), "--gpu-memory", str(i["gpu_memory"]),
+                                 "--gpus", str(i["gpus"]), *memory,
                                  "--memory-utilization", str(i["memory_utilization"]),
                                  "--kv-dtype", i["kv_dtype"], "--weight-dtype", i["weight_dtype"],
                                  "--overhead-gb", str(i["overhead_gb"]), "--json", str(out)])

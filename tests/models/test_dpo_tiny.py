@@ -110,6 +110,34 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in CASES])
+# Issue 30: a corpus that is not a file, or holds bad values: one line naming the file and line.
+GOOD_LINE = '{"text": "a document long enough"}\n'
+CORPUS_CASES = [
+    Case("corpus-dev-zero", ["--corpus", "/dev/zero"], r"--corpus /dev/zero: is not a regular file"),
+    Case("corpus-fifo", ["--corpus", "c.fifo"], r"--corpus c\.fifo: is not a regular file", fifos=("c.fifo",)),
+    Case("corpus-deep-json", ["--corpus", "c.jsonl"], r"c\.jsonl:2: not JSON",
+         files={"c.jsonl": GOOD_LINE + "[" * 100_000 + "\n"}),
+    Case("corpus-huge-number", ["--corpus", "c.jsonl"], r"c\.jsonl:2: not JSON \(Exceeds the limit",
+         files={"c.jsonl": GOOD_LINE + '{"text": "x", "n": ' + "1" * 5000 + "}\n"}),
+    Case("corpus-record-without-text", ["--corpus", "c.jsonl"], r"c\.jsonl:2: not a JSON object with a string \"text\"",
+         files={"c.jsonl": GOOD_LINE + '{"body": "x"}\n'}),
+    Case("corpus-text-infinity", ["--corpus", "c.jsonl"], r"c\.jsonl:2: not a JSON object with a string \"text\"",
+         files={"c.jsonl": GOOD_LINE + '{"text": Infinity}\n'}),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in CASES + CORPUS_CASES])
 def test_bad_input_refused(case, tmp_path):
     check_refused(f"models/{SCRIPT}", case, tmp_path)
+
+
+def test_corpus_size_bounds(tmp_path):
+    """A corpus over 256 MiB is refused before it is read (a sparse file here), and a line over
+    16 M characters as soon as it is."""
+    with open(tmp_path / "big.jsonl", "wb") as f:
+        f.truncate((256 << 20) + 1)
+    check_refused(f"models/{SCRIPT}", Case("corpus-over-256-mib", ["--corpus", "big.jsonl"],
+                                            r"--corpus big\.jsonl: larger than 256 MiB"), tmp_path)
+    (tmp_path / "long.jsonl").write_bytes(GOOD_LINE.encode() + b'{"text": "' + b"a" * (17 << 20) + b'"}\n')
+    check_refused(f"models/{SCRIPT}", Case("line-over-16-m", ["--corpus", "long.jsonl"],
+                                            r"long\.jsonl:2: a line of more than 16 M characters"), tmp_path)

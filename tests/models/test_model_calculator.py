@@ -237,7 +237,7 @@ BAD_INPUT = [
                   '"decoder_sparse_step": 2}'}),
     Case("config-with-data", ["--config", "c.json", "--data", "d.yml"], "--data is for --model",
          files={"c.json": GOOD, "d.yml": "rows: []\n"}),
-    Case("data-missing", ["--list", "--data", "{tmp}/none.yml"], "--data .*none.yml: cannot read it"),
+    Case("data-missing", ["--list", "--data", "{tmp}/none.yml"], r"--data .*none.yml: cannot read it \(does not exist\)"),
     Case("data-not-yaml", ["--list", "--data", "d.yml"], "--data|d.yml: not valid YAML",
          files={"d.yml": "rows: [\n"}),
     Case("data-row-without-name", ["--list", "--data", "d.yml"], "row 1: needs a name",
@@ -259,7 +259,76 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT + models_data_cases()])
+# Issue 30: inputs that are not files, and bad values inside the data file or a config.json. Each
+# is one line naming the file, the row (and the model) and the field.
+ROW = ("model_type: llama, num_hidden_layers: 2, hidden_size: 64, num_attention_heads: 4, "
+       "intermediate_size: 128, vocab_size: 100, source: 'https://example.org/config.json'")
+
+
+def data_row(**fields) -> str:
+    """A data file of one model, ``fields`` added to (or, as None, removed from) a valid row."""
+    row = dict(part.split(": ", 1) for part in ROW.split(", "))
+    row.update({k: v for k, v in fields.items() if v is not None})
+    for k in [k for k, v in fields.items() if v is None]:
+        del row[k]
+    return "rows:\n  - {" + ", ".join(f"{k}: {v}" for k, v in row.items()) + "}\n"
+
+
+DATA_FILE_CASES = [
+    Case("data-dev-zero", ["--list", "--data", "/dev/zero"],
+         r"--data /dev/zero: cannot read it \(is not a regular file or a pipe\)"),
+    Case("data-deep-json", ["--list", "--data", "d.json"], r"d\.json: nested too deeply",
+         files={"d.json": "[" * 100_000}),
+    Case("data-deep-yaml", ["--list", "--data", "d.yml"], r"d\.yml: nested too deeply",
+         files={"d.yml": "rows: " + "[" * 100_000}),
+    Case("data-huge-number", ["--list", "--data", "d.json"], r"d\.json: not valid JSON \(Exceeds the limit",
+         files={"d.json": '{"rows": [' + "1" * 5000 + "]}"}),
+    Case("data-not-utf8", ["--list", "--data", "d.yml"], r"d\.yml: not UTF-8 text",
+         files={"d.yml": b"rows: [\xff]\n"}),
+    Case("data-name-not-string", ["--model", "x", "--data", "d.yml"],
+         r"d\.yml: row 1: name must be a non-empty string, got 123", files={"d.yml": data_row(name="123")}),
+    Case("data-name-list-json", ["--list", "--data", "d.json"],
+         r"d\.json: row 1: name must be a non-empty string, got \['a'\]",
+         files={"d.json": '{"rows": [{"name": ["a"], "model_type": "llama"}]}'}),
+    Case("data-missing-key", ["--list", "--data", "d.yml"], r"d\.yml: row 1 \(a\): num_hidden_layers is missing",
+         files={"d.yml": data_row(name="a", num_hidden_layers=None)}),
+    Case("data-published-total-inf", ["--model", "all", "--data", "d.yml"],
+         r"d\.yml: row 1 \(a\): published_total must be a count as printed, such as '6\.74B', got inf",
+         files={"d.yml": data_row(name="a", published_total=".inf")}),
+    Case("data-published-total-json-infinity", ["--model", "all", "--data", "d.json"],
+         r"d\.json: row 1 \(a\): published_total must be .*, got inf",
+         files={"d.json": '{"rows": [{"name": "a", "published_total": Infinity}]}'}),
+    Case("data-published-active-list", ["--model", "all", "--data", "d.yml"],
+         r"d\.yml: row 1 \(a\): published_active must be .*, got \[1\]",
+         files={"d.yml": data_row(name="a", published_active="[1]")}),
+    Case("data-kind-not-string", ["--list", "--data", "d.yml"], r"row 1 \(a\): kind must be a string, got \[\]",
+         files={"d.yml": data_row(name="a", kind="[]")}),
+    Case("data-size-inf", ["--list", "--data", "d.yml"], r"row 1 \(a\): head_dim must be an integer >= 1, got inf",
+         files={"d.yml": data_row(name="a", head_dim=".inf")}),
+    Case("data-size-huge", ["--list", "--data", "d.yml"],
+         r"row 1 \(a\): hidden_size must be an integer >= 1 and <= 2147483647, got 1000000000000",
+         files={"d.yml": data_row(name="a", hidden_size="1000000000000")}),
+    Case("data-window-nan", ["--list", "--data", "d.yml"],
+         r"row 1 \(a\): sliding_window must be an integer >= 1, got nan",
+         files={"d.yml": data_row(name="a", sliding_window=".nan")}),
+    Case("data-bias-text", ["--list", "--data", "d.yml"], r"row 1 \(a\): qkv_bias must be true or false, got 'no'",
+         files={"d.yml": data_row(name="a", qkv_bias="'no'")}),
+    Case("data-experts-text", ["--list", "--data", "d.yml"],
+         r"row 1 \(a\): num_local_experts must be an integer >= 1, got '8'",
+         files={"d.yml": data_row(name="a", model_type="mixtral", num_local_experts="'8'")}),
+    Case("config-text-config-not-object", ["--config", "c.json"], r"--config c\.json: text_config is not a JSON object",
+         files={"c.json": '{"text_config": 5}'}),
+    Case("config-model-type-list", ["--config", "c.json"], r"--config c\.json: model_type \['llama'\] is not one",
+         files={"c.json": '{"model_type": ["llama"]}'}),
+    Case("config-layer-types-short", ["--config", "c.json"],
+         r"--config c\.json: layer_types must list one string per layer \(2\)",
+         files={"c.json": GOOD[:-1] + ', "sliding_window": 8, "layer_types": ["sliding_attention"]}'}),
+    Case("config-size-nan", ["--config", "c.json"], r"--config c\.json: vocab_size must be an integer >= 1, got nan",
+         files={"c.json": GOOD.replace('"vocab_size": 100', '"vocab_size": NaN')}),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT + models_data_cases() + DATA_FILE_CASES])
 def test_bad_input_is_refused_in_one_line(case, tmp_path):
     check_refused(f"models/{SCRIPT}", case, tmp_path)
 

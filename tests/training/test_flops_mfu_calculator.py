@@ -10,6 +10,13 @@ Sources (each test names the one it uses):
   8TP/(nX): GPT-3 (175B, 300B tokens, 1024 A100s at 140 TFLOPS each) in about 34 days, the 1T
   model (450B tokens, 3072 A100s at 163 TFLOPS) in about 84 days. Table 1: 163 TFLOPS per GPU is
   52% of the A100's 312 TFLOPS peak and 502 PFLOPS in aggregate on 3072 GPUs.
+* Korthikanti et al. 2022, https://arxiv.org/abs/2205.05198. Appendix A: model FLOPs per
+  iteration 72 B L s h^2 (1 + s/6h + v/12hL) (eq. 7); selective recomputation repeats the attention
+  matrix computation and attention over values, 2 B s^2 h FLOPs each per layer, yet eq. 8 gives
+  hardware FLOPs 72 B L s h^2 (1 + s/3h + v/12hL). Table 3: the four models (heads, hidden size,
+  layers, GPUs, global batch), s = 2048, v = 51200, A100s (312 TFLOPS). Table 5: iteration time
+  of the present work (sequence parallelism + selective recomputation) and its MFU and HFU.
+* The catalogue data/compute/accelerators.yml: the peaks the script copies.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import sys
 
 import pytest
 
-from tests.launchers import import_script
+import yaml
+
+from tests.launchers import REPO, import_script
 
 from tests.bad_input import Case, check_refused
 
@@ -110,6 +119,77 @@ def test_megatron_1t_is_52_percent_of_peak_and_502_pflops(launch, tmp_path):
     assert r["mfu"] < r["hfu"]
     assert r["mfu"] / r["hfu"] == pytest.approx(
         r["flops_per_token"]["model"] / r["flops_per_token"]["hardware"], rel=1e-12)
+
+
+# Korthikanti et al. 2022: Table 3 (heads a, hidden h, layers L, GPUs, global batch B) and Table 5
+# (iteration time in s of the present work, MFU %, HFU %), s = 2048, v = 51200, A100 peak 312.
+KORTHIKANTI = [
+    ("22B", 64, 6144, 48, 8, 4, 1.10, 41.5, 43.7),
+    ("175B", 96, 12288, 96, 64, 64, 13.75, 51.4, 52.8),
+    ("530B", 128, 20480, 105, 280, 280, 37.83, 56.0, 57.0),
+    ("1T", 160, 25600, 128, 512, 512, 71.49, 56.3, 57.0),
+]
+
+
+def published_within_rounding(flops_per_iteration, gpus, seconds, percent):
+    """True when the paper's ``percent`` (one decimal) is what ``flops_per_iteration`` gives on
+    ``gpus`` A100s for an iteration time printed as ``seconds`` (two decimals): the interval the
+    rounded time allows overlaps the one the rounded percentage stands for."""
+    low = 100 * flops_per_iteration / ((seconds + 0.005) * gpus * 312e12)
+    high = 100 * flops_per_iteration / ((seconds - 0.005) * gpus * 312e12)
+    return low <= percent + 0.05 and high >= percent - 0.05
+
+
+@pytest.mark.parametrize("name,a,h,layers,gpus,batch,seconds,mfu,hfu", KORTHIKANTI,
+                         ids=[row[0] for row in KORTHIKANTI])
+def test_selective_recompute_reproduces_korthikanti_table_5(launch, tmp_path, name, a, h, layers,
+                                                            gpus, batch, seconds, mfu, hfu):
+    s, v = 2048, 51200
+    model = 72 * batch * layers * s * h**2 * (1 + s / (6 * h) + v / (12 * h * layers))  # eq. 7
+    eq8 = 72 * batch * layers * s * h**2 * (1 + s / (3 * h) + v / (12 * h * layers))    # eq. 8
+    # their text: the attention core's forward again, 2 B s^2 h + 2 B s^2 h per layer
+    text = model + layers * (2 + 2) * batch * s**2 * h
+    res, r = run_json(launch, tmp_path, [
+        "--layers", str(layers), "--hidden", str(h), "--heads", str(a), "--vocab", str(v),
+        "--seq-len", str(s), "--recompute", "attention", "--devices", str(gpus),
+        "--step-time-s", str(seconds), "--global-batch", str(batch), "--device", "a100"])
+    peak_flops = seconds * gpus * 312e12
+    assert r["mfu"] == pytest.approx(model / peak_flops, rel=1e-12)
+    assert r["hfu_paper_convention"] == pytest.approx(eq8 / peak_flops, rel=1e-12)
+    assert r["hfu"] == pytest.approx(text / peak_flops, rel=1e-12)
+    # The published MFU and HFU are eq. 7 and eq. 8 at the published iteration time.
+    assert published_within_rounding(model, gpus, seconds, mfu)
+    assert published_within_rounding(eq8, gpus, seconds, hfu)
+    # The calculator's own count (the work selective recomputation repeats) is below Table 5's.
+    assert not published_within_rounding(text, gpus, seconds, hfu)
+    # Both figures are printed, each with its convention.
+    assert "+4LaT" in r["hfu_convention"] and "eq. 8" in r["hfu_paper_convention_is"]
+    assert f"HFU                             {100 * r['hfu']:.2f} %   +4LaT" in res.stdout
+    assert f"HFU, Megatron-LM convention     {100 * r['hfu_paper_convention']:.2f} %" in res.stdout
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_paper_convention_is_printed_only_where_it_differs(launch, tmp_path, recompute):
+    res, r = run_json(launch, tmp_path, [*GPT3, "--recompute", recompute, "--tokens-per-s", "1e5",
+                                         "--devices", "1024", "--device", "a100"])
+    assert r["hfu_paper_convention"] == r["hfu"]
+    assert r["hfu_convention"] == r["hfu_paper_convention_is"]
+    assert "Megatron-LM convention" not in res.stdout
+
+
+def test_device_peaks_are_the_catalogues(calc):
+    """One figure, one place: the script's table is a copy of data/compute/accelerators.yml (it
+    keeps one so that it runs when copied alone); each device must name a catalogue row and carry
+    that row's figure for the same column."""
+    catalogue = yaml.safe_load((REPO / "data" / "compute" / "accelerators.yml").read_text())
+    rows = {row["name"]: row for row in catalogue["rows"]}
+    assert calc.DEVICES
+    for key, device in calc.DEVICES.items():
+        assert device["row"] in rows, f"--device {key}: no row {device['row']!r} in the catalogue"
+        figure = rows[device["row"]][device["dtype"]]
+        assert device["tflops"] == figure, (
+            f"--device {key}: {device['tflops']} TFLOPS, but the catalogue's row "
+            f"{device['row']!r} has {device['dtype']} = {figure}")
 
 
 def test_counted_parameters_match_gpt3_and_1t(launch, tmp_path):

@@ -295,7 +295,59 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+# Issue 30: a checkpoint's config.json that is not a file, or holds bad or huge values. Each is one
+# line naming the file and the field, before anything is allocated.
+TINY = {"vocab_size": 28, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "max_seq_len": 64}
+
+
+def checkpoint(config: str | dict, model: bytes = b"x") -> dict:
+    return {"ck/config.json": config if isinstance(config, str) else json.dumps(config), "ck/model.pt": model}
+
+
+CONFIG_CASES = [
+    Case("config-fifo", ["--checkpoint", "{tmp}/ck"], r"--checkpoint: .*ck/config\.json is not a regular file",
+         files={"ck/model.pt": b"x"}, fifos=("ck/config.json",)),
+    Case("config-deep-json", ["--checkpoint", "{tmp}/ck"],
+         r"ck/config\.json is not a model config \(nested too deeply to be JSON data\)", files=checkpoint("[" * 100_000)),
+    Case("config-huge-number", ["--checkpoint", "{tmp}/ck"],
+         r"ck/config\.json is not a model config \(not valid JSON \(Exceeds the limit",
+         files=checkpoint('{"d_model": ' + "1" * 5000 + "}")),
+    Case("config-over-1-mib", ["--checkpoint", "{tmp}/ck"],
+         r"ck/config\.json is not a model config \(larger than 1 MiB", files=checkpoint(" " * ((1 << 20) + 10))),
+    Case("config-missing-key", ["--checkpoint", "{tmp}/ck"], r"ck/config\.json: max_seq_len is missing",
+         files=checkpoint({k: v for k, v in TINY.items() if k != "max_seq_len"})),
+    Case("config-size-text", ["--checkpoint", "{tmp}/ck"],
+         r"ck/config\.json: d_model must be an integer from 1 to 8,192 .*, got '64'",
+         files=checkpoint({**TINY, "d_model": "64"})),
+    Case("config-size-inf", ["--checkpoint", "{tmp}/ck"], r"ck/config\.json: d_ff must be an integer .*, got inf",
+         files=checkpoint(json.dumps(TINY).replace('"d_ff": 128', '"d_ff": Infinity'))),
+    Case("config-size-bool", ["--checkpoint", "{tmp}/ck"], r"ck/config\.json: n_layers must be an integer .*, got True",
+         files=checkpoint({**TINY, "n_layers": True})),
+    Case("config-seed-nan", ["--checkpoint", "{tmp}/ck"], r"ck/config\.json: seed must be an integer .*, got nan",
+         files=checkpoint(json.dumps({**TINY, "seed": 0}).replace('"seed": 0', '"seed": NaN'))),
+    # each field within its cap, 1.8e11 parameters together: was an allocator error
+    Case("config-huge-model", ["--checkpoint", "{tmp}/ck"],
+         r"ck/config\.json: vocab_size 1,000,000, d_model 8,192, .* make 180,545,404,928 parameters, more than "
+         r"the 50,000,000", files=checkpoint({**TINY, "vocab_size": 1_000_000, "d_model": 8192, "n_layers": 128,
+                                                 "d_ff": 65536, "max_seq_len": 65536})),
+    Case("activations-huge", ["--checkpoint", "{tmp}/ck", "--batch", "1024", "--seq-len", "65536"],
+         r"--batch 1024 x --seq-len 65536 on this model .* activation values at once, more than 67,108,864",
+         files=checkpoint({**TINY, "max_seq_len": 65536})),
+    Case("model-pt-larger-than-its-weights", ["--checkpoint", "{tmp}/ck"],
+         r"ck/model\.pt holds 3,000,000 bytes, more than the weights of .*72,960 parameters",
+         files=checkpoint(TINY, b"x" * 3_000_000)),
+]
+
+
+def test_parameter_count_and_bounds_agree_with_make_tiny_model(mx):
+    mtm = import_script(REPO / "scripts" / "debug" / "make_tiny_model.py")
+    for cfg in (mx.TINY_CONFIG, {**TINY, "vocab_size": 300, "d_model": 96, "n_heads": 3, "d_ff": 50, "max_seq_len": 17}):
+        assert mx.tiny_params(cfg) == mtm.tiny_params(cfg) == sum(p.numel() for p in mx.build_tiny_model(cfg).parameters())
+    assert mx.MAX_PARAMS == mtm.MAX_PARAMS and mx.CONFIG_CAPS == {k: mtm.CAPS[k] for k in mx.CONFIG_CAPS}
+    assert mx.tiny_activations(mx.TINY_CONFIG, 8, 64) == 294_912  # "activations (7 tensors, 294,912 values)"
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT + CONFIG_CASES])
 def test_bad_input(case, tmp_path):
     if case.id == "cuda-missing" and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

@@ -211,9 +211,46 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+# Issue 30: corpora that are not files, and bad values inside one. Each is one line naming the
+# file, the line and the field; the corpus is read in 1 MiB chunks, at most 1 GiB in all and
+# 64 MiB a line, and a pipe silent for 10 s is given up.
+CORPUS_CASES = [
+    Case("corpus-dev-zero", ["/dev/zero"], r"^text_quality_filters\.py: error: /dev/zero: is not a regular file or a pipe$"),
+    Case("corpus-deep-json", ["c.jsonl"], r"c\.jsonl:2: not valid JSON", files={"c.jsonl": DOC + "[" * 100_000 + "\n"}),
+    Case("corpus-huge-number", ["c.jsonl"], r"c\.jsonl:2: not valid JSON \(Exceeds the limit",
+         files={"c.jsonl": DOC + '{"text": "x", "n": ' + "1" * 5000 + "}\n"}),
+    Case("record-without-text", ["c.jsonl"], r"c\.jsonl:2: no string field 'text'",
+         files={"c.jsonl": DOC + '{"id": "b", "body": "two"}\n'}),
+    Case("text-not-string", ["c.jsonl"], r"c\.jsonl:2: no string field 'text'",
+         files={"c.jsonl": DOC + '{"id": "b", "text": 5}\n'}),
+    Case("id-not-scalar", ["c.jsonl"], r"c\.jsonl:2: field 'id' must be a string or an integer .*, got list \[1\]",
+         files={"c.jsonl": DOC + '{"id": [1], "text": "two"}\n'}),
+    Case("id-infinity", ["c.jsonl"], r"c\.jsonl:2: field 'id' must be a string or an integer .*, got float Infinity",
+         files={"c.jsonl": DOC + '{"id": Infinity, "text": "two"}\n'}),
+]
+
+
+@pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT + CORPUS_CASES])
 def test_bad_input(case, tmp_path):
     check_refused("training/text_quality_filters.py", case, tmp_path)
+
+
+def test_corpus_size_bounds(tmp_path):
+    """A corpus over 1 GiB is refused before it is read (a sparse file here), a line over 64 MiB
+    as soon as it passes the bound, and a .txt link to /dev/zero in a corpus folder at once."""
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as f:
+        f.truncate((1 << 30) + 1)
+    check_refused("training/text_quality_filters.py", Case("corpus-over-1-gib", ["big.jsonl"],
+                                r"big\.jsonl: more than 1 GiB of corpus, the most this tool holds"), tmp_path)
+    (tmp_path / "long.jsonl").write_bytes(DOC.encode() + b'{"text": "' + b"a" * (65 << 20))
+    check_refused("training/text_quality_filters.py", Case("line-over-64-mib", ["long.jsonl"],
+                                r"long\.jsonl:2: a line of more than 64 MiB"), tmp_path)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("some text here")
+    (tmp_path / "d" / "z.txt").symlink_to("/dev/zero")
+    check_refused("training/text_quality_filters.py", Case("folder-txt-dev-zero", ["d"], r"d/z\.txt: is not a regular file or a pipe"),
+                  tmp_path)
 
 
 
@@ -232,3 +269,13 @@ def test_failed_run_keeps_the_old_outputs(launch, tmp_path):
                                   "--disable", "word_count"]).returncode == 0
     assert kept.read_text() != "old\n" and sorted(p.name for p in tmp_path.iterdir()) == \
         ["bad.jsonl", "good.jsonl", "kept.jsonl"]
+
+
+def test_the_bounded_corpus_blocks_are_identical():
+    """minhash_dedup.py and text_quality_filters.py read corpora with the same bounded reader."""
+    import re
+    from tests.launchers import REPO
+    blocks = [re.search(r"# --- bounded corpus.*?# --- end of bounded corpus ---",
+                        (REPO / "scripts" / "training" / name).read_text(encoding="utf-8"), re.S)[0]
+              for name in ("minhash_dedup.py", "text_quality_filters.py")]
+    assert blocks[0] == blocks[1]
