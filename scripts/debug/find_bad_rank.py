@@ -970,6 +970,8 @@ def main(argv=None) -> int:
         say(f"{PROG}: error: {exc}", sys.stderr)
         finish(exc.status)
     except Exception as exc:  # noqa: BLE001 - every failure must end this rank, not hang it
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
+            os._exit(EXIT_OK)  # at once, as finish() exits
         if args.debug:
             traceback.print_exc()
         first = (str(exc).strip().splitlines() or [""])[0][:200]

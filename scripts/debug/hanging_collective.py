@@ -329,9 +329,16 @@ def run_main(main, argv=None) -> None:
 
 def say(line: str, stream=sys.stdout) -> None:
     """Write ``line`` and its newline in one write: every rank shares the launcher's stdout and
-    stderr, and print() writes the newline separately, so two ranks' lines could run together."""
-    stream.write(line + "\n")
-    stream.flush()
+    stderr, and print() writes the newline separately, so two ranks' lines could run together.
+    A reader of stdout that left (`| head -1`) ends no rank: the others would fail in their next
+    collective without it. The rank goes on, its stdout sent to /dev/null."""
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except BrokenPipeError:
+        if stream is not sys.stdout or not stdout_reader_gone():
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -597,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
         dist.barrier()
     faulthandler.cancel_dump_traceback_later()
     if rank == 0:
-        print(f"all {world} ranks finished; value {t[0].item():g}", flush=True)
+        say(f"all {world} ranks finished; value {t[0].item():g}")
     dist.destroy_process_group()
     return 0
 

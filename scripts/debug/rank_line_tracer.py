@@ -382,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runpy.run_path(script, run_name="__main__")
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
+            raise  # run_main ends the run quietly, with status 0
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         raise ScriptError(f"{args.script} failed: {type(exc).__name__}: {first} (--debug, before "
                           "--, shows its traceback)") from exc

@@ -630,6 +630,8 @@ def main(argv: list[str] | None = None) -> int:
     except ScriptError:  # a usage error found before joining the group (run_main prints it)
         raise
     except Exception as exc:  # noqa: BLE001 - every failure must end the job, not hang it
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
+            os._exit(EXIT_OK)  # at once, as die() exits
         die(f"rank {launch.rank} on {launch.host}: {stage[0]} failed: "
             f"{type(exc).__name__}: {exc}")
     if status:

@@ -686,6 +686,8 @@ def main(argv=None) -> int:
     except BenchError as err:
         return fail(str(err), 1)
     except (RuntimeError, OSError) as err:  # a collective timed out, a peer died, disk full
+        if isinstance(err, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
+            raise  # run_main ends the run quietly, with status 0 (after the teardown below)
         if stopped_by:  # the signal landed inside a save or load, which wrapped it
             stop()
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]

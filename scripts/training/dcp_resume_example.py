@@ -968,6 +968,8 @@ def main(argv: list[str] | None = None) -> int:
     except ScriptError:
         raise
     except Exception as e:  # a dead peer or a bad checkpoint: one line, non-zero status
+        if isinstance(e, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
+            raise  # run_main ends the run quietly, with status 0
         raise ScriptError(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     return 0
 

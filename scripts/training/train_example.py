@@ -1184,6 +1184,8 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         die(str(exc), exc.status)
     except BaseException as exc:  # noqa: BLE001 - one line for any failure, then a hard exit
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
+            os._exit(EXIT_OK)  # at once, as die() exits
         if args.debug:
             traceback.print_exc()
         # DCP's CheckpointException (a BaseException) wraps one exception per rank.
