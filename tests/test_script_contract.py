@@ -1,7 +1,8 @@
-"""The script contract (CONTRIBUTING.md, "Script contract") is one block of code copied into every
-Python script under scripts/, so that each stays a single file a reader can download. These tests
-keep the copies identical and check that each script wires the block in: errors go through
-``run_main`` and ``--debug`` shows the traceback."""
+"""The script contract (CONTRIBUTING.md, "Script contract") has one source, tools/script_contract.py,
+whose `sync` writes into every Python script under scripts/ the part it uses, so that each stays a
+single file a reader can download. These tests check the generator, keep every script's block what
+it would write, test the source's functions, and check that each script wires the contract in:
+errors go through ``run_main`` and ``--debug`` shows the traceback."""
 
 from __future__ import annotations
 
@@ -13,27 +14,38 @@ import sys
 import pytest
 
 from tests.launchers import REPO, clean_env
+from tools import script_contract
 
-BEGIN = "# --- script contract"
-END = "# --- end of script contract ---"
 SCRIPTS = sorted((REPO / "scripts").rglob("*.py"))
 
 
-def block(path) -> str:
-    text = path.read_text(encoding="utf-8")
-    assert text.count(BEGIN) == 1 and text.count(END) == 1, \
-        f"{path.relative_to(REPO)}: needs exactly one contract block ({BEGIN!r} ... {END!r})"
-    return text[text.index(BEGIN):text.index(END) + len(END)]
+def test_every_script_carries_the_contract_it_uses():
+    """Each script's block is what `python tools/script_contract.py sync` writes: the
+    definitions of the one source that the script names, and theirs, just above its __main__
+    guard (pre-commit runs the same check)."""
+    stale = [path.relative_to(REPO).as_posix() for path in SCRIPTS
+             if script_contract.synced(path.read_text(encoding="utf-8")) != path.read_text(encoding="utf-8")]
+    assert not stale, f"run `python tools/script_contract.py sync`: out of date: {stale}"
 
 
-def test_every_script_has_the_same_block():
-    blocks = {path.relative_to(REPO).as_posix(): block(path) for path in SCRIPTS}
-    versions: dict[str, list[str]] = {}
-    for name, text in blocks.items():
-        versions.setdefault(text, []).append(name)
-    majority = max(versions.values(), key=len)
-    odd = sorted(name for names in versions.values() if names is not majority for name in names)
-    assert not odd, f"contract block differs from the one in {len(majority)} scripts: {odd}"
+def test_a_block_holds_what_its_names_need_in_source_order():
+    """A script that names only check_output gets it with ScriptError, the exit codes and OUTPUTS
+    it uses, and nothing it does not (no run_main, no read_input)."""
+    block = script_contract.block_for("def main():\n    check_output('x', '--json')\n")
+    defined = [getattr(node, "name", None) or ast.unparse(getattr(node, "target", None) or node.targets[0])
+               for node in ast.parse(block).body]
+    assert defined == ["(EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED)", "ScriptError",
+                       "OUTPUTS", "check_output"]
+    assert script_contract.block_for("print('no contract')\n") == ""
+
+
+def test_the_block_goes_after_main_and_sync_is_stable():
+    text = ('"""Doc."""\nimport sys\n\n\ndef main(argv=None):\n    return 0\n\n\n'
+            'if __name__ == "__main__":\n    run_main(main)\n')
+    once = script_contract.synced(text)
+    assert once.index("def main") < once.index("def run_main") < once.index('if __name__ == "__main__"')
+    assert script_contract.synced(once) == once
+    assert script_contract.without_block(once) == script_contract.without_block(text)
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.relative_to(REPO).as_posix())
@@ -81,12 +93,9 @@ def test_shared_helpers_are_identical_copies(name):
 
 @pytest.fixture(scope="module")
 def contract():
-    """The block itself, run on its own: its functions, without any script around them."""
-    import argparse, contextlib, math, os, tempfile, threading, traceback  # noqa: E401
-    namespace = dict(argparse=argparse, contextlib=contextlib, math=math, os=os, sys=sys,
-                     tempfile=tempfile, threading=threading, traceback=traceback)
-    exec(block(SCRIPTS[0]), namespace)  # noqa: S102 - our own file, checked identical above
-    return argparse, namespace
+    """The contract's one source (tools/script_contract.py), without any script around it."""
+    import argparse
+    return argparse, vars(script_contract)
 
 
 @pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e400", "-1", "0", "x", "", "9" * 400])

@@ -482,17 +482,19 @@ def _kv_capacity_caption(d: dict, lang: str) -> str:
     i = d["inputs"]
     text = {
         "en": "Computed, not measured: `python scripts/inference/kv_cache_calculator.py --model all "
-        "--context {context} --gpu-memory {mem:g} --gpus {gpus} --memory-utilization {u:g} "
+        "--context {context} {memory} --gpus {gpus} --memory-utilization {u:g} "
         "--kv-dtype {kv} --weight-dtype {w}`. Per GPU; weights from the publisher's parameter "
         "count; 1 GB = 10⁹ bytes. Tokens: how many the free memory caches; sequences: how many "
         "sequences of {context} tokens. Negative free memory: the weights alone do not fit.",
         "zh": "计算值，非实测：`python scripts/inference/kv_cache_calculator.py --model all "
-        "--context {context} --gpu-memory {mem:g} --gpus {gpus} --memory-utilization {u:g} "
+        "--context {context} {memory} --gpus {gpus} --memory-utilization {u:g} "
         "--kv-dtype {kv} --weight-dtype {w}`。均为每块 GPU 的数值；权重按发布者公布的参数量计算；"
         "1 GB = 10⁹ 字节。token 数：剩余显存能缓存的 token 数；序列数：能同时容纳的 {context} token "
         "序列数。剩余显存为负：仅权重就放不下。",
     }[lang]
-    return text.format(context=i["context"], mem=i["gpu_memory"], gpus=i["gpus"],
+    # The device's memory as nvidia-smi reports it (--device), or the figure given (--gpu-memory)
+    memory = f"--device {i['device']}" if i.get("device") else f"--gpu-memory {i['gpu_memory']:g}"
+    return text.format(context=i["context"], memory=memory, gpus=i["gpus"],
                        u=i["memory_utilization"], kv=i["kv_dtype"], w=i["weight_dtype"])
 
 

@@ -36,6 +36,8 @@ from _book import (MARKER, ROOT, nav_sources, page_language, script_anchor, scri
 
 tables = tool("tables")
 
+# The markers of the generated contract block (tools/script_contract.py, BEGIN and END)
+CONTRACT_BEGIN, CONTRACT_END = "# --- script contract", "# --- end of script contract ---"
 _LEXERS = {".py": "python", ".sh": "bash", ".sbatch": "bash", ".slurm": "bash", ".yml": "yaml"}
 APPENDIX = "appendix/scripts.md"  # the page that lists every embedded script
 _APPENDIX_MARKER = re.compile(r"^<!-- scripts-appendix -->[ \t]*$", re.M)
@@ -58,12 +60,18 @@ def _embed_script(rel: str, page, config) -> str:
     text = strings(config)
     lexer = _LEXERS.get(Path(rel).suffix, "text")
     href = site_root_prefix(page) + rel
+    listing = f'    ```{lexer}\n    --8<-- "{rel}"\n    ```\n'
+    lines = (ROOT / rel).read_text(encoding="utf-8").splitlines()
+    begin = next((n for n, line in enumerate(lines, 1) if line.startswith(CONTRACT_BEGIN)), None)
+    if begin:  # the generated contract, folded inside the listing: the script's own code comes first
+        end = lines.index(CONTRACT_END, begin) + 1
+        listing = (f'    ```{lexer}\n    --8<-- "{rel}:1:{begin - 1}"\n    ```\n\n'
+                   f'    ??? note "{text["script_contract"]}"\n'
+                   f'        ```{lexer}\n        --8<-- "{rel}:{begin}:{end}"\n        ```\n\n'
+                   f'    ```{lexer}\n    --8<-- "{rel}:{end + 1}:"\n    ```\n')
     return (
         f'<p class="script-download"><a href="{href}" download>{text["script_download"]} <code>{rel}</code></a></p>\n\n'
-        f'??? example "{text["script_full_source"]} `{rel}`"\n'
-        f"    ```{lexer}\n"
-        f'    --8<-- "{rel}"\n'
-        f"    ```\n"
+        f'??? example "{text["script_full_source"]} `{rel}`"\n' + listing
     )
 
 

@@ -114,7 +114,6 @@ import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import traceback
 
@@ -123,221 +122,6 @@ DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp8")
 DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
                  "float": "fp32", "float8": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8"}
 _RANGE = re.compile(r"(\d+):(\d+):(\d+)")
-
-
-# --- script contract (CONTRIBUTING.md, "Script contract"): this block is identical in every ---
-# --- script of the book; tests/test_script_contract.py keeps the copies in step.            ---
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-
-
-class ScriptError(Exception):
-    """A failure the user can act on. ``run_main`` prints it as the one line
-    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
-
-    def __init__(self, message: str, status: int = EXIT_FAILURE):
-        super().__init__(message)
-        self.status = status
-
-
-def number(kind=float, lo=None, hi=None, lo_open=False):
-    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
-    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
-    option."""
-    def parse(text: str):
-        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
-        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
-        if isinstance(value, float) and not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
-        if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
-        if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
-        return value
-    parse.__name__ = kind.__name__  # argparse names the type in its messages
-    return parse
-
-
-def nonempty(text: str) -> str:
-    """An argparse ``type`` for names and paths: the empty string is a usage error."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return text
-
-
-def env_int(name: str, default: int | None = None, lo: int = 0) -> int:
-    """The integer environment variable ``name`` (``default`` when unset or empty, an error when
-    there is no default); a non-integer or a value below ``lo`` raises ScriptError naming it."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        if default is None:
-            raise ScriptError(f"environment variable {name} is not set", EXIT_USAGE)
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ScriptError(f"environment variable {name}={text!r} is not an integer", EXIT_USAGE) from None
-    if value < lo:
-        raise ScriptError(f"environment variable {name}={value} must be >= {lo}", EXIT_USAGE)
-    return value
-
-
-OUTPUTS: dict[str, str] = {}  # real path -> the option that writes it, filled by check_output
-
-
-def check_output(path: str, option: str, inputs=()) -> str:
-    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
-    regular file or nothing yet, not one of ``inputs`` (files, or folders read whole, such as a
-    checkpoint being resumed) nor inside one, not a path another option of this run writes, in
-    an existing folder where a file can be created. Returns the path; raises ScriptError naming
-    the option otherwise. A folder option checks each file it will write here, under its name."""
-    folder = os.path.dirname(os.path.abspath(path)) or "/"
-    if os.path.isdir(path):
-        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
-    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
-    if os.path.exists(path) and not os.path.isfile(path):
-        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
-    real = os.path.realpath(path)
-    for item in inputs:
-        if os.path.realpath(item) == real:
-            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
-        if os.path.isdir(item) and real.startswith(os.path.join(os.path.realpath(item), "")):
-            raise ScriptError(f"{option} {path}: is inside {item}, which this run reads; write the "
-                              "result elsewhere", EXIT_USAGE)
-    if OUTPUTS.get(real, option) != option:
-        raise ScriptError(f"{option} {path}: {OUTPUTS[real]} writes there too; give each output "
-                          "its own path", EXIT_USAGE)
-    if not os.path.isdir(folder):
-        what = "is not a folder" if os.path.exists(folder) else "does not exist"
-        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
-    OUTPUTS[real] = option
-    return path
-
-
-def check_output_dir(path: str, option: str) -> str:
-    """Check, before any work, that the folder ``path`` (given as ``option``) can receive results:
-    creates it if missing and makes sure a file can be created in it. Returns the path; raises
-    ScriptError naming the option and the offending path otherwise."""
-    existing = os.path.abspath(path)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise ScriptError(f"{option} {path}: {existing} is a file, not a folder", EXIT_USAGE)
-    try:
-        os.makedirs(path, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        raise ScriptError(f"{option} {path}: cannot write there ({err.strerror})", EXIT_USAGE) from None
-    return path
-
-
-def write_atomic(path: str, data) -> None:
-    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
-    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
-    (a full disk) becomes a ScriptError naming ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if tmp:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
-            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
-                              "previous content") from None
-        raise
-
-
-class deadline:
-    """``with deadline(seconds, "what"):`` bounds a wait that has no timeout of its own (or one
-    that retries): after ``seconds`` it prints ``PROG: error: WHAT did not finish within S s``
-    and ends the process at once (os._exit, since the stuck call cannot be unwound)."""
-
-    def __init__(self, seconds: float, what: str):
-        self.timer = threading.Timer(seconds, self._expire, (seconds, what))
-        self.timer.daemon = True
-
-    @staticmethod
-    def _expire(seconds: float, what: str) -> None:
-        sys.stdout.flush()
-        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {what} did not finish within {seconds:g} s\n")
-        sys.stderr.flush()
-        os._exit(EXIT_FAILURE)
-
-    def __enter__(self):
-        self.timer.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.timer.cancel()
-
-
-def stdout_reader_gone() -> bool:
-    """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
-    import select
-    try:
-        poller = select.poll()
-        poller.register(sys.stdout.fileno(), 0)
-        return any(events & select.POLLERR for _, events in poller.poll(0))
-    except (OSError, ValueError, AttributeError):  # no fileno (a test's StringIO), closed
-        return False
-
-
-def run_main(main, argv=None) -> None:
-    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
-    status = None
-    try:
-        try:
-            status = main(argv)
-        finally:
-            sys.stdout.flush()  # a reader that left (`| head -1`) shows here, not at exit
-    except SystemExit:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
-            # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
-            # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            context = exc.__context__
-            sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
-        if debug:
-            traceback.print_exc()
-        if isinstance(exc, ScriptError):
-            status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
-        else:
-            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
-        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-        sys.stdout.flush()
-        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
-    sys.exit(status or EXIT_OK)
-# --- end of script contract ---
 
 
 # At --iters 50 even small shapes take ~10 ms each on a GPU, and large ones far longer: more
@@ -718,6 +502,162 @@ def main(argv: list[str] | None = None) -> int:
     if failure is not None:
         raise failure
     return 128 + stopped_by[0] if interrupted else 0
+
+
+# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
+# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ScriptError(Exception):
+    """A failure the user can act on. ``run_main`` prints it as the one line
+    ``PROG: error: MESSAGE`` and exits with ``status`` (EXIT_FAILURE unless given)."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE):
+        super().__init__(message)
+        self.status = status
+
+
+def number(kind=float, lo=None, hi=None, lo_open=False):
+    """An argparse ``type`` that accepts a finite ``kind`` (int or float) in [lo, hi] (``lo``
+    excluded when ``lo_open``); nan, inf and out-of-range values are usage errors naming the
+    option."""
+    def parse(text: str):
+        shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+        # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(f"{shown} must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{shown} must be <= {hi:g}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type`` for names and paths: the empty string is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+OUTPUTS: dict[str, str] = {}  # real path -> the option that writes it, filled by check_output
+
+
+def check_output(path: str, option: str, inputs=()) -> str:
+    """Check, before any work, that ``path`` (given as ``option``) can receive a result: a
+    regular file or nothing yet, not one of ``inputs`` (files, or folders read whole, such as a
+    checkpoint being resumed) nor inside one, not a path another option of this run writes, in
+    an existing folder where a file can be created. Returns the path; raises ScriptError naming
+    the option otherwise. A folder option checks each file it will write here, under its name."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+    # write_atomic renames over the path: it would replace a device or pipe (/dev/null, a FIFO).
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ScriptError(f"{option} {path}: is not a regular file; give a file name", EXIT_USAGE)
+    real = os.path.realpath(path)
+    for item in inputs:
+        if os.path.realpath(item) == real:
+            raise ScriptError(f"{option} {path}: is also an input; write the result elsewhere", EXIT_USAGE)
+        if os.path.isdir(item) and real.startswith(os.path.join(os.path.realpath(item), "")):
+            raise ScriptError(f"{option} {path}: is inside {item}, which this run reads; write the "
+                              "result elsewhere", EXIT_USAGE)
+    if OUTPUTS.get(real, option) != option:
+        raise ScriptError(f"{option} {path}: {OUTPUTS[real]} writes there too; give each output "
+                          "its own path", EXIT_USAGE)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ScriptError(f"{option} {path}: {folder} {what}", EXIT_USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ScriptError(f"{option} {path}: cannot write in {folder} ({err.strerror})", EXIT_USAGE) from None
+    OUTPUTS[real] = option
+    return path
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same folder and
+    a rename, so ``path`` holds either its old content or all of the new, never half. An OSError
+    (a full disk) becomes a ScriptError naming ``path``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, a file-size limit: name the file
+            raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
+                              "previous content") from None
+        raise
+
+
+def stdout_reader_gone() -> bool:
+    """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
+    import select
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no fileno (a test's StringIO), closed
+        return False
+
+
+def run_main(main, argv=None) -> None:
+    """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
+    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
+    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
+    status = None
+    try:
+        try:
+            status = main(argv)
+        finally:
+            sys.stdout.flush()  # a reader that left (`| head -1`) shows here, not at exit
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+            # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
+            # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            context = exc.__context__
+            sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, ScriptError):
+            status, message = exc.status, str(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            status, message = EXIT_INTERRUPTED, "interrupted"
+        else:
+            status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        sys.stdout.flush()
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
+    sys.exit(status or EXIT_OK)
+# --- end of script contract ---
 
 
 if __name__ == "__main__":
