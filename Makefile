@@ -11,11 +11,13 @@ export NO_MKDOCS_2_WARNING := 1
 venv: $(VENV)/.installed
 node-packages: build/node_modules/.installed
 
-# Recreate the environment when the pinned requirements change.
-$(VENV)/.installed: requirements.txt
+# Recreate the environment when the pinned requirements change. tools/ is installed editable
+# (pyproject.toml), so that every part of the build and the tests imports it as `tools`.
+$(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --editable .
 	touch $@
 
 # The Pyodide runtime the calculator pages serve (build/package.json; the lock pins its checksum).

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import pdf_book  # build/pdf_book.py, beside this file
+from tools import translations
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUT_DIRS = ("book", "build", "data", "notebooks", "results", "scripts", "tools")
@@ -76,11 +77,13 @@ def pdf_files(site_dir: Path) -> list[Path]:
 
 
 def check_translations() -> None:
-    result = subprocess.run([sys.executable, "tools/translations.py", "status"], cwd=ROOT,
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        failing = [line for line in result.stdout.splitlines() if not line.startswith(("ok ", "stale "))]
-        print("\n".join(failing), file=sys.stderr)
+    """Stop the build on a page without its translation or record (a stale one builds, with the
+    notice the translation_notice hook adds)."""
+    pairs = translations.statuses(ROOT)
+    failing = [s for s in pairs if s.state in translations.FAILING_STATES]
+    for s in failing:
+        print(f"{s.state:<10}  {s.kind:<8}  {s.zh_path}  <-  {s.en_path}", file=sys.stderr)
+    if failing or not pairs:
         raise SystemExit("build_book.py: error: missing translations (see above)")
 
 

@@ -26,7 +26,6 @@ import concurrent.futures
 import datetime
 import hashlib
 import html
-import importlib.util
 import json
 import multiprocessing
 import os
@@ -41,11 +40,9 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from bs4 import BeautifulSoup
 
+from tools.book import nav_sources, script_anchor, script_summary
+
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("_book_for_pdf", ROOT / "build" / "hooks" / "_book.py")
-_book = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_book)  # the hooks' helpers, loaded by path as mkdocs loads them
-script_anchor, script_summary = _book.script_anchor, _book.script_summary
 PRINT_CSS = ROOT / "build" / "pdf" / "print.css"
 LANGS = ("en", "zh")
 LINK = "book:"         # a link between pages, until the assembly knows the page of its anchor
@@ -91,7 +88,7 @@ def load_books(langs=LANGS) -> list[Book]:
         parts = []
         for item in config["nav"]:
             (title, value), = item.items() if isinstance(item, dict) else (("", item),)
-            pages = _book.nav_sources(value if isinstance(value, list) else [value])
+            pages = nav_sources(value if isinstance(value, list) else [value])
             slug = re.sub(r"[^a-z0-9]+", "-", (title or pages[0]).lower()).strip("-")
             parts.append(Part(slug, names.get(title, title), pages))
         strings = language.extra["strings"]

@@ -59,7 +59,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -70,21 +69,10 @@ from typing import Iterable
 
 import yaml
 
+from tools.notebooks import notebook_pairs
 
 
-def _sibling(name: str):
-    """tools/<name>.py by its path: this file runs as a script, is imported as ``tools.translations``
-    by the tests and is loaded by path by the build hooks, and a plain import would find a different
-    module (or none) in each case."""
-    module_name = f"_book_tools_{name}"  # the name build/hooks/_book.py gives it too
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, Path(__file__).with_name(f"{name}.py"))
-        sys.modules[module_name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[module_name])
-    return sys.modules[module_name]
 
-
-notebook_pairs = _sibling("notebooks").notebook_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 """Default repository root (the parent of ``tools/``)."""

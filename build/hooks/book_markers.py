@@ -31,10 +31,9 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
-from _book import (MARKER, ROOT, nav_sources, page_language, script_anchor, script_summary, script_usage,
-                   site_root_prefix, strings, tool)
-
-tables = tool("tables")
+from tools import tables
+from tools.book import (MARKER, ROOT, nav_sources, page_language, script_anchor, script_summary, script_usage,
+                        site_root_prefix, strings)
 
 # The markers of the generated contract block (tools/script_contract.py, BEGIN and END)
 CONTRACT_BEGIN, CONTRACT_END = "# --- script contract", "# --- end of script contract ---"

@@ -22,10 +22,8 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
-from _book import ROOT, page_language, site_root_prefix, strings, tool
-
-calculators = tool("calculators")
-calculator_run = tool("calculator_run")
+from tools import calculator_run, calculators
+from tools.book import ROOT, page_language, site_root_prefix, strings
 
 _MARKER = re.compile(r"^<!-- calculator: (\S+) -->[ \t]*$", re.M)
 PYODIDE = ROOT / "build" / "node_modules" / "pyodide"

@@ -7,9 +7,8 @@ since, the reader is told so and pointed at the current English page.
 
 from pathlib import Path
 
-from _book import ROOT, site_root_prefix, tool
-
-status_for = tool("translations").status_for
+from tools.book import ROOT, site_root_prefix
+from tools.translations import status_for
 
 _NOTICE = """!!! warning "译文可能已过时 (this translation may be out of date)"
     本页翻译之后，英文原文已有更新。请同时参阅<a href="{href}">最新的英文版本</a>。

@@ -1,6 +1,5 @@
 """What the tests need to know about the book's configuration: languages, nav pages, paths."""
 
-import importlib.util
 import re
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -9,20 +8,11 @@ import pytest
 from bs4 import BeautifulSoup
 from mkdocs.config import load_config
 
+from tools.book import MARKER, nav_sources, script_summary, script_usage  # noqa: F401 - for the tests
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load_hooks_module():
-    # By path, as mkdocs loads the hooks: the folder build/ is not a package (see build/hooks/_book.py).
-    spec = importlib.util.spec_from_file_location("_book_for_tests", ROOT / "build" / "hooks" / "_book.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_HOOKS = _load_hooks_module()
-MARKER = _HOOKS.MARKER
-script_summary, script_usage = _HOOKS.script_summary, _HOOKS.script_usage
 LANGS = ("en", "zh")
 PDF_NAME = "ml-engineering-open-book-{lang}.pdf"
 # Raw TeX in rendered text: the $$ fence, or one of the five commands most used in book/en's
@@ -37,7 +27,7 @@ def config():
 
 def nav_pages() -> list[str]:
     """Source paths (relative to book/<lang>/) of every page in the nav, in order."""
-    return _HOOKS.nav_sources(config()["nav"])
+    return nav_sources(config()["nav"])
 
 
 def built_page(site: Path, lang: str, src: str) -> Path:

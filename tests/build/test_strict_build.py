@@ -32,6 +32,10 @@ NAV = "nav:\n  - Home: index.md\n  - Network:\n      - network/index.md\n"
 
 
 def _load_build_book():
+    # An entry point of build/, loaded by its path; it imports pdf_book beside it, as a script's
+    # folder is on sys.path when it runs.
+    if str(ROOT / "build") not in sys.path:
+        sys.path.insert(0, str(ROOT / "build"))
     spec = importlib.util.spec_from_file_location("build_book_for_tests", ROOT / "build" / "build_book.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

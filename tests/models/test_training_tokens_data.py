@@ -66,11 +66,8 @@ def test_tokens_per_active_parameter(row):
 
 
 def test_the_table_renders_in_both_languages():
-    import importlib.util
+    from tools import tables
 
-    spec = importlib.util.spec_from_file_location("tables", ROOT / "tools/tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
     for lang in ("en", "zh"):
         text = tables.render_data_table(DATA, lang)
         assert text.count("\n| ") == len(ROWS) + 1  # header and one line per row

@@ -166,8 +166,7 @@ def test_every_notebook_carries_the_same_loader():
 
 
 def test_the_site_serves_the_files_and_points_notebooks_at_its_address(tmp_path, monkeypatch):
-    # build/hooks/book_markers.py's on_post_build, as mkdocs runs it (hooks import _book by name).
-    monkeypatch.syspath_prepend(str(ROOT / "build" / "hooks"))
+    # build/hooks/book_markers.py's on_post_build, loaded by its path as mkdocs loads a hook
     spec = importlib.util.spec_from_file_location("book_markers_under_test", ROOT / "build" / "hooks" / "book_markers.py")
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)

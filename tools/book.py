@@ -1,19 +1,12 @@
-"""What the build hooks share: the repository root, the marker syntax, page helpers, and the
-repository's ``tools/`` modules imported by file path.
-
-mkdocs loads every hook by its path and puts this folder on ``sys.path`` while it does, so a hook
-imports this module with ``import _book``. The ``tools/`` modules are loaded by path too, under
-names of our own (``_book_tools_<name>``): an installed package called ``build`` (PyPA's) or
-``tools`` cannot shadow them, and no hook edits ``sys.path``.
+"""What the build shares (the mkdocs hooks in build/hooks/, build/pdf_book.py and the tests): the
+repository root, the marker syntax, the nav and page helpers, and what a script says about itself.
 """
 
 import ast
-import importlib.util
 import re
-import sys
 from pathlib import Path, PurePosixPath
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 # A line of a script's summary that shows how to launch it: a launcher followed by an option or a
 # path ("torchrun --nproc-per-node 8 x.py", not "torchrun or srun"), a path to a script, or
@@ -22,24 +15,6 @@ _LAUNCH = re.compile(r"^\s*(\$ )?([A-Z_]+=\S+\s+)*((python3?|torchrun|srun|sbatc
                      r"|(scripts/|\./)\S+\.(py|sh|sbatch)\b)")
 # A marker is an HTML comment alone on a line (invisible if the hook is absent); see book_markers.py.
 MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table): (\S+) -->[ \t]*$", re.M)
-
-
-def tool(name: str):
-    """The module ``tools/<name>.py``, loaded once by its path.
-
-    Raises FileNotFoundError when the file does not exist.
-    """
-    module_name = f"_book_tools_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    path = ROOT / "tools" / f"{name}.py"
-    if not path.is_file():
-        raise FileNotFoundError(path)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    return module
 
 
 def nav_sources(items) -> list[str]:
