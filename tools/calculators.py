@@ -132,9 +132,22 @@ def _kind(action: argparse.Action) -> str:
     return "choice" if action.choices else "value"
 
 
+def _data(rel: str) -> dict:
+    """The data file ``rel``, parsed and checked against its schema (tools/tables.py's
+    data_problems); CalculatorError naming the file, the row and the field when it fails."""
+    from tools import tables
+
+    path = REPO / rel
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    problems = tables.data_problems(data, path)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise CalculatorError(problems[0] + more)
+    return data
+
+
 def _rows(rel: str) -> list[dict]:
-    data = yaml.safe_load((REPO / rel).read_text(encoding="utf-8"))
-    return data["rows"] if isinstance(data, dict) else data
+    return _data(rel)["rows"]
 
 
 def _number(value) -> str | None:
@@ -179,8 +192,7 @@ def form(spec: dict, lang: str) -> dict:
             if all(v is not None for v in values.values()):
                 rows.append({"name": str(row[picker["key"]]), "values": values})
         pickers.append({"label": _text(picker["label"], lang, spec["name"]), "rows": rows})
-    files = {rel: json.dumps(yaml.safe_load((REPO / rel).read_text(encoding="utf-8")), ensure_ascii=False)
-             for rel in spec.get("files", [])}
+    files = {rel: json.dumps(_data(rel), ensure_ascii=False) for rel in spec.get("files", [])}
     return {"name": spec["name"], "script": spec["script"], "fields": fields, "pickers": pickers,
             "files": files, "example": example}
 

@@ -98,3 +98,16 @@ def test_the_models_data_file_as_json_reads_without_pyyaml_as_the_yaml_does(tmp_
     def strip(text):
         return {k: v for k, v in json.loads(text).items() if k not in drop}
     assert strip(out.read_text(encoding="utf-8")) == strip(from_yaml["json"])
+
+
+def test_a_data_file_that_breaks_its_schema_is_named_with_row_and_field(tmp_path, monkeypatch):
+    """A calculator page reads its pickers' and its script's data files through their schema: a
+    model whose name is a number stops the build with one line naming the file, row and field."""
+    data = yaml.safe_load((calculators.REPO / "data/models/architectures.yml").read_text(encoding="utf-8"))
+    data["rows"][0]["name"] = 7
+    bad = tmp_path / "data" / "models" / "architectures.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(yaml.safe_dump(data), encoding="utf-8")
+    monkeypatch.setattr(calculators, "REPO", tmp_path)
+    with pytest.raises(calculators.CalculatorError, match=r"architectures\.yml: row 1\b.*: name: 7 is not"):
+        calculators._rows("data/models/architectures.yml")
