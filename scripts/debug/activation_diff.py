@@ -1,76 +1,32 @@
 #!/usr/bin/env python
 """activation_diff.py: find the first module where two runs of the same model part ways.
 
-What it does
-------------
-A loss spike that appears after an upgrade, a run that diverges in bf16 but not in fp32, two
-"identical" runs whose losses drift apart: all ask which layer first computes something
-different. ``ActivationRecorder(model)`` puts a forward hook on every submodule and records, for
-each floating-point output of each call, a few statistics (in execution order):
+``ActivationRecorder(model)`` hooks every submodule and records, in execution order, statistics
+of each floating-point output and of the gradient that reaches it in backward: mean, rms, absmax,
+NaN/Inf count and a probe, sum(x_i * cos(0.7 i)) / sqrt(n), which moves when elements change
+place. ``compare`` walks two recordings and names the first record whose difference,
+max(|Δmean|, |Δrms|, |Δabsmax|, |Δprobe|) / max(rms_A, rms_B) (dimensionless), exceeds
+``--rtol``: since modules run in order, that is where the runs part ways.
 
-* ``mean``, ``rms`` and ``absmax`` of the finite elements, and ``nonfinite`` (NaN/Inf count);
-* ``probe``: the elements weighted by a fixed pseudo-random pattern, sum(x_i * cos(0.7 i)) / sqrt(n),
-  which changes when elements move or change sign even if the other statistics do not.
+Record in each of the two runs (same model, same inputs, same step), then compare::
 
-It also hooks each recorded output tensor so that, during ``backward()``, the gradient that reaches
-it is recorded the same way (phase ``backward``, in the order autograd computes them). ``save()``
-writes the records as JSON. Two record files are then compared record by record: for each one,
-
-    difference = max(|Δmean|, |Δrms|, |Δabsmax|, |Δprobe|) / max(rms_A, rms_B, 1e-30)
-
-(the statistics' differences in units of the tensor's own scale), and the first record whose
-difference exceeds ``--rtol`` (default 1e-3), or whose NaN/Inf count differs, is the divergence.
-The forward phase is searched first: since modules run in order, the first divergent output names
-the module where the runs part ways, not the loss at the end where it is noticed. If the two runs
-called different modules (different control flow), the first differing call is reported instead.
-The statistics are summaries, not the tensors: two tensors with equal statistics can still
-differ, so a clean comparison is evidence, not proof.
-
-Use as a library, in each of the two runs (same model, same inputs, same step)::
-
-    from activation_diff import ActivationRecorder
-    rec = ActivationRecorder(model)          # or ActivationRecorder(model, backward=False)
-    loss = loss_fn(model(batch), target)
-    loss.backward()
-    rec.save("run_a.json")                   # then "run_b.json" in the other run
-    rec.remove()
-
-then::
-
+    rec = ActivationRecorder(model); loss_fn(model(x), y).backward(); rec.save("run_a.json")
     python activation_diff.py compare run_a.json run_b.json [--rtol 1e-3] [--json report.json]
 
-or run the demo, which builds a small model of residual MLP blocks, runs one forward and backward
-pass twice from the same seed, and between the two runs changes the weight of ``--inject-module``
-by a factor of 1 + ``--inject-eps`` (or runs the second pass in ``--b-dtype``)::
+or run the demo, which changes one weight by a factor of 1 + ``--inject-eps`` between two runs::
 
     python activation_diff.py demo --inject-module blocks.3.fc1 --inject-eps 1e-3
-    python activation_diff.py demo --b-dtype bfloat16
-    python activation_diff.py demo --list-modules
-
-Units: the statistics are in the tensors' own units; differences are relative (dimensionless).
-Exit status: 0 when the runs agree within ``--rtol``, 3 when a divergence is found (the finding),
-2 on bad arguments or unreadable record files (checked before any work: a missing file, a file
-that is not an activation_diff record, an unwritable ``--json``), 1 on any other failure; one
-line ``activation_diff.py: error: ...`` on stderr, with the traceback only under ``--debug``.
-CPU and CUDA alike (the statistics are computed on the tensors' device, in float64 on CPU and
-float32 on a GPU); it is a single-process tool: in a distributed job, record on one rank
-(or one file per rank) and compare the files.
 
 Example output (2-core cloud VM, torch 2.13.0+cpu)::
 
     $ python scripts/debug/activation_diff.py demo --inject-module blocks.3.fc1
-    # activation_diff.py demo: 6 blocks of width 64, batch 16; B scales blocks.3.fc1.weight by 1+0.001; B in float32; rtol 0.001; torch 2.13.0+cpu
     forward: 33 records in A, 33 in B; first divergence at record 16: module 'blocks.3.fc1' (Linear) output [16, 256]: difference 0.0037 (rms A 0.5849, B 0.5855; absmax A 2.103, B 2.105)
-          13 blocks.2.fc2           output              0
-          14 blocks.2               output              0
           15 blocks.3.norm          output              0
       >   16 blocks.3.fc1           output         0.0037
           17 blocks.3.act           output        0.00622
-          18 blocks.3.fc2           output        0.00277
-          19 blocks.3               output       0.000281
-          20 blocks.4.norm          output       0.000349
-    ...
     FIRST DIVERGENCE (forward): module 'blocks.3.fc1' (Linear) output [16, 256]: difference 0.0037 (rms A 0.5849, B 0.5855; absmax A 2.103, B 2.105)
+
+Exit status: 0 the runs agree, 3 a divergence, 1 failure, 2 usage or unreadable record files.
 """
 
 from __future__ import annotations
@@ -254,6 +210,64 @@ def compare(records_a: list[dict], records_b: list[dict], rtol: float) -> dict:
     return out
 
 
+def demo_records(args) -> tuple[list[dict], list[dict], list[str]]:
+    """Run the demo model twice (A as built; B with the injection or the other dtype) on the same
+    input; returns (records A, records B, module names)."""
+    import torch
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.norm = nn.LayerNorm(width)
+            self.fc1 = nn.Linear(width, 4 * width)
+            self.act = nn.GELU()
+            self.fc2 = nn.Linear(4 * width, width)
+
+        def forward(self, x):
+            return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+    class Model(nn.Module):
+        def __init__(self, blocks, width):
+            super().__init__()
+            self.blocks = nn.Sequential(*[Block(width) for _ in range(blocks)])
+            self.head = nn.Linear(width, 1)
+
+        def forward(self, x):
+            return self.head(self.blocks(x))
+
+    def build():
+        torch.manual_seed(args.seed)
+        model = Model(args.blocks, args.width)
+        x = torch.randn(args.batch, args.width)
+        y = torch.randn(args.batch, 1)
+        return model, x, y
+
+    modules = dict(build()[0].named_modules())
+    names = list(modules)
+    if args.list_modules:
+        return [], [], names
+    if args.inject_module and not isinstance(modules.get(args.inject_module), nn.Linear):
+        linears = [n for n, m in modules.items() if isinstance(m, nn.Linear)]
+        raise ScriptError(f"--inject-module: '{args.inject_module}' is not a Linear of the demo model "
+                          f"({linears[0]} ... {linears[-1]}; see --list-modules)", EXIT_USAGE)
+    runs = []
+    for run in ("A", "B"):
+        model, x, y = build()
+        if run == "B":
+            if args.inject_module:
+                with torch.no_grad():
+                    dict(model.named_modules())[args.inject_module].weight.mul_(1 + args.inject_eps)
+            dtype = getattr(torch, args.b_dtype)
+            model, x, y = model.to(dtype), x.to(dtype), y.to(dtype)
+        rec = ActivationRecorder(model)
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        rec.remove()
+        runs.append(rec.records)
+    return runs[0], runs[1], names
+
+
 def _name(r: dict | None) -> str:
     if r is None:
         return "(nothing)"
@@ -344,64 +358,6 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="on failure, print the traceback too")
     return p
-
-
-def demo_records(args) -> tuple[list[dict], list[dict], list[str]]:
-    """Run the demo model twice (A as built; B with the injection or the other dtype) on the same
-    input; returns (records A, records B, module names)."""
-    import torch
-    import torch.nn as nn
-
-    class Block(nn.Module):
-        def __init__(self, width):
-            super().__init__()
-            self.norm = nn.LayerNorm(width)
-            self.fc1 = nn.Linear(width, 4 * width)
-            self.act = nn.GELU()
-            self.fc2 = nn.Linear(4 * width, width)
-
-        def forward(self, x):
-            return x + self.fc2(self.act(self.fc1(self.norm(x))))
-
-    class Model(nn.Module):
-        def __init__(self, blocks, width):
-            super().__init__()
-            self.blocks = nn.Sequential(*[Block(width) for _ in range(blocks)])
-            self.head = nn.Linear(width, 1)
-
-        def forward(self, x):
-            return self.head(self.blocks(x))
-
-    def build():
-        torch.manual_seed(args.seed)
-        model = Model(args.blocks, args.width)
-        x = torch.randn(args.batch, args.width)
-        y = torch.randn(args.batch, 1)
-        return model, x, y
-
-    modules = dict(build()[0].named_modules())
-    names = list(modules)
-    if args.list_modules:
-        return [], [], names
-    if args.inject_module and not isinstance(modules.get(args.inject_module), nn.Linear):
-        linears = [n for n, m in modules.items() if isinstance(m, nn.Linear)]
-        raise ScriptError(f"--inject-module: '{args.inject_module}' is not a Linear of the demo model "
-                          f"({linears[0]} ... {linears[-1]}; see --list-modules)", EXIT_USAGE)
-    runs = []
-    for run in ("A", "B"):
-        model, x, y = build()
-        if run == "B":
-            if args.inject_module:
-                with torch.no_grad():
-                    dict(model.named_modules())[args.inject_module].weight.mul_(1 + args.inject_eps)
-            dtype = getattr(torch, args.b_dtype)
-            model, x, y = model.to(dtype), x.to(dtype), y.to(dtype)
-        rec = ActivationRecorder(model)
-        loss = ((model(x) - y) ** 2).mean()
-        loss.backward()
-        rec.remove()
-        runs.append(rec.records)
-    return runs[0], runs[1], names
 
 
 def main(argv: list[str] | None = None) -> int:

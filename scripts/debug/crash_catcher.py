@@ -1,100 +1,39 @@
 #!/usr/bin/env python
 """crash_catcher.py: run a command so that a hard crash (a segfault, an abort, a kill) leaves evidence.
 
-What it does
-------------
-A Python process that dies of a signal prints nothing of its own: no traceback, only the shell's
-``Segmentation fault (core dumped)`` or srun's ``task 3: Segmentation fault``, and its status,
-128 + the signal number (139 for SIGSEGV, 134 for SIGABRT, 137 for SIGKILL). ``crash_catcher.py``
-runs the command after ``--`` with the settings that make such a death explain itself:
+A process that dies of a signal prints no traceback, only its status, 128 + the signal number
+(139 for SIGSEGV). This runs the command after ``--`` with ``PYTHONFAULTHANDLER=1`` (every
+thread's Python stack on a fatal signal) and ``PYTHONUNBUFFERED=1``, and on request ``--core``
+(raise the core-size limit, say where cores go), ``--gdb`` (native ``bt`` and ``py-bt`` at the
+crash), ``--cuda-launch-blocking`` or ``--sanitizer TOOL`` (compute-sanitizer). Its output passes
+through; when it dies of a signal, times out or is interrupted, a report (the signal and what it
+usually means, the stacks, the cores, duration in s, peak RSS in MiB) goes to stdout, to
+``--out-dir DIR/crash-HOST-rankR.txt`` and to ``--json PATH``.
 
-* ``PYTHONFAULTHANDLER=1``: Python's faulthandler prints every thread's Python stack on SIGSEGV,
-  SIGFPE, SIGABRT, SIGBUS and SIGILL (https://docs.python.org/3/library/faulthandler.html), and
-  ``PYTHONUNBUFFERED=1`` (unless set) so the last lines printed before the crash are not lost
-  in a buffer;
-* ``--core``: raises the core-file size limit (RLIMIT_CORE) to its hard limit for the command and
-  says where the kernel's ``/proc/sys/kernel/core_pattern`` sends cores (a file name, or a pipe
-  to systemd-coredump or apport), and which core files appeared;
-* ``--gdb``: runs the command under ``gdb -batch -ex run -ex bt -ex py-bt``: the native (C/C++)
-  backtrace of the crashing thread and, where gdb has CPython's extension (python3-dbg on
-  Debian/Ubuntu, or ``python3.X-gdb.py`` next to a source-built Python, which it allows), the
-  Python frames; the report says when ``py-bt`` is unavailable and how to get it;
-* ``--cuda-launch-blocking`` (``CUDA_LAUNCH_BLOCKING=1``: every kernel launch waits for the kernel,
-  so a CUDA error is raised at the line that caused it) and ``--sanitizer TOOL`` (runs the command
-  under ``compute-sanitizer --tool TOOL``: memcheck, racecheck, initcheck or synccheck).
-
-The command's stdout and stderr pass through unchanged (its stdin is /dev/null: this is for batch
-jobs). When it dies of a signal, exits with a shell's 128 + N, leaves a faulthandler dump, times
-out or is interrupted, a report goes to stdout, to ``--out-dir DIR/crash-HOST-rankR.txt`` and to
-``--json PATH`` (written in every case, with ``"crashed": false`` after a clean run; both paths
-may contain ``{host}`` and ``{rank}``): the signal and what it usually means, the exit status,
-the faulthandler section, gdb's backtraces, the core files, host, rank (RANK, else SLURM_PROCID),
-the command, its duration and peak resident memory (MiB), and a few environment facts (no torch
-import: versions come from package metadata and /proc/driver/nvidia/version).
-
-Exit status: the command's own, a signal death as 128 + signum like a shell (so srun
-``--kill-on-bad-exit`` and job scripts see the same status as without the catcher); 1 when
-``--timeout`` expired (the command's process tree gets SIGABRT, so faulthandler prints every
-thread's stack of the hung process, then SIGKILL after ``--grace`` seconds); 130/143 when the
-catcher was interrupted by SIGINT/SIGTERM (forwarded to the command's whole process tree); 2 for
-a usage error (no command, a command not found, gdb or compute-sanitizer missing, an unwritable
-``--out-dir``), one line ``crash_catcher.py: error: ...``.
-
-How to launch
--------------
-One process::
+How to launch (under srun or torchrun, one catcher per rank, each writing its own report)::
 
     python crash_catcher.py --out-dir crashes -- python train.py --lr 3e-4
-
-Every rank of a SLURM job (each task writes its own report)::
-
     srun python crash_catcher.py --out-dir crashes --core -- python train.py
-
-torchrun runs the catcher as each worker (it sets RANK), and the catcher runs the training script::
-
     torchrun --nproc-per-node 8 crash_catcher.py --out-dir crashes -- python train.py
 
-With ``--gdb`` the command must be a binary (``python train.py``, ``python -m pkg``), not a
-``#!`` script such as ``torchrun``; gdb follows only that one process.
+Example output (the command's line 5 calls ctypes.string_at(0); abridged)::
 
-Example output (2-core cloud VM, Python 3.11.7, the command's line 5 calls ctypes.string_at(0))::
-
-    $ python crash_catcher.py --out-dir crashes -- python crasher.py; echo "exit status $?"
-    Fatal Python error: Segmentation fault
-
-    Current thread 0x00007f2b31df9b80 (most recent call first):
-      File "/root/.pyenv/versions/3.11.7/lib/python3.11/ctypes/__init__.py", line 519 in string_at
-      File "/tmp/crashcatch_h/crasher.py", line 5 in crash
-      File "/tmp/crashcatch_h/crasher.py", line 8 in <module>
     ==================== crash_catcher.py: crash report ====================
     command:  python crasher.py
-    host:     vm   rank: 0   pid: 15990
     outcome:  killed by SIGSEGV (signal 11); exit status 139; core dumped: no
-    duration: 0.0 s   peak RSS: 11.3 MiB
-    meaning:  SIGSEGV is usually an invalid memory access in native code: a C/C++/CUDA extension, a library built against another ABI, a NULL or freed pointer, or a stack overflow
     -- Python stacks (faulthandler) --
-    Fatal Python error: Segmentation fault
-
-    Current thread 0x00007f2b31df9b80 (most recent call first):
-      File "/root/.pyenv/versions/3.11.7/lib/python3.11/ctypes/__init__.py", line 519 in string_at
       File "/tmp/crashcatch_h/crasher.py", line 5 in crash
-      File "/tmp/crashcatch_h/crasher.py", line 8 in <module>
-    -- environment --
-    python (catcher): 3.11.7
-    kernel: 6.18.44-fc-v595
-    torch (catcher's Python): 2.13.0+cpu
     ==================== end of crash report ====================
-    crash_catcher.py: report written to crashes/crash-vm-rank0.txt
-    exit status 139
 
-With ``--gdb`` the report adds gdb's ``bt`` (here ``#0 __strlen_evex``, ``#1 string_at`` in
-_ctypes.c) and ``py-bt``; with ``--core`` the core file and the command that opens it.
+Exit status: the command's own (a signal death as 128 + N, like a shell), 1 timeout, 2 usage,
+130/143 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import glob
 import json
 import math
@@ -378,68 +317,21 @@ def environment_facts() -> dict:
     return facts
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=PROG, usage=f"{PROG} [options] -- COMMAND [ARGS ...]",
-        description="Run COMMAND so that a hard crash leaves evidence: faulthandler's Python "
-        "stacks, optionally a core file, gdb's backtraces, CUDA_LAUNCH_BLOCKING or "
-        "compute-sanitizer; a report per rank when it dies of a signal.")
-    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--out-dir", metavar="DIR", type=nonempty,
-                   help="also write the report to DIR/crash-HOST-rankR.txt (created if missing; "
-                   "{host} and {rank} are filled in)")
-    p.add_argument("--json", metavar="PATH", type=nonempty,
-                   help="write the outcome as JSON here, crash or not ({host}, {rank} filled in)")
-    p.add_argument("--core", action="store_true",
-                   help="raise the core-file size limit to the hard limit and report the cores")
-    p.add_argument("--gdb", action="store_true",
-                   help="run the command under gdb -batch: native backtrace and py-bt at the crash")
-    p.add_argument("--cuda-launch-blocking", action="store_true",
-                   help="set CUDA_LAUNCH_BLOCKING=1: CUDA errors are raised at the faulty line")
-    p.add_argument("--sanitizer", choices=SANITIZER_TOOLS, metavar="TOOL",
-                   help="run under compute-sanitizer --tool TOOL (" + ", ".join(SANITIZER_TOOLS) + ")")
-    p.add_argument("--timeout", metavar="SECONDS", type=number(float, 0, 365 * 86400, lo_open=True),
-                   help="end the command after this many seconds: SIGABRT (faulthandler dumps "
-                   "the stacks), SIGKILL after --grace; status 1 (default: no limit)")
-    p.add_argument("--grace", metavar="SECONDS", type=number(float, 0, 3600), default=10.0,
-                   help="seconds between SIGABRT/SIGTERM and SIGKILL (default 10)")
-    return p
+@dataclasses.dataclass
+class Run:
+    """A finished run of the command: its wait status, rusage and how it was ended."""
+    child: Child
+    status: int
+    usage: resource.struct_rusage
+    duration: float
+    started_at: float
+    timed_out: bool
+    received: list[int]
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else list(argv)
-    options, command = (args[:args.index("--")], args[args.index("--") + 1:]) if "--" in args \
-        else (args, [])
-    parser = build_parser()
-    opts, extra = parser.parse_known_args(options)
-    if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)} (the command goes after --)")
-    if not command or not command[0].strip():
-        raise ScriptError("no command given: put it after --, e.g. "
-                          f"{PROG} --out-dir crashes -- python train.py", EXIT_USAGE)
-    host = socket.gethostname().split(".")[0] or "localhost"
-    rank = rank_of()
-    executable = resolve_command(command[0])
-    if opts.gdb and opts.sanitizer:
-        raise ScriptError("--gdb and --sanitizer cannot be combined (both run the command)", EXIT_USAGE)
-    tool_path = None
-    if opts.gdb:
-        if is_script(executable):
-            raise ScriptError(f"--gdb: {command[0]} is a #! script, gdb needs a binary: run it "
-                              f"through its interpreter, e.g. -- python {executable}", EXIT_USAGE)
-        tool_path = shutil.which("gdb")
-        if not tool_path:
-            raise ScriptError("--gdb: gdb not found on PATH (apt-get install gdb)", EXIT_USAGE)
-    if opts.sanitizer:
-        tool_path = shutil.which("compute-sanitizer")
-        if not tool_path:
-            raise ScriptError("--sanitizer: compute-sanitizer not found on PATH (it comes with "
-                              "the CUDA toolkit, in /usr/local/cuda/bin)", EXIT_USAGE)
-    out_dir = check_output_dir(fill(opts.out_dir, host, rank), "--out-dir") if opts.out_dir else None
-    if out_dir:  # the report it writes there if the command crashes
-        check_output(os.path.join(out_dir, f"crash-{host}-rank{rank}.txt"), "--out-dir")
-    json_path = check_output(fill(opts.json, host, rank), "--json") if opts.json else None
-
+def prepare(opts, executable: str, command: list[str], tool_path: str | None):
+    """The command line to run (under gdb or compute-sanitizer), its environment, the notes for the
+    report and the core_pattern; with --core, raises the core-size limit the command inherits."""
     env = dict(os.environ, PYTHONFAULTHANDLER="1")
     env.setdefault("PYTHONUNBUFFERED", "1")
     if opts.cuda_launch_blocking:
@@ -454,7 +346,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))   # inherited by the command
     argv = [executable, *command[1:]]
-    extension = None
     if opts.gdb:
         extension = python_gdb_extension(executable)
         pre = ["-iex", "set print thread-events off"]
@@ -464,7 +355,12 @@ def main(argv: list[str] | None = None) -> int:
                 "-ex", "handle all nostop noprint pass", "-ex", "continue", "--args", *argv]
     elif opts.sanitizer:
         argv = [tool_path, "--tool", opts.sanitizer, *argv]
+    return argv, env, notes, pattern
 
+
+def supervise(argv: list[str], env: dict[str, str], opts, notes: list[str]) -> Run:
+    """Run the command to its end: SIGINT/SIGTERM are forwarded to its process tree, --timeout
+    sends SIGABRT (then SIGKILL after --grace), and its output is drained."""
     received: list[int] = []
 
     def on_signal(sig, _frame):
@@ -504,8 +400,14 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("processes started by the command outlived it and were killed")
         for reader in child.readers:
             reader.join(timeout=2)
+    return Run(child, status, usage, duration, started_at, timed_out, received)
 
-    out, err = child.text("stdout"), child.text("stderr")
+
+def read_ending(run: Run, opts, notes: list[str]) -> dict:
+    """How the command ended, from its wait status and its output: the signal (also one that gdb
+    or a shell inside the command reports), the exit status, the faulthandler dump, gdb's view."""
+    out, err = run.child.text("stdout"), run.child.text("stderr")
+    status = run.status
     signame, exit_status, core_dumped = "", None, bool(os.WIFSIGNALED(status) and os.WCOREDUMP(status))
     if os.WIFSIGNALED(status):
         signame = signal.Signals(os.WTERMSIG(status)).name
@@ -525,58 +427,25 @@ def main(argv: list[str] | None = None) -> int:
             signame = signal.Signals(exit_status - 128).name
             notes.append(f"status {exit_status} is 128 + {exit_status - 128}: a shell or launcher "
                          f"inside the command reported a {signame} death")
-    crashed = bool(signame or stacks or timed_out or received)
-    cores = find_cores(pattern, started_at) if opts.core else []
-    core_dumped = core_dumped or bool(cores)   # under gdb, the inferior dumped it, not gdb
     sanitizer = ""
     if opts.sanitizer:
         m = re.findall(r"=+ ERROR SUMMARY: .*", out + err)
         sanitizer = m[-1] if m else ""
+    return {"signal": signame, "exit_status": exit_status, "core_dumped": core_dumped, "gdb": gdb,
+            "faulthandler": stacks, "sanitizer_summary": sanitizer}
 
-    if received:
-        outcome = f"interrupted by {signal.Signals(received[0]).name} (forwarded to the command)"
-        final = 128 + received[0]
-    elif timed_out:
-        outcome = (f"timed out after {opts.timeout:g} s: sent SIGABRT to its process tree "
-                   f"(then SIGKILL, if still alive {opts.grace:g} s later)")
-        final = EXIT_FAILURE
-    elif signame:
-        outcome = f"killed by {signame} (signal {signal.Signals[signame].value})"
-        final = exit_status
-    else:
-        outcome = f"exited with status {exit_status}"
-        final = exit_status
-    report = {
-        "crashed": crashed, "outcome": outcome, "exit_status": exit_status, "signal": signame,
-        "core_dumped": core_dumped, "timed_out": timed_out,
-        "interrupted_by": signal.Signals(received[0]).name if received else "",
-        "host": host, "rank": rank, "pid": child.proc.pid, "command": command,
-        "executable": executable,
-        "duration_s": round(duration, 3), "max_rss_mib": round(usage.ru_maxrss / 1024, 1),
-        "hint": "" if timed_out or received else SIGNAL_HINTS.get(signame, ""), "faulthandler": stacks,
-        "gdb": gdb, "py_bt_help": "", "sanitizer": opts.sanitizer or "", "sanitizer_summary": sanitizer,
-        "core_pattern": pattern, "core_destination": core_destination(pattern) if opts.core else "",
-        "core_files": cores, "notes": notes, "environment": environment_facts(), "report_path": None,
-    }
-    if gdb and gdb["py_bt_available"] is False:
-        report["py_bt_help"] = py_bt_help(executable)
-    if crashed:
-        text = render(report, opts)
-        if out_dir:
-            path = os.path.join(out_dir, f"crash-{host}-rank{rank}.txt")
-            write_atomic(path, text)
-            report["report_path"] = path
-        sys.stderr.flush()
-        sys.stdout.write(text)
-        if report["report_path"]:
-            say(f"{PROG}: report written to {report['report_path']}")
-        sys.stdout.flush()
-    elif exit_status:
-        say(f"{PROG}: {shlex.join(command)} exited with status {exit_status} (not a crash: no "
-            "signal, no faulthandler dump; no report)")
-    if json_path:
-        write_atomic(json_path, json.dumps(report, indent=2) + "\n")
-    return final
+
+def verdict(run: Run, end: dict, opts) -> tuple[str, int]:
+    """The report's outcome line and the catcher's exit status."""
+    if run.received:
+        return (f"interrupted by {signal.Signals(run.received[0]).name} (forwarded to the command)",
+                128 + run.received[0])
+    if run.timed_out:
+        return (f"timed out after {opts.timeout:g} s: sent SIGABRT to its process tree "
+                f"(then SIGKILL, if still alive {opts.grace:g} s later)"), EXIT_FAILURE
+    if end["signal"]:
+        return f"killed by {end['signal']} (signal {signal.Signals[end['signal']].value})", end["exit_status"]
+    return f"exited with status {end['exit_status']}", end["exit_status"]
 
 
 def render(r: dict, opts) -> str:
@@ -618,6 +487,140 @@ def render(r: dict, opts) -> str:
     lines += [f"{k}: {v}" for k, v in r["environment"].items()]
     lines.append(f"{rule} end of crash report {rule}")
     return "\n".join(lines) + "\n"
+
+
+def build_report(run: Run, opts, command: list[str], executable: str, host: str, rank: int,
+                 pattern: str, notes: list[str]) -> tuple[dict, int]:
+    """The outcome as a dict (the --json document) and the catcher's exit status."""
+    end = read_ending(run, opts, notes)
+    signame, exit_status, gdb, received = end["signal"], end["exit_status"], end["gdb"], run.received
+    crashed = bool(signame or end["faulthandler"] or run.timed_out or received)
+    cores = find_cores(pattern, run.started_at) if opts.core else []
+    core_dumped = end["core_dumped"] or bool(cores)   # under gdb, the inferior dumped it, not gdb
+    outcome, final = verdict(run, end, opts)
+    report = {
+        "crashed": crashed, "outcome": outcome, "exit_status": exit_status, "signal": signame,
+        "core_dumped": core_dumped, "timed_out": run.timed_out,
+        "interrupted_by": signal.Signals(received[0]).name if received else "",
+        "host": host, "rank": rank, "pid": run.child.proc.pid, "command": command,
+        "executable": executable,
+        "duration_s": round(run.duration, 3), "max_rss_mib": round(run.usage.ru_maxrss / 1024, 1),
+        "hint": "" if run.timed_out or received else SIGNAL_HINTS.get(signame, ""),
+        "faulthandler": end["faulthandler"],
+        "gdb": gdb, "py_bt_help": "", "sanitizer": opts.sanitizer or "",
+        "sanitizer_summary": end["sanitizer_summary"],
+        "core_pattern": pattern, "core_destination": core_destination(pattern) if opts.core else "",
+        "core_files": cores, "notes": notes, "environment": environment_facts(), "report_path": None,
+    }
+    if gdb and gdb["py_bt_available"] is False:
+        report["py_bt_help"] = py_bt_help(executable)
+    return report, final
+
+
+def publish(report: dict, opts, out_dir: str | None, json_path: str | None) -> None:
+    """After a crash, the report on stdout and in --out-dir; otherwise a line for a failed command;
+    the JSON in every case."""
+    if report["crashed"]:
+        text = render(report, opts)
+        if out_dir:
+            path = os.path.join(out_dir, f"crash-{report['host']}-rank{report['rank']}.txt")
+            write_atomic(path, text)
+            report["report_path"] = path
+        sys.stderr.flush()
+        sys.stdout.write(text)
+        if report["report_path"]:
+            say(f"{PROG}: report written to {report['report_path']}")
+        sys.stdout.flush()
+    elif report["exit_status"]:
+        say(f"{PROG}: {shlex.join(report['command'])} exited with status {report['exit_status']} "
+            "(not a crash: no signal, no faulthandler dump; no report)")
+    if json_path:
+        write_atomic(json_path, json.dumps(report, indent=2) + "\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, usage=f"{PROG} [options] -- COMMAND [ARGS ...]",
+        description="Run COMMAND so that a hard crash leaves evidence: faulthandler's Python "
+        "stacks, optionally a core file, gdb's backtraces, CUDA_LAUNCH_BLOCKING or "
+        "compute-sanitizer; a report per rank when it dies of a signal.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("--out-dir", metavar="DIR", type=nonempty,
+                   help="also write the report to DIR/crash-HOST-rankR.txt (created if missing; "
+                   "{host} and {rank} are filled in)")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write the outcome as JSON here, crash or not ({host}, {rank} filled in)")
+    p.add_argument("--core", action="store_true",
+                   help="raise the core-file size limit to the hard limit and report the cores")
+    p.add_argument("--gdb", action="store_true",
+                   help="run the command under gdb -batch: native backtrace and py-bt at the crash")
+    p.add_argument("--cuda-launch-blocking", action="store_true",
+                   help="set CUDA_LAUNCH_BLOCKING=1: CUDA errors are raised at the faulty line")
+    p.add_argument("--sanitizer", choices=SANITIZER_TOOLS, metavar="TOOL",
+                   help="run under compute-sanitizer --tool TOOL (" + ", ".join(SANITIZER_TOOLS) + ")")
+    p.add_argument("--timeout", metavar="SECONDS", type=number(float, 0, 365 * 86400, lo_open=True),
+                   help="end the command after this many seconds: SIGABRT (faulthandler dumps "
+                   "the stacks), SIGKILL after --grace; status 1 (default: no limit)")
+    p.add_argument("--grace", metavar="SECONDS", type=number(float, 0, 3600), default=10.0,
+                   help="seconds between SIGABRT/SIGTERM and SIGKILL (default 10)")
+    return p
+
+
+def parse_command_line(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The catcher's options (before ``--``) and the command (after it)."""
+    options, command = (args[:args.index("--")], args[args.index("--") + 1:]) if "--" in args \
+        else (args, [])
+    parser = build_parser()
+    opts, extra = parser.parse_known_args(options)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)} (the command goes after --)")
+    if not command or not command[0].strip():
+        raise ScriptError("no command given: put it after --, e.g. "
+                          f"{PROG} --out-dir crashes -- python train.py", EXIT_USAGE)
+    return opts, command
+
+
+def check_tool(opts, command: list[str], executable: str) -> str | None:
+    """gdb's or compute-sanitizer's path when asked for; a usage error when it cannot work."""
+    if opts.gdb and opts.sanitizer:
+        raise ScriptError("--gdb and --sanitizer cannot be combined (both run the command)", EXIT_USAGE)
+    tool_path = None
+    if opts.gdb:
+        if is_script(executable):
+            raise ScriptError(f"--gdb: {command[0]} is a #! script, gdb needs a binary: run it "
+                              f"through its interpreter, e.g. -- python {executable}", EXIT_USAGE)
+        tool_path = shutil.which("gdb")
+        if not tool_path:
+            raise ScriptError("--gdb: gdb not found on PATH (apt-get install gdb)", EXIT_USAGE)
+    if opts.sanitizer:
+        tool_path = shutil.which("compute-sanitizer")
+        if not tool_path:
+            raise ScriptError("--sanitizer: compute-sanitizer not found on PATH (it comes with "
+                              "the CUDA toolkit, in /usr/local/cuda/bin)", EXIT_USAGE)
+    return tool_path
+
+
+def check_outputs(opts, host: str, rank: int) -> tuple[str | None, str | None]:
+    """--out-dir (and the report file it will hold) and --json, checked before the command runs."""
+    out_dir = check_output_dir(fill(opts.out_dir, host, rank), "--out-dir") if opts.out_dir else None
+    if out_dir:  # the report it writes there if the command crashes
+        check_output(os.path.join(out_dir, f"crash-{host}-rank{rank}.txt"), "--out-dir")
+    json_path = check_output(fill(opts.json, host, rank), "--json") if opts.json else None
+    return out_dir, json_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts, command = parse_command_line(sys.argv[1:] if argv is None else list(argv))
+    host = socket.gethostname().split(".")[0] or "localhost"
+    rank = rank_of()
+    executable = resolve_command(command[0])
+    tool_path = check_tool(opts, command, executable)
+    out_dir, json_path = check_outputs(opts, host, rank)
+    run_argv, env, notes, pattern = prepare(opts, executable, command, tool_path)
+    run = supervise(run_argv, env, opts, notes)
+    report, final = build_report(run, opts, command, executable, host, rank, pattern, notes)
+    publish(report, opts, out_dir, json_path)
+    return final
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---

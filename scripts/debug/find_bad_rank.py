@@ -1,109 +1,30 @@
 #!/usr/bin/env python
 """find_bad_rank.py: which rank, host or link makes a distributed job slow, or does not answer?
 
-What it measures
-----------------
-Every rank of the job (started by torchrun or srun) takes part in three measurements, and rank 0
-compares them:
+Every rank (started by torchrun or srun) times a float32 matmul loop (``compute_ms``, ms per
+matmul); then every pair of ranks (the ring neighbours, then, up to ``--pairwise-max-ranks``
+ranks, every other pair, in rounds where no rank is in two pairs) plays ping-pong with
+isend/irecv: the one-way latency of a small message (``lat_us``, microseconds) and the bandwidth
+of a large one (``bw_GBps``, decimal GB/s, the algbw of one point-to-point transfer). Rank 0 names
+a dead rank, a slow rank, a slow or failed link, or slow compute (``--slow-factor`` times worse
+than the others). The ranks coordinate through the rendezvous store, not through collectives, so
+a rank that stops answering is named within ``--timeout-s`` instead of hanging the test.
 
-1. **Compute**: a fixed loop of ``--matmul-iters`` float32 matmuls of ``--matmul-n`` square
-   matrices, timed on every rank at the same moment; ``compute_ms`` is the median time of one
-   matmul in milliseconds. It separates a slow host (throttled GPU or CPU, a second job on it)
-   from a slow link.
-2. **Ring pass**: each rank and its ring neighbour (rank r and r+1 mod N) exchange messages.
-3. **Pairwise pass** (at most ``--pairwise-max-ranks`` ranks, default 64; a larger job gets the
-   ring pass only, since the N(N-1)/2 pairs grow with the square of N): every other pair (i, j).
-   The pairs are scheduled in rounds of a round-robin tournament (the circle method: N-1 rounds
-   for an even N, N for an odd N), so that every pair meets exactly once and no rank is in two
-   pairs in the same round; pairs already measured by the ring pass are skipped.
-
-A pair exchanges messages by ping-pong with ``isend``/``irecv``, each wait bounded by
-``--timeout-s``: the lower rank sends, the higher rank sends the message back, ``--warmup`` untimed
-then ``--iters`` timed round trips. One-way time is half the fastest round trip (a fault slows
-every trip; a process the operating system was slow to wake slows one). **Latency**
-(``latency_us``, microseconds) is the one-way time of a ``--latency-bytes`` message (default 8
-bytes); **bandwidth** (``bandwidth_GBps``, decimal GBps, 1 GBps = 1e9 bytes/s) is a
-``--bandwidth-bytes`` message (default 16 MiB) divided by its one-way time: the algbw of one
-point-to-point transfer in one direction. All latency trips (both passes) come first; the
-bandwidth trips start once every rank has finished them, so that no small message queues behind
-another pair's bulk transfer on a shared NIC, PCIe switch or CPU core.
-
-Verdicts (rank 0; ``--slow-factor`` F, default 3):
-
-* **dead rank R**: R did not join within ``--join-timeout-s``, or stopped answering: its partner
-  saw no sign of life (a heartbeat counter every rank bumps in the rendezvous store four times a
-  second) for ``--timeout-s``, or R never sent its results;
-* **slow rank R (host H, local rank L)**: the median of R's links is more than F times the median
-  of the links that do not touch R (latency), or less than 1/F of it (bandwidth). With its compute
-  time normal too, look at R's network path (NIC, cable, switch port, PCIe link); with its compute
-  time F times the others' as well, the host itself is slow;
-* **slow link R<->S**: one link F times slower than the median of the links between healthy ranks;
-  **failed link R<->S**: both ranks alive, but the transfer did not finish within ``--timeout-s``;
-* **slow compute on rank R**: compute time more than F times the median of the other ranks'
-  (and, with ``--min-excess-ms``, at least that many ms more per matmul).
-
-Telling a slow rank from a slow link needs 3 ranks or more (with 2 there is one link and nothing
-to compare it with).
-
-Exit status: 0 when nothing was found, 3 when rank 0 reports a finding (the other ranks exit 0,
-so under torchrun, which exits 1 when any rank fails, look for rank 0's ``exitcode: 3``), 1 for a
-runtime failure (the store or a device), 2 for a bad option or launcher variable, 130/143 after
-Ctrl-C/SIGTERM. Every failure is one line naming the rank and host (``--debug`` adds the
-traceback). A rank that cannot reach the rendezvous store (MASTER_ADDR:MASTER_PORT, rank 0's
-address under srun) says so within ``--timeout-s``.
-
-How it waits
-------------
-The ranks coordinate through the rendezvous store, not through collectives: a collective would
-wait for the dead rank along with everybody else. Before each exchange the two partners meet in
-the store; a partner whose heartbeat stands still for ``--timeout-s`` is declared dead, marked in
-the store, and skipped by everyone after. Results go to the store, where rank 0 collects them
-(``--timeout-s`` after the last sign of life of a silent rank at most). With gloo, every
-``wait`` has the timeout; with nccl a stuck transfer can block a rank inside NCCL, so every rank
-also runs under an overall deadline (``--timeout-s`` times twice the number of rounds, plus four).
-
-Demo and self-test options
---------------------------
-* ``--inject-slow-rank R --inject-delay-ms D``: rank R sleeps D ms before each send and receive;
-* ``--inject-slow-link R,S``: ranks R and S sleep D ms before each transfer between them;
-* ``--inject-dead-rank R`` with ``--inject-dead-how``: ``hang`` (default; R joins, then stops
-  answering and sleeps, as a rank stuck in a kernel or swapping), ``exit`` (R joins, then exits
-  with status 1 before its first transfer; not under torchrun, which then stops every rank) or
-  ``no-join`` (R sleeps instead of joining).
-
-How to launch
--------------
-One node, 8 GPUs (nccl), or CPU processes (gloo, ``--device cpu``)::
+How to launch (GPUs and nccl; ``--device cpu`` for gloo; under srun, export MASTER_ADDR/PORT)::
 
     torchrun --standalone --nproc-per-node 8 find_bad_rank.py --json bad_rank.json
-
-SLURM, one task per GPU (RANK, WORLD_SIZE and LOCAL_RANK come from SLURM_PROCID, SLURM_NTASKS and
-SLURM_LOCALID; each task must see all the node's GPUs, so no ``--gpus-per-task``)::
-
-    export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-    export MASTER_PORT=29500
     srun --nodes 4 --ntasks-per-node 8 python find_bad_rank.py --timeout-s 60 --json bad_rank.json
 
-or torchrun on each node (``srun --nodes 4 --ntasks-per-node 1 torchrun --nnodes 4
---nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:29500" find_bad_rank.py``).
+Example output (4 CPU processes on a 2-core VM, rank 2 delayed by ``--inject-slow-rank 2``)::
 
-Example output
---------------
-Injected slow rank, 4 CPU processes on a 2-core cloud VM (torch 2.13.0+cpu, gloo; rank 0 exits 3,
-torchrun's own failure report trimmed; on this oversubscribed machine, 4 processes on 2 cores, a
-transfer can wait milliseconds for its partner to be scheduled, hence ``--min-excess-ms 20``)::
-
-    $ torchrun --standalone --nproc-per-node 4 find_bad_rank.py --device cpu --timeout-s 5 \\
-        --bandwidth-bytes 64K --iters 5 --matmul-n 256 --min-excess-ms 20 \\
-        --inject-slow-rank 2 --inject-delay-ms 50
     # 4 ranks on 1 host(s), gloo, 3 rounds (ring + pairwise)
     rank host             local    lat_us  bw_GBps compute_ms  verdict
-       0 vm                   0      94.3    0.734       0.45  ok
        1 vm                   1      69.9    0.734       0.49  ok
        2 vm                   2   50377.3    0.001       0.45  slow rank
-       3 vm                   3      94.3    0.749       0.45  ok
-    (lat_us, bw_GBps: median over the rank's links; one-way latency of 8 B, algbw of 65536 B point-to-point)
     FINDING: slow rank 2 (host vm, local rank 2): its links are 720.9x slower in latency and 575.9x in bandwidth than the links between the other ranks; its compute is normal: look at its network path (NIC, cable, switch port, PCIe)
+
+Exit status (rank 0; the other ranks exit 0): 0 nothing found, 3 a finding, 1 failure, 2 usage,
+130/143 interrupted.
 """
 
 from __future__ import annotations
@@ -125,101 +46,13 @@ import time
 import traceback
 
 PROG = "find_bad_rank.py"
+MAX_BANDWIDTH_BYTES = 2 * 1024**3
 
 
 def say(line: str, stream=sys.stdout) -> None:
     """Write ``line`` and its newline in one write (ranks share the launcher's stdout)."""
     stream.write(line + "\n")
     stream.flush()
-
-
-def size_arg(text: str) -> int:
-    """argparse type for a byte count: ``4096``, ``64K``, ``16M``, ``1G`` (K = 1024)."""
-    match = re.fullmatch(r"(\d+)([KMG]?)(I?B)?", text.strip().upper())
-    if not match:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 8, 64K, 16M)")
-    return int(match[1]) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[match[2]]
-
-
-def pair_arg(text: str) -> tuple[int, int]:
-    """argparse type for ``R,S``: two different ranks."""
-    parts = text.split(",")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"{text!r} is not two ranks R,S (e.g. 1,2)")
-    a, b = (int(p) for p in parts)
-    if a == b:
-        raise argparse.ArgumentTypeError(f"{text!r} names the same rank twice")
-    return (min(a, b), max(a, b))
-
-
-MAX_BANDWIDTH_BYTES = 2 * 1024**3
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Command-line interface; building it touches neither torch nor any device."""
-    p = argparse.ArgumentParser(
-        prog=PROG, description="Find the slow or dead rank, or the slow link, of a distributed "
-        "job: every pair of ranks measures latency and bandwidth by ping-pong, every rank times a "
-        "matmul loop, and rank 0 names the outlier. Exit 3 when it finds one. Launch with "
-        "torchrun or srun.")
-    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                   help="cuda: one GPU per rank (LOCAL_RANK), nccl; cpu: gloo; auto: cuda when "
-                   "available (default auto)")
-    p.add_argument("--timeout-s", type=number(float, 0, 3600, lo_open=True), default=30.0,
-                   help="seconds without a sign of life before a partner is declared dead, and "
-                   "the limit of each transfer (default 30)")
-    p.add_argument("--join-timeout-s", type=number(float, 0, 3600, lo_open=True), default=60.0,
-                   help="seconds rank 0 waits for every rank to join (default 60)")
-    p.add_argument("--latency-bytes", type=size_arg, default=8, metavar="SIZE",
-                   help="message size of the latency test (default 8; 1 to 1M)")
-    p.add_argument("--bandwidth-bytes", type=size_arg, default=16 * 1024**2, metavar="SIZE",
-                   help="message size of the bandwidth test (default 16M; K=1024; at most 2G)")
-    p.add_argument("--iters", type=number(int, 1, 1000), default=10,
-                   help="timed round trips per pair and size (default 10)")
-    p.add_argument("--warmup", type=number(int, 1, 100), default=2,
-                   help="untimed round trips first (default 2)")
-    p.add_argument("--matmul-n", type=number(int, 16, 16384), default=1024,
-                   help="size of the square float32 matrices of the compute test (default 1024)")
-    p.add_argument("--matmul-iters", type=number(int, 1, 1000), default=10,
-                   help="matmuls timed per rank (default 10)")
-    p.add_argument("--slow-factor", type=number(float, 1, 1000, lo_open=True), default=3.0,
-                   help="how many times slower than its peers a rank, link or host must be to be "
-                   "named (default 3)")
-    p.add_argument("--min-excess-ms", type=number(float, 0, 60000), default=0.0,
-                   help="a slow rank or link must also take this many ms more per transfer, and "
-                   "slow compute this many ms more per matmul, than the others (default 0; raise "
-                   "it on a noisy, oversubscribed machine)")
-    p.add_argument("--pairwise-max-ranks", type=number(int, 2, 1024), default=64,
-                   help="largest world size that gets the pairwise pass; above it, the ring pass "
-                   "only (default 64)")
-    p.add_argument("--json", metavar="PATH", type=nonempty,
-                   help="rank 0 writes the matrices and findings to PATH")
-    demo = p.add_argument_group("demo and self-test (fault injection)")
-    demo.add_argument("--inject-slow-rank", type=number(int, 0), metavar="R",
-                      help="rank R sleeps --inject-delay-ms before each send and receive")
-    demo.add_argument("--inject-slow-link", type=pair_arg, metavar="R,S",
-                      help="ranks R and S sleep --inject-delay-ms before each transfer between "
-                      "them")
-    demo.add_argument("--inject-delay-ms", type=number(float, 0, 60000, lo_open=True),
-                      default=50.0, help="delay of the injections above (default 50)")
-    demo.add_argument("--inject-dead-rank", type=number(int, 0), metavar="R",
-                      help="rank R stops answering (see --inject-dead-how)")
-    demo.add_argument("--inject-dead-how", choices=("hang", "exit", "no-join"), default="hang",
-                      help="hang: join, then sleep instead of answering; exit: join, then exit 1 "
-                      "before the first transfer; no-join: sleep instead of joining (default hang)")
-    return p
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not 1 <= args.latency_bytes <= 1024**2:
-        parser.error(f"argument --latency-bytes: {args.latency_bytes} must be 1 to 1M bytes")
-    if not 1 <= args.bandwidth_bytes <= MAX_BANDWIDTH_BYTES:
-        parser.error(f"argument --bandwidth-bytes: {args.bandwidth_bytes} must be 1 byte to 2G "
-                     "(a larger message measures nothing more)")
-    return args
 
 
 # --- the schedule --------------------------------------------------------------------------------
@@ -277,6 +110,29 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def link_ratios(links: dict, subset, base, min_excess_ms: float, nbytes: int) -> tuple[float, float]:
+    """(latency ratio, bandwidth ratio) of the medians of two sets of ``links`` ({(i, j): (latency
+    us, bandwidth GBps)}); >1 is slower, and a ratio whose excess time is under min_excess_ms
+    counts as 1."""
+    # the lower median of a rank's links: with 2 links (the ring), one slow link is the
+    # link's fault, not the rank's
+    lat_s = statistics.median_low([links[k][0] for k in subset])
+    bw_s = statistics.median_high([links[k][1] for k in subset])
+    lat_b, bw_b = median([links[k][0] for k in base]), median([links[k][1] for k in base])
+    lat, bw = lat_s / max(lat_b, 1e-9), bw_b / max(bw_s, 1e-12)
+    if (lat_s - lat_b) / 1e3 < min_excess_ms:
+        lat = min(lat, 1.0)
+    if nbytes / 1e6 * (1 / max(bw_s, 1e-12) - 1 / max(bw_b, 1e-12)) < min_excess_ms:
+        bw = min(bw, 1.0)
+    return lat, bw
+
+
+def slow_compute(ms: float, others_ms: float, factor: float, min_excess_ms: float) -> bool:
+    """F times the others' median, and at least min_excess_ms more per matmul (a tiny matmul on a
+    busy CPU varies by a factor of 3 with no fault at all)."""
+    return ms > factor * others_ms and ms - others_ms >= min_excess_ms
+
+
 def classify(n: int, latency, bandwidth, compute, dead=(), failed=(), factor: float = 3.0,
              where=None, min_excess_ms: float = 0.0, nbytes: int = 1) -> list[dict]:
     """Findings from the measured matrices (pure function, no torch).
@@ -299,26 +155,6 @@ def classify(n: int, latency, bandwidth, compute, dead=(), failed=(), factor: fl
                 continue
             links[(i, j)] = (latency[i][j], bandwidth[i][j])
 
-    def ratios(subset, base):
-        """(latency ratio, bandwidth ratio) of the medians of two sets of links; >1 is slower,
-        and a ratio whose excess time is under min_excess_ms counts as 1."""
-        # the lower median of a rank's links: with 2 links (the ring), one slow link is the
-        # link's fault, not the rank's
-        lat_s = statistics.median_low([links[k][0] for k in subset])
-        bw_s = statistics.median_high([links[k][1] for k in subset])
-        lat_b, bw_b = median([links[k][0] for k in base]), median([links[k][1] for k in base])
-        lat, bw = lat_s / max(lat_b, 1e-9), bw_b / max(bw_s, 1e-12)
-        if (lat_s - lat_b) / 1e3 < min_excess_ms:
-            lat = min(lat, 1.0)
-        if nbytes / 1e6 * (1 / max(bw_s, 1e-12) - 1 / max(bw_b, 1e-12)) < min_excess_ms:
-            bw = min(bw, 1.0)
-        return lat, bw
-
-    def slow_compute(ms: float, others_ms: float) -> bool:
-        """F times the others' median, and at least min_excess_ms more per matmul (a tiny
-        matmul on a busy CPU varies by a factor of 3 with no fault at all)."""
-        return ms > factor * others_ms and ms - others_ms >= min_excess_ms
-
     slow_ranks = set()
     if n - len(dead) >= 3:
         for r in range(n):
@@ -326,12 +162,12 @@ def classify(n: int, latency, bandwidth, compute, dead=(), failed=(), factor: fl
             rest = [k for k in links if r not in k]
             if not own or not rest:
                 continue
-            lat, bw = ratios(own, rest)
+            lat, bw = link_ratios(links, own, rest, min_excess_ms, nbytes)
             if max(lat, bw) > factor:
                 slow_ranks.add(r)
                 others = [c for i, c in enumerate(compute or []) if i != r and c is not None]
                 slow_host = compute and compute[r] is not None and others and \
-                    slow_compute(compute[r], median(others))
+                    slow_compute(compute[r], median(others), factor, min_excess_ms)
                 why = ("its compute is slow too: the host itself is slow (throttling, another job, "
                        "a bad GPU)" if slow_host else "its compute is normal: look at its network "
                        "path (NIC, cable, switch port, PCIe)")
@@ -341,7 +177,7 @@ def classify(n: int, latency, bandwidth, compute, dead=(), failed=(), factor: fl
     healthy = [k for k in links if not (set(k) & slow_ranks)]
     if len(healthy) >= 3:
         for k in healthy:
-            lat, bw = ratios([k], healthy)
+            lat, bw = link_ratios(links, [k], healthy, min_excess_ms, nbytes)
             if max(lat, bw) > factor:
                 i, j = k
                 findings.append({"kind": "slow_link", "ranks": [i, j], "message": (
@@ -356,7 +192,7 @@ def classify(n: int, latency, bandwidth, compute, dead=(), failed=(), factor: fl
             others = [c for i, c in enumerate(compute) if i != r and c is not None and i not in dead]
             if r in slow_ranks or r in dead or compute[r] is None or not others:
                 continue
-            if slow_compute(compute[r], median(others)):
+            if slow_compute(compute[r], median(others), factor, min_excess_ms):
                 findings.append({"kind": "slow_compute", "ranks": [r], "message": (
                     f"slow compute on rank {r}{where(r)}: {compute[r]:.2f} ms per matmul, "
                     f"{compute[r] / median(others):.1f}x the other ranks' median")})
@@ -707,64 +543,7 @@ def report(args, launch: Launch, joined: dict, rows: dict, dead: dict, backend: 
     return EXIT_FINDING if findings else EXIT_OK
 
 
-# --- main ----------------------------------------------------------------------------------------
-
-_stopped_by = [signal.SIGINT]
-
-
-def _on_sigterm(signum, frame):
-    _stopped_by[0] = signal.SIGTERM
-    raise KeyboardInterrupt
-
-
-def finish(status: int) -> None:
-    """Exit at once: after a timed-out transfer, process-group teardown can wait for a peer that
-    is gone, and a checker that hangs on its way out is what it exists to prevent."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
-
-
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    launch = Launch()
-    for option in ("inject_slow_rank", "inject_dead_rank"):
-        value = getattr(args, option)
-        if value is not None and value >= launch.world:
-            raise ScriptError(f"--{option.replace('_', '-')} {value} is outside world size "
-                              f"{launch.world} (ranks 0-{launch.world - 1})", EXIT_USAGE)
-    if args.inject_slow_link and args.inject_slow_link[1] >= launch.world:
-        raise ScriptError(f"--inject-slow-link {args.inject_slow_link[0]},"
-                          f"{args.inject_slow_link[1]} is outside world size {launch.world}",
-                          EXIT_USAGE)
-    if launch.rank == 0 and args.json:
-        check_output(args.json, "--json")
-    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
-        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    stage = ["starting"]
-    try:
-        status = run(args, launch, stage)
-    except KeyboardInterrupt:
-        say(f"{PROG}: error: {launch.me()}: interrupted during {stage[0]}", sys.stderr)
-        finish(128 + _stopped_by[0])
-    except ScriptError as exc:
-        if args.debug:
-            traceback.print_exc()
-        say(f"{PROG}: error: {exc}", sys.stderr)
-        finish(exc.status)
-    except Exception as exc:  # noqa: BLE001 - every failure must end this rank, not hang it
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
-            os._exit(EXIT_OK)  # at once, as finish() exits
-        if args.debug:
-            traceback.print_exc()
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        say(f"{PROG}: error: {launch.me()}: {stage[0]} failed: {type(exc).__name__}: {first}",
-            sys.stderr)
-        finish(EXIT_FAILURE)
-    finish(status)
-
+# --- the job: join, measure, collect -------------------------------------------------------------
 
 def run(args, launch: Launch, stage: list[str]) -> int:
     import torch
@@ -844,6 +623,153 @@ def run(args, launch: Launch, stage: list[str]) -> int:
             return EXIT_OK
         rows, dead = collect(launch, peers, joined, stage)
     return report(args, launch, joined, rows, dead, backend, torch.__version__)
+
+
+# --- command line --------------------------------------------------------------------------------
+
+def size_arg(text: str) -> int:
+    """argparse type for a byte count: ``4096``, ``64K``, ``16M``, ``1G`` (K = 1024)."""
+    match = re.fullmatch(r"(\d+)([KMG]?)(I?B)?", text.strip().upper())
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 8, 64K, 16M)")
+    return int(match[1]) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[match[2]]
+
+
+def pair_arg(text: str) -> tuple[int, int]:
+    """argparse type for ``R,S``: two different ranks."""
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not two ranks R,S (e.g. 1,2)")
+    a, b = (int(p) for p in parts)
+    if a == b:
+        raise argparse.ArgumentTypeError(f"{text!r} names the same rank twice")
+    return (min(a, b), max(a, b))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface; building it touches neither torch nor any device."""
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Find the slow or dead rank, or the slow link, of a distributed "
+        "job: every pair of ranks measures latency and bandwidth by ping-pong, every rank times a "
+        "matmul loop, and rank 0 names the outlier. Exit 3 when it finds one. Launch with "
+        "torchrun or srun.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="cuda: one GPU per rank (LOCAL_RANK), nccl; cpu: gloo; auto: cuda when "
+                   "available (default auto)")
+    p.add_argument("--timeout-s", type=number(float, 0, 3600, lo_open=True), default=30.0,
+                   help="seconds without a sign of life before a partner is declared dead, and "
+                   "the limit of each transfer (default 30)")
+    p.add_argument("--join-timeout-s", type=number(float, 0, 3600, lo_open=True), default=60.0,
+                   help="seconds rank 0 waits for every rank to join (default 60)")
+    p.add_argument("--latency-bytes", type=size_arg, default=8, metavar="SIZE",
+                   help="message size of the latency test (default 8; 1 to 1M)")
+    p.add_argument("--bandwidth-bytes", type=size_arg, default=16 * 1024**2, metavar="SIZE",
+                   help="message size of the bandwidth test (default 16M; K=1024; at most 2G)")
+    p.add_argument("--iters", type=number(int, 1, 1000), default=10,
+                   help="timed round trips per pair and size (default 10)")
+    p.add_argument("--warmup", type=number(int, 1, 100), default=2,
+                   help="untimed round trips first (default 2)")
+    p.add_argument("--matmul-n", type=number(int, 16, 16384), default=1024,
+                   help="size of the square float32 matrices of the compute test (default 1024)")
+    p.add_argument("--matmul-iters", type=number(int, 1, 1000), default=10,
+                   help="matmuls timed per rank (default 10)")
+    p.add_argument("--slow-factor", type=number(float, 1, 1000, lo_open=True), default=3.0,
+                   help="how many times slower than its peers a rank, link or host must be to be "
+                   "named (default 3)")
+    p.add_argument("--min-excess-ms", type=number(float, 0, 60000), default=0.0,
+                   help="a slow rank or link must also take this many ms more per transfer, and "
+                   "slow compute this many ms more per matmul, than the others (default 0; raise "
+                   "it on a noisy, oversubscribed machine)")
+    p.add_argument("--pairwise-max-ranks", type=number(int, 2, 1024), default=64,
+                   help="largest world size that gets the pairwise pass; above it, the ring pass "
+                   "only (default 64)")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="rank 0 writes the matrices and findings to PATH")
+    demo = p.add_argument_group("demo and self-test (fault injection)")
+    demo.add_argument("--inject-slow-rank", type=number(int, 0), metavar="R",
+                      help="rank R sleeps --inject-delay-ms before each send and receive")
+    demo.add_argument("--inject-slow-link", type=pair_arg, metavar="R,S",
+                      help="ranks R and S sleep --inject-delay-ms before each transfer between "
+                      "them")
+    demo.add_argument("--inject-delay-ms", type=number(float, 0, 60000, lo_open=True),
+                      default=50.0, help="delay of the injections above (default 50)")
+    demo.add_argument("--inject-dead-rank", type=number(int, 0), metavar="R",
+                      help="rank R stops answering (see --inject-dead-how)")
+    demo.add_argument("--inject-dead-how", choices=("hang", "exit", "no-join"), default="hang",
+                      help="hang: join, then sleep instead of answering; exit: join, then exit 1 "
+                      "before the first transfer; no-join: sleep instead of joining (default hang)")
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 1 <= args.latency_bytes <= 1024**2:
+        parser.error(f"argument --latency-bytes: {args.latency_bytes} must be 1 to 1M bytes")
+    if not 1 <= args.bandwidth_bytes <= MAX_BANDWIDTH_BYTES:
+        parser.error(f"argument --bandwidth-bytes: {args.bandwidth_bytes} must be 1 byte to 2G "
+                     "(a larger message measures nothing more)")
+    return args
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+_stopped_by = [signal.SIGINT]
+
+
+def _on_sigterm(signum, frame):
+    _stopped_by[0] = signal.SIGTERM
+    raise KeyboardInterrupt
+
+
+def finish(status: int) -> None:
+    """Exit at once: after a timed-out transfer, process-group teardown can wait for a peer that
+    is gone, and a checker that hangs on its way out is what it exists to prevent."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    launch = Launch()
+    for option in ("inject_slow_rank", "inject_dead_rank"):
+        value = getattr(args, option)
+        if value is not None and value >= launch.world:
+            raise ScriptError(f"--{option.replace('_', '-')} {value} is outside world size "
+                              f"{launch.world} (ranks 0-{launch.world - 1})", EXIT_USAGE)
+    if args.inject_slow_link and args.inject_slow_link[1] >= launch.world:
+        raise ScriptError(f"--inject-slow-link {args.inject_slow_link[0]},"
+                          f"{args.inject_slow_link[1]} is outside world size {launch.world}",
+                          EXIT_USAGE)
+    if launch.rank == 0 and args.json:
+        check_output(args.json, "--json")
+    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    stage = ["starting"]
+    try:
+        status = run(args, launch, stage)
+    except KeyboardInterrupt:
+        say(f"{PROG}: error: {launch.me()}: interrupted during {stage[0]}", sys.stderr)
+        finish(128 + _stopped_by[0])
+    except ScriptError as exc:
+        if args.debug:
+            traceback.print_exc()
+        say(f"{PROG}: error: {exc}", sys.stderr)
+        finish(exc.status)
+    except Exception as exc:  # noqa: BLE001 - every failure must end this rank, not hang it
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
+            os._exit(EXIT_OK)  # at once, as finish() exits
+        if args.debug:
+            traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        say(f"{PROG}: error: {launch.me()}: {stage[0]} failed: {type(exc).__name__}: {first}",
+            sys.stderr)
+        finish(EXIT_FAILURE)
+    finish(status)
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---

@@ -1,95 +1,31 @@
 #!/usr/bin/env python
 """hanging_collective.py: a distributed job that hangs on purpose, and ends with a message naming the stuck collective.
 
-What it shows
--------------
-Every rank must call the same collectives in the same order. This job breaks the rule on purpose
-(``--mode``):
+Every rank must call the same collectives in the same order; ``--mode`` breaks the rule:
+``mismatch`` (default: rank 0 calls all_reduce, the others broadcast), ``missing`` (the last rank
+skips the collective), ``shape`` (the last rank all_reduces 5 elements, the others 4) or ``ok``
+(the control case). Each rank prints ``rank R pid P: entering <collective>`` (attach ``py-spy
+dump --pid P`` while it hangs), and the process group's timeout (``--timeout-s``, seconds)
+becomes one line naming the collective; as a backstop, faulthandler prints every stack and exits
+after ``--timeout-s`` + ``--dump-margin-s``. ``--fr-dump DIR`` writes each rank's flight recorder
+to ``DIR/rank_<R>.json`` when a collective fails; ``--fr-report DIR`` (no launcher) names the
+first collective where the ranks differ, with the line of code on each side.
 
-* ``mismatch`` (default) - rank 0 calls ``all_reduce`` while every other rank calls ``broadcast``:
-  each side waits for partners that are in a different collective, so nobody progresses;
-* ``missing``  - the last rank skips the collective and goes straight to a ``barrier`` that the
-  others never reach;
-* ``shape``    - every rank calls ``all_reduce``, but the last rank's tensor has 5 elements instead
-  of 4: gloo aborts a rank ("Received data size doesn't match expected size"), NCCL may hang or
-  reduce garbage;
-* ``ok``       - every rank calls ``all_reduce``: the job finishes (the control case).
-
-Before the collective each rank prints one line ``rank R pid P: entering <collective> ...``, so you
-can attach ``py-spy dump --pid P`` to every rank while it hangs (see the Debugging chapter) and see
-which line each one is stuck on. Each collective runs inside ``watch(name)``, which turns the
-process group's timeout (``--timeout-s``) into a one-line error naming the collective, e.g.::
-
-    hanging_collective.py: error: rank 0 (pid 123): all_reduce #1 (shape [4], float32) did not complete within 10 s: the other ranks are not in the same collective
-
-and exits with status 1. With ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` in the environment, PyTorch
-compares every collective's fingerprint (operation, shapes, dtypes) across ranks before running
-it, so ``mismatch`` and ``shape`` fail at once instead of at the timeout, and the line says what
-differs::
-
-    hanging_collective.py: error: rank 0 (pid 123): all_reduce #2 (shape [4], float32) failed after 0.0 s: TORCH_DISTRIBUTED_DEBUG=DETAIL found a mismatch: rank 0 runs ALLREDUCE [4], rank 1 runs BROADCAST [4] (Op type: ALLREDUCE vs BROADCAST)
-
-A rank that cannot reach MASTER_ADDR:MASTER_PORT also ends within about
-``--timeout-s``, status 1, with one line naming the address; a bad option or launcher variable
-(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_PORT) is status 2; ``--debug`` adds the traceback. As a
-backstop for hangs that no timeout can interrupt (a rank stuck in a CUDA kernel, or NCCL without
-its watchdog), ``faulthandler.dump_traceback_later`` prints every thread's Python stack to stderr
-after ``--timeout-s`` + ``--dump-margin-s`` and exits.
-
-With NCCL, PyTorch's watchdog enforces the timeout and tears the process down itself; its log
-names the collective too (``WorkNCCL(SeqNum=1, OpType=ALLREDUCE, ...)``), and the flight recorder
-(``TORCH_FR_BUFFER_SIZE``, formerly ``TORCH_NCCL_TRACE_BUFFER_SIZE``) can dump the last collectives
-of every rank.
-
-The flight recorder works with gloo too (torch 2.13), so it can be shown on a CPU. ``--fr-dump DIR``
-turns it on and, when a collective fails, writes this rank's buffer to ``DIR/rank_<R>.json``: the
-collectives the rank issued, numbered, with operation, tensor sizes and the Python stack that
-issued them. ``--fr-report DIR`` (no launcher needed) lines up the ranks' dumps by that number and
-names the first collective where they differ, with the line of code on each side, and exits 3::
-
-    $ python hanging_collective.py --fr-report fr
-    flight recorder dumps of ranks 0, 1 (2 ranks in the group)
-      #1  rank 0 all_reduce [4] at hanging_collective.py:541   rank 1 all_reduce [4] at hanging_collective.py:541
-      #2  rank 0 all_reduce [4] at hanging_collective.py:547   rank 1 broadcast [4] at hanging_collective.py:550
-    hanging_collective.py: finding: collective #2: rank 0 runs all_reduce [4] (hanging_collective.py:547), rank 1 runs broadcast [4] (hanging_collective.py:550)
-
-PyTorch's own analyzer, ``torchfrtrace DIR -p rank_``, reads the pickled dumps that NCCL's
-watchdog writes (``TORCH_NCCL_DUMP_ON_TIMEOUT=1``); in torch 2.13 it stops with a KeyError on gloo
-dumps (the default group is recorded without its name), hence the small report here.
-
-How to launch
--------------
-CPU (gloo), two processes::
+How to launch (CPU/gloo; ``--backend nccl`` on GPUs; with plain srun, export MASTER_ADDR/PORT)::
 
     torchrun --standalone --nproc-per-node 2 hanging_collective.py --timeout-s 10
-
-and, in another terminal while it hangs::
-
-    py-spy dump --pid <pid printed by rank 0>; py-spy dump --pid <pid printed by rank 1>
-
-With the flight recorder, then its report::
-
     torchrun --standalone --nproc-per-node 2 hanging_collective.py --timeout-s 5 --fr-dump fr
     python hanging_collective.py --fr-report fr
-
-GPUs (nccl, one GPU per rank): the same with ``--backend nccl``. SLURM: ``srun --ntasks 2
-python -m torch.distributed.run ...`` or plain ``srun`` with MASTER_ADDR/MASTER_PORT exported
-(RANK/WORLD_SIZE are taken from SLURM_PROCID/SLURM_NTASKS when torchrun's are absent).
 
 Example output (2-core cloud VM, torch 2.13.0+cpu, gloo; torchrun's own lines trimmed)::
 
     $ torchrun --standalone --nproc-per-node 2 scripts/debug/hanging_collective.py --timeout-s 5
-    rank 1 pid 5429: entering all_reduce #1 (shape [4], float32)
-    rank 0 pid 5428: entering all_reduce #1 (shape [4], float32)
-    rank 1: all_reduce #1 done
-    rank 1 pid 5429: entering broadcast #2 (shape [4], float32)
-    rank 0: all_reduce #1 done
     rank 0 pid 5428: entering all_reduce #2 (shape [4], float32)
+    rank 1 pid 5429: entering broadcast #2 (shape [4], float32)
     hanging_collective.py: error: rank 0 (pid 5428): all_reduce #2 (shape [4], float32) did not complete within 5 s: the other ranks are not in the same collective
-    hanging_collective.py: error: rank 1 (pid 5429): broadcast #2 (shape [4], float32) did not complete within 5 s: the other ranks are not in the same collective
-    ...
-    torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-    ...
+
+Exit status: 0 ok, 1 a collective or the rendezvous failed, 2 usage, 3 --fr-report found a
+difference, 130/143 interrupted.
 """
 
 from __future__ import annotations

@@ -1,66 +1,33 @@
 #!/usr/bin/env python
 """make_tiny_model.py: a tiny random-weight transformer, tokenizer and data set, made locally in a second.
 
-Why
----
-Reproducing a bug on a 7B model costs minutes per attempt (download, load, OOM, retry); the same
-code path on a 100k-parameter model with the same architecture costs a second. This script builds
-the three pieces a training script needs, with no download and no network:
+Reproducing a bug on a 7B model costs minutes per attempt; the same code path on a 100k-parameter
+model costs a second. With no download, this builds a data set (``--sentences`` sentences of a
+small seeded grammar, learnable, so "loss goes down" is a test), a character tokenizer
+(``CharTokenizer``) and a decoder-only transformer from a config dict (``TinyLM``: pre-LayerNorm,
+causal, tied embeddings, random weights from ``seed``). ``--out DIR`` writes config.json,
+model.pt, tokenizer.json and data.txt; ``--train-steps N`` trains it with AdamW on CPU and prints
+the loss (cross-entropy, nats per character); ``--json PATH`` writes the config, the parameter
+count and the loss curve.
 
-* a **data set**: ``--sentences`` sentences generated from a small seeded grammar ("the red cat
-  sees a dog .") - structured enough that a model can learn it, so "loss goes down" is a test;
-* a **tokenizer**: character-level, built from that text, with ``<pad> <unk> <bos> <eos>``
-  (``CharTokenizer``: ``encode``/``decode``/``save``/``load``, JSON on disk);
-* a **model**: a decoder-only transformer (``torch.nn.TransformerEncoderLayer`` blocks with a causal
-  mask, pre-LayerNorm, tied input/output embedding) from a config dict, randomly initialised from
-  ``seed``; ``TinyLM.from_dir`` reloads it.
-
-``--out DIR`` writes ``config.json``, ``model.pt`` (state dict), ``tokenizer.json`` and
-``data.txt``. ``--train-steps N`` trains the model on the data set for N AdamW steps on CPU and
-prints the loss (cross-entropy, nats per character) every ``--log-every`` steps; ``--json PATH``
-writes the config, parameter count and loss curve.
-
-Every file is written atomically (a temporary file, then a rename). Options are checked before
-torch is imported: sizes have caps (a "tiny" model of d_model 10^6 is a typo), and together at
-most 50,000,000 parameters and a training step's largest tensor 2^28 values, ``--out`` must be a
-folder that can hold files (it is created), ``--json`` a file in an existing folder. Exit status:
-0 done; 2 bad options; 130 Ctrl-C during training, after writing the model and ``--json`` as
-trained so far (``"interrupted": true``); 1 anything else. Failures are one line
-``make_tiny_model.py: error: ...``, with the traceback under ``--debug``. ``TinyLM.from_dir`` and
-``CharTokenizer.load`` read their JSON bounded (a regular file or a pipe, at most 16 MiB; never
-/dev/zero or a FIFO without a writer) and raise ValueError naming the file (and the field) for a
-truncated, foreign or mismatched one, a config beyond the caps above, or a model.pt larger than
-its config's weights.
-
-How to launch
--------------
-::
+Launch, or use as a library (with this file's folder on ``sys.path``)::
 
     python make_tiny_model.py --out /tmp/tiny                       # build and save
     python make_tiny_model.py --out /tmp/tiny --train-steps 200 --json tiny.json
-    python make_tiny_model.py --d-model 32 --layers 1 --heads 2     # even smaller, nothing saved
 
-Library use (``sys.path`` holding this file's folder)::
-
-    from make_tiny_model import TinyLM, CharTokenizer, make_corpus, DEFAULT_CONFIG
+    from make_tiny_model import TinyLM, CharTokenizer
     model = TinyLM.from_dir("/tmp/tiny"); tok = CharTokenizer.load("/tmp/tiny/tokenizer.json")
 
 Example output (2-core cloud VM, torch 2.13.0+cpu)::
 
     $ python scripts/debug/make_tiny_model.py --out /tmp/tiny --train-steps 200
     # make_tiny_model.py: 72,960 parameters, vocab 28 characters, 2000 sentences; config {"vocab_size": 28, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "max_seq_len": 64, "dropout": 0.0, "seed": 0}
-    # sample: 'every fish sees one fish .' -> [2, 10, 25, 10, 21, 27, 4, 11, 14, 22, 13, 4]...
     step     1  loss 3.331
-    step    25  loss 2.503
-    step    50  loss 1.750
-    step    75  loss 1.390
     step   100  loss 1.215
-    step   125  loss 0.971
-    step   150  loss 0.706
-    step   175  loss 0.565
     step   200  loss 0.487
     # wrote config.json, model.pt, tokenizer.json, data.txt to /tmp/tiny
-    # done in 6.4 s
+
+Exit status: 0 done, 1 failure, 2 usage, 130 interrupted (after writing what was trained so far).
 """
 
 from __future__ import annotations

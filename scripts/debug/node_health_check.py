@@ -1,86 +1,32 @@
 #!/usr/bin/env python
 """node_health_check.py: check one GPU node's health and print a pass/warn/fail table.
 
-What it checks
---------------
 Run it on a node before you give it a job (a Slurm prolog, a burn-in script) or after a job died
-there. Each check reads one documented source and ends as ``pass``, ``warn``, ``fail`` or
-``skip`` (could not be checked here), per GPU:
+there. It reads ``nvidia-smi -q -x`` (or NVML with ``--nvml``), the kernel log (``dmesg``, else
+``journalctl -k``) and ``nvidia-smi nvlink -s``, or saved copies of them, and checks each GPU:
+the GPU count (``--expect-gpus``), uncorrectable ECC errors, pending or failed row remaps,
+hardware clock slowdowns, the temperature (C) against the GPU's own slowdown threshold, the PCIe
+link width and generation, active NVLink links, and the Xid codes in the kernel log. Each check
+ends ``pass``, ``warn``, ``fail`` or ``skip``; the Debugging chapter ("A one-node health check")
+gives every rule. It needs no torch and no GPU memory.
 
-===========  ==========================================================================================
-check        field read, and the rule
-===========  ==========================================================================================
-gpu_count    number of ``<gpu>`` elements in ``nvidia-smi -q -x``; fail below ``--expect-gpus``; fail
-             when nvidia-smi says "Unable to determine the device handle" or "GPU is lost" (a GPU
-             that fell off the bus, Xid 79)
-ecc          ``ecc_errors/volatile`` uncorrectable counts (``dram_uncorrectable``,
-             ``sram_uncorrectable*``; ``double_bit/total`` on older drivers): fail above 0 (errors
-             since the last driver load); ``ecc_errors/aggregate`` uncorrectable above 0: warn (the
-             GPU's lifetime history); ``ecc_mode/current_ecc`` Disabled: warn
-row_remap    ``remapped_rows/remapped_row_pending`` Yes: fail, the GPU needs a reset before the
-             repair takes effect; ``remapped_row_failure`` Yes: fail, the GPU qualifies for RMA (NVIDIA,
-             GPU Memory Error Management, "Row-Remapping" and "Error Recovery and Response Flags");
-             on pre-Ampere GPUs ``retired_pages/pending_retirement`` Yes: fail
-clocks       ``clocks_event_reasons`` (``clocks_throttle_reasons`` before driver 535): HW slowdown, HW
-             thermal slowdown or HW power brake Active: fail (NVML, nvmlClocksEventReasons: HW slowdown
-             cuts clocks by half or more); SW thermal slowdown Active: warn; GPU idle, applications
-             clocks setting, SW power cap, sync boost: fine
-temperature  ``temperature/gpu_temp`` against the GPU's own ``gpu_temp_slow_threshold`` in the same
-             XML: fail at or above it, warn within 5 C of it; skip when the driver reports only
-             T.Limit-relative values
-pcie         ``pci/pci_gpu_link_info``: ``current_link_width`` below ``max_link_width``: fail (a lane
-             or a riser lost); ``current_link_gen`` below the max the GPU and host both support: warn
-             when the GPU is idle (GPUs drop the link speed to save power at idle), fail under load;
-             live runs cross-check ``/sys/bus/pci/devices/BDF/current_link_width``
-nvlink       ``nvidia-smi nvlink -s``: a GPU with fewer active links than the node's best GPU: fail
-             (a link reporting ``<inactive>`` on an NVLink/NVSwitch board)
-xid          kernel log lines ``NVRM: Xid (PCI:BDF): CODE, ...`` (``dmesg``, else ``journalctl -k``):
-             each code named from NVIDIA's Xid catalog (map below, kept equal to
-             data/debug/xid_errors.yml by a test); hardware and reset-needing codes fail, codes that
-             are usually the application's warn
-===========  ==========================================================================================
-
-GPU indices are nvidia-smi's (the order of ``<gpu>`` elements, by PCI bus id), not minor numbers.
-The kernel log goes back to boot: an Xid there may predate the last GPU reset. The NVML path
-(``--nvml``, needs the optional ``nvidia-ml-py`` package) reads the same fields through pynvml.
-
-Launch (one process per node; it needs no GPU memory and no torch)::
+Launch (one process per node; under srun, one task per node)::
 
     python node_health_check.py --expect-gpus 8
     python node_health_check.py --expect-gpus 8 --json health-$(hostname).json
-    srun --ntasks-per-node=1 python node_health_check.py --expect-gpus 8     # every node of a job
-    python node_health_check.py --nvidia-smi-xml saved.xml --dmesg saved-dmesg.txt   # saved outputs
+    srun --ntasks-per-node=1 python node_health_check.py --expect-gpus 8
+    python node_health_check.py --nvidia-smi-xml saved.xml --dmesg saved-dmesg.txt
 
-There is no torchrun form: the checks are per node, not per rank (under srun, one task per node).
+Example output (test fixture: an 8-GPU H100 node with a pending row remap; abridged)::
 
-Exit status: 0 when every check passes or only warns (healthy), 3 when a check fails (the node
-is unhealthy: the finding), 1 when the GPUs cannot be checked at all (no nvidia-smi and no NVML,
-nvidia-smi timed out; ``--allow-no-gpu`` makes a node without GPUs pass), 2 on bad arguments or
-unreadable saved outputs, 130/143 when interrupted; one line ``node_health_check.py: error: ...``
-on stderr, with the traceback only under ``--debug``.
-
-Example output (test fixtures, synthetic: an 8-GPU H100 node with a pending row remap, Xid 63/94 and
-one NVLink down; the host name is changed)::
-
-    $ python scripts/debug/node_health_check.py --expect-gpus 8 \\
-          --nvidia-smi-xml tests/debug/fixtures/nvidia-smi/h100x8-ecc-remap.xml \\
-          --dmesg tests/debug/fixtures/dmesg/xid-94.txt \\
-          --nvlink-status tests/debug/fixtures/nvlink/h100x8-link-down.txt
     # node_health_check.py on node17: 8 GPU(s), driver 535.183.06; source tests/debug/fixtures/nvidia-smi/h100x8-ecc-remap.xml
     CHECK         GPU  BUS ID        STATUS DETAIL
-    gpu_count       -  -             pass   8 GPUs (NVIDIA H100 80GB HBM3), as expected
-    ecc             3  0000:5d:00.0  fail   2 uncorrectable ECC errors since the driver loaded (volatile); 2 over the GPU's life
-    ecc          rest  -             pass   7 GPUs: no uncorrectable ECC errors
     row_remap       3  0000:5d:00.0  fail   row remap pending: reset the GPU (nvidia-smi -r) or reboot before new work
-    row_remap    rest  -             pass   7 GPUs: nothing pending, no failure
-    clocks        all  -             pass   8 GPUs: e.g. active reasons: sw_power_cap
-    temperature   all  -             pass   8 GPUs: e.g. 58 C (slowdown at 89 C)
-    pcie          all  -             pass   8 GPUs: x16 gen 5, at its max
     nvlink          4  0000:9a:00.0  fail   17 of 18 links active, other GPUs have 18: a link is down
-    nvlink       rest  -             pass   7 GPUs: 18 links active
-    xid             3  0000:5d:00.0  warn   Xid 63 (INFOROM_DRAM_RETIREMENT_EVENT) x1
-    xid             3  0000:5d:00.0  warn   Xid 94 (ROBUST_CHANNEL_CONTAINED_ERROR) x1
     UNHEALTHY: 3 failed, 2 warnings; first: GPU 3 (0000:5d:00.0) ecc: 2 uncorrectable ECC errors since the driver loaded (volatile); 2 over the GPU's life
+
+Exit status: 0 healthy (warnings allowed), 3 a check failed, 1 the GPUs cannot be checked at all,
+2 usage or unreadable saved outputs, 130/143 interrupted.
 """
 
 from __future__ import annotations
@@ -355,6 +301,50 @@ def sysfs_link(bus_id: str, root: str = "/sys/bus/pci/devices") -> tuple[float |
     return values[0], values[1]
 
 
+def read_saved(opts) -> dict[str, str]:
+    """The saved outputs named by --nvidia-smi-xml, --dmesg and --nvlink-status, read now and once
+    (a pipe such as ``<(nvidia-smi -q -x)`` cannot be read twice), keyed by option."""
+    saved: dict[str, str] = {}
+    for option, path in (("--nvidia-smi-xml", opts.nvidia_smi_xml), ("--dmesg", opts.dmesg),
+                         ("--nvlink-status", opts.nvlink_status)):
+        if path:
+            saved[option] = read_input(path, option, wait_s=opts.timeout_s).decode("utf-8", "replace")
+    return saved
+
+
+def gather_gpus(opts, saved: dict[str, str]) -> tuple[dict, list[dict], list[str], bool]:
+    """(driver info, GPUs, nvidia-smi's lines about GPUs it cannot reach, no driver at all) from
+    NVML, a saved nvidia-smi XML or a live nvidia-smi run."""
+    lost: list[str] = []
+    info, gpus, no_gpu = {}, [], False
+    if opts.nvml:
+        info, gpus = gather_nvml()
+    elif opts.nvidia_smi_xml:
+        text = saved["--nvidia-smi-xml"]
+        lost = [m.group(0).strip() for m in LOST_LINE.finditer(text)]
+        info, gpus = parse_nvidia_smi_xml(text, f"--nvidia-smi-xml {opts.nvidia_smi_xml}")
+    else:
+        res = run_tool(["nvidia-smi", "-q", "-x"], opts.timeout_s)
+        if res is None and not opts.allow_no_gpu:
+            raise ScriptError("nvidia-smi not found and --nvml not given: cannot check the GPUs "
+                              "(on a CPU-only node add --allow-no-gpu)")
+        if res is None:
+            no_gpu = True
+        else:
+            rc, out, err = res
+            lost = [m.group(0).strip() for m in LOST_LINE.finditer(out + err)]
+            if "<nvidia_smi_log" in out:
+                info, gpus = parse_nvidia_smi_xml(out, "nvidia-smi -q -x")
+            elif lost:
+                pass                                     # every GPU unreachable: reported below
+            elif opts.allow_no_gpu:
+                no_gpu = True
+            else:
+                first = (err.strip() or out.strip() or f"exit status {rc}").splitlines()[0]
+                raise ScriptError(f"nvidia-smi -q -x failed: {first}")
+    return info, gpus, lost, no_gpu
+
+
 # --- checks ---------------------------------------------------------------------------------
 
 def row(check: str, status: str, detail: str, gpu: dict | None = None) -> dict:
@@ -497,6 +487,35 @@ def check_xid(gpus: list[dict], log: str | None, why: str) -> list[dict]:
     return rows
 
 
+def run_checks(opts, saved: dict[str, str], gpus: list[dict], lost: list[str], no_gpu: bool) -> list[dict]:
+    """Every check's rows: the count and each GPU's own checks, NVLink, then the kernel log's Xids."""
+    rows: list[dict] = []
+    if no_gpu:
+        rows.append(row("gpu_count", "pass", "no NVIDIA driver on this node (--allow-no-gpu)"))
+    else:
+        rows += check_count(gpus, opts.expect_gpus, lost)
+        for gpu in gpus:
+            if gpu["pcie_width"] is None and not opts.nvidia_smi_xml:
+                cur, top = sysfs_link(gpu["bus_id"])         # older drivers: read the link from /sys
+                if cur is not None and top is not None:
+                    gpu["pcie_width"], gpu["pcie_width_max"] = cur, top
+            rows += check_gpu(gpu)
+        # NVLink
+        if opts.nvlink_status:
+            rows += check_nvlink(gpus, parse_nvlink_status(saved["--nvlink-status"]), "")
+        elif opts.nvidia_smi_xml or not gpus:
+            rows += check_nvlink(gpus, None, "no --nvlink-status file given with saved outputs")
+        else:
+            res = run_tool(["nvidia-smi", "nvlink", "-s"], opts.timeout_s)
+            if res is None or res[0] != 0:
+                rows += check_nvlink(gpus, None, "nvidia-smi nvlink -s did not run")
+            else:
+                rows += check_nvlink(gpus, parse_nvlink_status(res[1]), "")
+    log, why = read_kernel_log((opts.dmesg, saved["--dmesg"]) if opts.dmesg else None, opts.timeout_s)
+    rows += check_xid(gpus, log, why)
+    return rows
+
+
 # --- output ---------------------------------------------------------------------------------
 
 def verdict_of(rows: list[dict]) -> str:
@@ -527,6 +546,32 @@ def format_table(rows: list[dict], n_gpus: int) -> list[str]:
     return lines
 
 
+def print_report(opts, rows: list[dict], gpus: list[dict], info: dict, source: str) -> int:
+    """The table and the verdict line on stdout, the JSON with --json; the exit status."""
+    verdict = verdict_of(rows)
+    host = socket.gethostname()
+    print(f"# {PROG} on {host}: {len(gpus)} GPU(s), driver {info.get('driver_version') or '?'}; "
+          f"source {source}")
+    for line in format_table(rows, len(gpus)):
+        print(line)
+    fails = [r for r in rows if r["status"] == "fail"]
+    warns = [r for r in rows if r["status"] == "warn"]
+    if fails:
+        first = fails[0]
+        where = "" if first["gpu"] is None and not first["bus_id"] else \
+            f"GPU {'?' if first['gpu'] is None else first['gpu']} ({first['bus_id']}) "
+        print(f"UNHEALTHY: {len(fails)} failed, {len(warns)} warnings; first: {where}{first['check']}: {first['detail']}")
+    else:
+        print(f"HEALTHY: {len(warns)} warnings")
+    if opts.json:
+        report = {"schema": SCHEMA, "host": host, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                  "source": source, "driver_version": info.get("driver_version"), "verdict": verdict,
+                  "gpus": [{k: g[k] for k in ("index", "bus_id", "name", "uuid")} for g in gpus],
+                  "checks": rows}
+        write_atomic(opts.json, json.dumps(report, indent=1) + "\n")
+    return EXIT_FINDING if verdict == "unhealthy" else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Check one GPU node's health (ECC, row remapping, "
                                 "clocks, temperature, PCIe, NVLink, Xid) and print a pass/warn/fail table.")
@@ -552,11 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     inputs = [p for p in (opts.nvidia_smi_xml, opts.dmesg, opts.nvlink_status) if p]
-    saved: dict[str, str] = {}
-    for option, path in (("--nvidia-smi-xml", opts.nvidia_smi_xml), ("--dmesg", opts.dmesg),
-                         ("--nvlink-status", opts.nvlink_status)):
-        if path:  # read now, once: a pipe (`<(nvidia-smi -q -x)`) cannot be read twice
-            saved[option] = read_input(path, option, wait_s=opts.timeout_s).decode("utf-8", "replace")
+    saved = read_saved(opts)
     if opts.nvml and opts.nvidia_smi_xml:
         raise ScriptError("--nvml and --nvidia-smi-xml both name the GPU source; give one", EXIT_USAGE)
     if opts.json:
@@ -566,81 +607,10 @@ def main(argv: list[str] | None = None) -> int:
         raise ScriptError("terminated (SIGTERM)", 143)
     signal.signal(signal.SIGTERM, on_term)
 
-    rows: list[dict] = []
-    lost: list[str] = []
     source = opts.nvidia_smi_xml or ("NVML" if opts.nvml else "nvidia-smi -q -x")
-    info, gpus, no_gpu = {}, [], False
-    if opts.nvml:
-        info, gpus = gather_nvml()
-    elif opts.nvidia_smi_xml:
-        text = saved["--nvidia-smi-xml"]
-        lost = [m.group(0).strip() for m in LOST_LINE.finditer(text)]
-        info, gpus = parse_nvidia_smi_xml(text, f"--nvidia-smi-xml {opts.nvidia_smi_xml}")
-    else:
-        res = run_tool(["nvidia-smi", "-q", "-x"], opts.timeout_s)
-        if res is None and not opts.allow_no_gpu:
-            raise ScriptError("nvidia-smi not found and --nvml not given: cannot check the GPUs "
-                              "(on a CPU-only node add --allow-no-gpu)")
-        if res is None:
-            no_gpu = True
-        else:
-            rc, out, err = res
-            lost = [m.group(0).strip() for m in LOST_LINE.finditer(out + err)]
-            if "<nvidia_smi_log" in out:
-                info, gpus = parse_nvidia_smi_xml(out, "nvidia-smi -q -x")
-            elif lost:
-                pass                                     # every GPU unreachable: reported below
-            elif opts.allow_no_gpu:
-                no_gpu = True
-            else:
-                first = (err.strip() or out.strip() or f"exit status {rc}").splitlines()[0]
-                raise ScriptError(f"nvidia-smi -q -x failed: {first}")
-    if no_gpu:
-        rows.append(row("gpu_count", "pass", "no NVIDIA driver on this node (--allow-no-gpu)"))
-    else:
-        rows += check_count(gpus, opts.expect_gpus, lost)
-        for gpu in gpus:
-            if gpu["pcie_width"] is None and not opts.nvidia_smi_xml:
-                cur, top = sysfs_link(gpu["bus_id"])         # older drivers: read the link from /sys
-                if cur is not None and top is not None:
-                    gpu["pcie_width"], gpu["pcie_width_max"] = cur, top
-            rows += check_gpu(gpu)
-        # NVLink
-        if opts.nvlink_status:
-            rows += check_nvlink(gpus, parse_nvlink_status(saved["--nvlink-status"]), "")
-        elif opts.nvidia_smi_xml or not gpus:
-            rows += check_nvlink(gpus, None, "no --nvlink-status file given with saved outputs")
-        else:
-            res = run_tool(["nvidia-smi", "nvlink", "-s"], opts.timeout_s)
-            if res is None or res[0] != 0:
-                rows += check_nvlink(gpus, None, "nvidia-smi nvlink -s did not run")
-            else:
-                rows += check_nvlink(gpus, parse_nvlink_status(res[1]), "")
-    log, why = read_kernel_log((opts.dmesg, saved["--dmesg"]) if opts.dmesg else None, opts.timeout_s)
-    rows += check_xid(gpus, log, why)
-
-    verdict = verdict_of(rows)
-    host = socket.gethostname()
-    print(f"# {PROG} on {host}: {len(gpus)} GPU(s), driver {info.get('driver_version') or '?'}; "
-          f"source {source}")
-    for line in format_table(rows, len(gpus)):
-        print(line)
-    fails = [r for r in rows if r["status"] == "fail"]
-    warns = [r for r in rows if r["status"] == "warn"]
-    if fails:
-        first = fails[0]
-        where = "" if first["gpu"] is None and not first["bus_id"] else \
-            f"GPU {'?' if first['gpu'] is None else first['gpu']} ({first['bus_id']}) "
-        print(f"UNHEALTHY: {len(fails)} failed, {len(warns)} warnings; first: {where}{first['check']}: {first['detail']}")
-    else:
-        print(f"HEALTHY: {len(warns)} warnings")
-    if opts.json:
-        report = {"schema": SCHEMA, "host": host, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                  "source": source, "driver_version": info.get("driver_version"), "verdict": verdict,
-                  "gpus": [{k: g[k] for k in ("index", "bus_id", "name", "uuid")} for g in gpus],
-                  "checks": rows}
-        write_atomic(opts.json, json.dumps(report, indent=1) + "\n")
-    return EXIT_FINDING if verdict == "unhealthy" else EXIT_OK
+    info, gpus, lost, no_gpu = gather_gpus(opts, saved)
+    rows = run_checks(opts, saved, gpus, lost, no_gpu)
+    return print_report(opts, rows, gpus, info, source)
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---

@@ -1,52 +1,31 @@
 #!/usr/bin/env python
 """print_rank_ordered.py: print from many ranks without interleaved lines, optionally in rank order.
 
-The problem
------------
-Every rank of a distributed job writes to the same terminal or log file. Two ranks printing
-multi-line messages at the same time produce lines (and sometimes half-lines) mixed together, and
-the order changes from run to run. Two helpers fix it:
+Every rank of a job writes to the same terminal or log, and two ranks printing multi-line messages
+at once mix their lines. Two helpers fix it. ``print_locked(*args)`` (any rank, any time, no
+collective) holds an exclusive ``fcntl.flock`` on ``--lock-file`` (default: this script's own
+path) while it writes, so each message comes out whole. ``print_rank_ordered(text)`` is a
+collective that every rank must call: rank 0 gathers the texts and prints them in rank order. The
+demo prints a multi-line message from every rank with plain ``print``, ``print_locked`` and
+``print_rank_ordered``.
 
-* ``print_locked(*args)`` - any rank, any time, no collective: takes an exclusive ``fcntl.flock`` on
-  a lock file (shared by the ranks of one node: ``--lock-file``, default this script's own path)
-  while it writes and flushes. Messages come out whole, in the order the ranks got the lock.
-  POSIX only (``fcntl``); ranks on different nodes write to different terminals anyway.
-* ``print_rank_ordered(text)`` - a collective (every rank must call it): ``gather_object`` sends
-  every rank's text to rank 0, which prints them in rank order, each under a ``[rank R]`` header.
-  Deterministic output, at the cost of a collective (don't call it from only some ranks: that is
-  the hang of hanging_collective.py).
-
-The demo prints a multi-line message from every rank three ways: plain ``print`` (may interleave),
-``print_locked`` and ``print_rank_ordered``.
-
-How to launch
--------------
-::
+How to launch (library use: copy the two functions, or import them from this file)::
 
     torchrun --standalone --nproc-per-node 4 print_rank_ordered.py
     torchrun --standalone --nproc-per-node 4 print_rank_ordered.py --lines 3 --only ordered
 
-Library use: copy the two functions, or ``from print_rank_ordered import print_locked,
-print_rank_ordered`` with this file on ``sys.path``.
-
-Exit status: 0 done; 2 for a bad option, an unreadable ``--lock-file`` or a launcher variable
-(RANK, WORLD_SIZE, MASTER_PORT, SLURM_PROCID, SLURM_NTASKS) that is not an integer or out of range;
-1 when a rank cannot reach MASTER_ADDR:MASTER_PORT within about ``--timeout-s`` (one line naming the
-address) or a collective fails. ``--debug`` adds the traceback to the one-line error.
-
 Example output (2 ranks, 2-core cloud VM, torch 2.13.0+cpu, gloo)::
 
-    $ torchrun --standalone --nproc-per-node 2 scripts/debug/print_rank_ordered.py --only ordered
+    $ torchrun --standalone --nproc-per-node 2 scripts/debug/print_rank_ordered.py --only ordered --lines 2
     [rank 0]
-      rank 0 of 2 on vm: line 1 of 4
-      rank 0 of 2 on vm: line 2 of 4
-      rank 0 of 2 on vm: line 3 of 4
-      rank 0 of 2 on vm: line 4 of 4
+      rank 0 of 2 on vm: line 1 of 2
+      rank 0 of 2 on vm: line 2 of 2
     [rank 1]
-      rank 1 of 2 on vm: line 1 of 4
-      rank 1 of 2 on vm: line 2 of 4
-      rank 1 of 2 on vm: line 3 of 4
-      rank 1 of 2 on vm: line 4 of 4
+      rank 1 of 2 on vm: line 1 of 2
+      rank 1 of 2 on vm: line 2 of 2
+
+Exit status: 0 done, 1 a rank cannot reach MASTER_ADDR:MASTER_PORT or a collective failed,
+2 usage (an option, the --lock-file, a launcher variable), 130/143 interrupted.
 """
 
 from __future__ import annotations

@@ -1,46 +1,27 @@
 #!/usr/bin/env python
 """rank_line_tracer.py: record which line of your script each rank executes, to see where each rank is stuck.
 
-What it does
-------------
-Runs a Python script (``runpy``, as ``python script.py args`` would) with ``sys.settrace``
-installed, and appends one line per executed source line of the traced files to
-``OUT/rank<R>.trace`` (R from RANK or SLURM_PROCID, default 0)::
+Runs a Python script (``runpy``, as ``python script.py args`` would) under ``sys.settrace`` and
+appends each executed line of the traced files (paths containing ``--match``, default the
+script's own; library code is skipped) to ``OUT/rank<R>.trace``, line-buffered, so the file is
+current even when the process hangs or is killed. ``--show OUT`` prints the last line of every
+rank with its source text: ranks that differ there went different ways. ``--every S`` also dumps
+every thread's stack to ``OUT/rank<R>.stacks`` every S seconds (library frames too, no per-line
+cost). Tracing slows the traced Python code several-fold: use it to find a hang, not to train.
 
-    /home/me/scripts/debug/hanging_collective.py:364 main
-
-The file is line-buffered, so it is up to date even if the process hangs or is killed: after a hang,
-``python rank_line_tracer.py --show OUT`` prints the last recorded line of every rank, with the
-source text, in rank order. Ranks that differ in that column are the ones that went different
-ways. Only frames whose file path contains ``--match`` (default: the traced script's own path) are
-recorded: library code (torch, the data loader) is not, which keeps the overhead and the files
-small. Tracing still slows the matched Python code several-fold; use it to find a hang, not to
-train.
-
-``--every S`` additionally dumps every thread's full stack to ``OUT/rank<R>.stacks`` every S
-seconds with ``faulthandler.dump_traceback_later(S, repeat=True)``: no per-line cost, and it shows
-library frames too (the collective a rank is blocked in), but only the latest dump is current.
-
-Exit status: the traced script's own (``sys.exit``); 1 when it raises (one line naming the
-exception, its traceback with ``--debug``) or ``--show`` finds no trace lines; 2 for bad options, a
-missing script, an ``--out`` that cannot hold files, or a RANK/SLURM_PROCID that is not an integer.
-
-How to launch
--------------
-Put it in front of the script, under the same launcher::
+How to launch (in front of the script, under the same launcher)::
 
     torchrun --nproc-per-node 2 rank_line_tracer.py --out traces -- train.py --lr 1e-3
     srun python rank_line_tracer.py --out traces --every 30 -- train.py
     python rank_line_tracer.py --show traces          # while it hangs, or after
 
-Example output (2-core cloud VM, torch 2.13.0+cpu; the job is scripts/debug/hanging_collective.py,
-shown while it hangs)::
+Example output (2-core cloud VM; the job is scripts/debug/hanging_collective.py, while it hangs)::
 
-    $ torchrun --standalone --nproc-per-node 2 scripts/debug/rank_line_tracer.py --out /tmp/tr -- \\
-          scripts/debug/hanging_collective.py --timeout-s 30 &
     $ python scripts/debug/rank_line_tracer.py --show /tmp/tr
-    rank 0: hanging_collective.py:364 in main: dist.all_reduce(t)
-    rank 1: hanging_collective.py:367 in main: dist.broadcast(t, src=1)
+    rank 0: hanging_collective.py:316 in main: dist.all_reduce(t)
+    rank 1: hanging_collective.py:319 in main: dist.broadcast(t, src=1)
+
+Exit status: the traced script's own; 1 when it raises or --show finds no trace lines; 2 usage.
 """
 
 from __future__ import annotations

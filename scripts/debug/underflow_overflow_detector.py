@@ -1,70 +1,33 @@
 #!/usr/bin/env python
 """underflow_overflow_detector.py: find the first module whose numbers become Inf/NaN or leave a dtype's range.
 
-What it does
-------------
-``OverflowDetector(model)`` registers a forward hook on every submodule. After each module runs, the
-hook looks at the module's floating-point outputs (and, once per step, its own parameters) and
-flags the first of:
+``OverflowDetector(model)`` puts a forward hook on every submodule and flags the first module whose
+floating-point output (or, once per step, parameter) holds a NaN, an Inf, or a finite value above
+the largest finite value of a *range dtype* (``--range-dtype``, default float16: 65504), or, with
+``underflow_frac``, too many values below its smallest normal number. Modules run in forward order,
+so the first flag names the module where the trouble starts, with the step, the batch and the
+largest magnitudes |x| of the modules run just before it.
 
-* ``nan`` / ``inf``     - a non-finite element;
-* ``overflow``          - a finite element whose magnitude exceeds the largest finite value of the
-  *range dtype* (``--range-dtype``, default float16: 65504), i.e. a value that would become Inf if
-  this tensor were cast to, or computed in, that dtype;
-* ``underflow`` (only with ``underflow_frac``) - the fraction of non-zero elements whose magnitude
-  is below the range dtype's smallest normal number exceeds ``underflow_frac`` (those values lose
-  precision, and below the smallest subnormal become 0).
-
-Modules run in forward order, so the first flag names the module where the trouble *starts*, not
-the loss at the end where it is usually noticed. The report gives the module's qualified name
-(as in ``model.named_modules()``), the tensor (``output``, ``output[1]``, ``weight``...), the
-kind, the largest magnitude seen, and the training step and batch index (``detector.step`` counts
-calls of ``detector.next_step()``; ``batch`` counts forward calls of the root model). It also keeps
-the last ``trail`` modules' largest magnitudes, to show how values grew on the way there.
-
-The dtype limits are torch.finfo's (float16: max 65504, smallest normal 2**-14 ~ 6.1e-05;
-bfloat16: max ~3.39e38, smallest normal ~1.18e-38; IEEE 754 binary16 / bfloat16 formats).
-
-Use as a library::
+Use it as a library::
 
     from underflow_overflow_detector import OverflowDetector
     det = OverflowDetector(model, range_dtype=torch.float16, raise_on_detect=True)
-    for step, batch in enumerate(loader):
-        det.next_step()
-        loss = model(batch).mean()   # raises OverflowDetected at the first bad module
-        ...
-    det.remove()
+    det.next_step()                   # once per step; a bad forward raises OverflowDetected
 
-or run the demo, which trains a small MLP-in-blocks model and, at ``--inject-step``, multiplies the
-weight of ``--inject-module`` by ``--inject-scale`` so that its output leaves the range::
+or run the demo, which scales one module's weight at ``--inject-step``::
 
     python underflow_overflow_detector.py --inject-module blocks.2.fc1 --inject-step 3
-    python underflow_overflow_detector.py --list-modules
-    python underflow_overflow_detector.py --dtype bfloat16 --range-dtype bfloat16 --inject-scale 1e38
-
-Options: ``--dtype`` (the compute dtype of the demo model), ``--range-dtype``, ``--steps``,
-``--inject-module``, ``--inject-step``, ``--inject-scale``, ``--json PATH`` (the report), ``--seed``.
-Exit status: 0 when nothing was detected, 3 when a problem was detected (the finding), 2 on bad
-arguments (checked before anything runs: an injection after the last step, an unknown module, an
-unwritable ``--json``), 1 on any other failure; one line ``underflow_overflow_detector.py: error:
-...`` on stderr, with the traceback only under ``--debug``.
 
 Example output (2-core cloud VM, torch 2.13.0+cpu)::
 
-    $ python scripts/debug/underflow_overflow_detector.py --inject-module blocks.2.fc1 --inject-step 3
-    # underflow_overflow_detector.py: 4 blocks, compute dtype float32, range dtype float16 (max 6.55e+04), torch 2.13.0+cpu
-    step 1: loss 1.131
-    step 2: loss 0.3111
     step 3: scaled blocks.2.fc1.weight by 100000
     step 3: loss 8.068e+07
     DETECTED step 3 batch 3: overflow in module 'blocks.2.fc1' (Linear) output, max |x| = 1.916e+05 (range dtype float16, max 6.55e+04)
       modules run just before it (name, max |output|):
-        blocks.1.act         1.749
-        blocks.1.fc2         0.6196
-        blocks.1             1.672
         blocks.2.norm        2.515
         blocks.2.fc1         1.916e+05
-      later in the same forward: blocks.2.act, blocks.2.fc2, blocks.2, blocks.3
+
+Exit status: 0 nothing detected, 3 a detection, 1 failure, 2 usage.
 """
 
 from __future__ import annotations
@@ -210,6 +173,82 @@ class OverflowDetector:
                 self._record(name, module, label, kind, abs_max)
 
 
+def demo_model(blocks: int, dtype):
+    """The demo's model, 32 wide: an input layer, ``blocks`` pre-norm MLP blocks (LayerNorm, fc1,
+    GELU, fc2, a residual) and a head."""
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self, d: int):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.fc1 = nn.Linear(d, 4 * d)
+            self.act = nn.GELU()
+            self.fc2 = nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+    class Model(nn.Module):
+        def __init__(self, d: int, n: int):
+            super().__init__()
+            self.embed = nn.Linear(16, d)
+            self.blocks = nn.ModuleList(Block(d) for _ in range(n))
+            self.head = nn.Linear(d, 1)
+
+        def forward(self, x):
+            x = self.embed(x)
+            for b in self.blocks:
+                x = b(x)
+            return self.head(x)
+
+    return Model(32, blocks).to(dtype)
+
+
+def train_demo(args, model, modules: dict, det: OverflowDetector, dtype) -> None:
+    """The demo's SGD steps on random data, scaling --inject-module's weight by --inject-scale at
+    --inject-step; it stops after the step of the first detection."""
+    import torch
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    data = torch.randn(args.steps, 8, 16, dtype=dtype)
+    target = torch.randn(args.steps, 8, 1, dtype=dtype)
+    print(f"# {PROG}: {args.blocks} blocks, compute dtype {args.dtype}, range dtype "
+          f"{args.range_dtype} (max {det.max:.4g}), torch {torch.__version__}")
+    for step in range(args.steps):
+        det.next_step()
+        if args.inject_module and det.step == args.inject_step:
+            with torch.no_grad():
+                modules[args.inject_module].weight.mul_(args.inject_scale)
+            print(f"step {det.step}: scaled {args.inject_module}.weight by {args.inject_scale:g}")
+        loss = ((model(data[step]) - target[step]) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print(f"step {det.step}: loss {loss.item():.4g}")
+        if det.first:
+            break
+
+
+def report(args, det: OverflowDetector) -> int:
+    """The first detection and the trail before it on stdout, the detections in --json; the exit
+    status."""
+    if det.first:
+        print("DETECTED " + format_report(det.first))
+        print("  modules run just before it (name, max |output|):")
+        for name, value in det.first["trail"]:
+            print(f"    {name:20s} {value:.4g}")
+        later = [d["module"] for d in det.detections[1:]]
+        if later:
+            print(f"  later in the same forward: {', '.join(later)}")
+    else:
+        print("no Inf/NaN or out-of-range values detected")
+    if args.json:
+        write_atomic(args.json, json.dumps({"first": det.first, "detections": det.detections,
+                                            "range_dtype": args.range_dtype,
+                                            "dtype": args.dtype}, indent=1) + "\n")
+    return EXIT_FINDING if det.first else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Demo of OverflowDetector: train a small model, inject an "
@@ -245,36 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         check_output(args.json, "--json")
 
     import torch
-    import torch.nn as nn
 
     torch.manual_seed(args.seed)
     dtype = getattr(torch, args.dtype)
-
-    class Block(nn.Module):
-        def __init__(self, d: int):
-            super().__init__()
-            self.norm = nn.LayerNorm(d)
-            self.fc1 = nn.Linear(d, 4 * d)
-            self.act = nn.GELU()
-            self.fc2 = nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            return x + self.fc2(self.act(self.fc1(self.norm(x))))
-
-    class Model(nn.Module):
-        def __init__(self, d: int, n: int):
-            super().__init__()
-            self.embed = nn.Linear(16, d)
-            self.blocks = nn.ModuleList(Block(d) for _ in range(n))
-            self.head = nn.Linear(d, 1)
-
-        def forward(self, x):
-            x = self.embed(x)
-            for b in self.blocks:
-                x = b(x)
-            return self.head(x)
-
-    model = Model(32, args.blocks).to(dtype)
+    model = demo_model(args.blocks, dtype)
     modules = dict(model.named_modules())
     if args.list_modules:
         for name, m in modules.items():
@@ -288,40 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--inject-module: module {args.inject_module!r} has no weight to scale")
 
     det = OverflowDetector(model, range_dtype=getattr(torch, args.range_dtype))
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    data = torch.randn(args.steps, 8, 16, dtype=dtype)
-    target = torch.randn(args.steps, 8, 1, dtype=dtype)
-    print(f"# {PROG}: {args.blocks} blocks, compute dtype {args.dtype}, range dtype "
-          f"{args.range_dtype} (max {det.max:.4g}), torch {torch.__version__}")
-    for step in range(args.steps):
-        det.next_step()
-        if args.inject_module and det.step == args.inject_step:
-            with torch.no_grad():
-                modules[args.inject_module].weight.mul_(args.inject_scale)
-            print(f"step {det.step}: scaled {args.inject_module}.weight by {args.inject_scale:g}")
-        loss = ((model(data[step]) - target[step]) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        print(f"step {det.step}: loss {loss.item():.4g}")
-        if det.first:
-            break
+    train_demo(args, model, modules, det, dtype)
     det.remove()
-    if det.first:
-        print("DETECTED " + format_report(det.first))
-        print("  modules run just before it (name, max |output|):")
-        for name, value in det.first["trail"]:
-            print(f"    {name:20s} {value:.4g}")
-        later = [d["module"] for d in det.detections[1:]]
-        if later:
-            print(f"  later in the same forward: {', '.join(later)}")
-    else:
-        print("no Inf/NaN or out-of-range values detected")
-    if args.json:
-        write_atomic(args.json, json.dumps({"first": det.first, "detections": det.detections,
-                                            "range_dtype": args.range_dtype,
-                                            "dtype": args.dtype}, indent=1) + "\n")
-    return EXIT_FINDING if det.first else 0
+    return report(args, det)
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
