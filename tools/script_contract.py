@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["sync"])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a script is out of date")
     parser.add_argument("paths", nargs="*", type=Path, help="scripts (default: every scripts/**/*.py)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # `sync --check PATH ...` as well as `sync PATH --check`
     stale = []
     for path in args.paths or scripts():
         text = path.read_text(encoding="utf-8")
