@@ -1,27 +1,15 @@
 #!/usr/bin/env python
 """capture_env.py: record what a training run ran on, as one JSON file next to the run's outputs.
 
-What it records
----------------
-* ``versions``: Python, PyTorch, and when torch has them the CUDA runtime it was built with, cuDNN
-  and NCCL; plus the installed version of any distribution named with ``--packages``
-  (``None`` when not installed);
-* ``git``: for the repository holding the code (``--repo``, default: the current directory) the
-  commit, the branch (``None`` on a detached HEAD), whether the working tree is dirty (uncommitted
-  changes to tracked files, or untracked files that git does not ignore) and the list of such
-  files (at most 50), or ``None`` with a ``git_error`` when it is not a git repository or git is
-  missing;
-* ``hardware``: host name, OS, CPU model, logical CPU count, memory (bytes, from
-  ``/proc/meminfo`` on Linux) and, when torch sees CUDA GPUs, each GPU's name, memory (bytes),
-  compute capability and multiprocessor count;
-* ``env``: launcher and library variables (``NCCL_*``, ``CUDA_*``, ``SLURM_*``, ``TORCH_*``,
-  ``PYTORCH_*``, ``OMP_*``, ``MASTER_ADDR``, ``RANK``... see ``ENV_PREFIXES``); a variable whose
-  name looks like a secret (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL, AUTH) has its value
-  replaced by ``"<redacted>"``, and credentials inside URLs (``user:pass@``) are removed;
-* ``command``: the command line (the one after ``--`` on the CLI, else ``sys.argv``), the working
-  directory and the time (UTC).
+It records the versions (Python, PyTorch and, when torch has them, its CUDA, cuDNN and NCCL, plus
+any distribution named with ``--packages``), the git state of the code (``--repo``: commit,
+branch, dirty flag and dirty files), the hardware (host, OS, CPU, memory in bytes, CUDA GPUs), the
+environment variables that change a run (``NCCL_*``, ``CUDA_*``, ``SLURM_*``, ``TORCH_*``... see
+``ENV_PREFIXES``; a name that looks like a secret gets ``"<redacted>"``, and ``user:pass@`` is cut
+out of URLs) and the command line, working directory and time (UTC). The Reproducibility chapter
+lists the keys of the JSON file.
 
-Use it from a training script (rank 0 only; it is cheap, well under a second)::
+From a training script (rank 0 only; well under a second)::
 
     import capture_env
     capture_env.write(os.path.join(run_dir, "env.json"))
@@ -30,13 +18,9 @@ or from the shell, before the run, recording the command that follows ``--`` (it
 
     python capture_env.py --json runs/42/env.json -- torchrun --nproc-per-node 8 train.py
 
-torch is imported only if it is installed (the file works in any Python 3.9+ environment).
-Exit status: 0 success; 2 bad input (``--repo`` that is not a directory, a ``--json`` that is a
-folder, a device or pipe, or lies where a file cannot be created), with a one-line
-``capture_env.py: error: ...``; 1 an unexpected failure. ``--debug`` also prints the traceback.
+torch is imported only if installed. Exit status: 0 ok, 1 failure, 2 usage (``--debug``: traceback).
 
-Example output (this book's repository on a 2-core VM without GPU; the JSON file holds the
-full record)::
+Example output (a 2-core VM without GPU)::
 
     $ python scripts/training/capture_env.py --json /tmp/env.json -- python train.py --lr 3e-4
     # capture_env.py: wrote /tmp/env.json
@@ -245,12 +229,7 @@ def summary(info: dict) -> list[str]:
             f"env: {len(info['env'])} variables recorded, {redacted} redacted"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    command = None
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, command = argv[:cut], argv[cut + 1:]
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Write versions, git state, hardware, relevant environment "
         "variables and the command line to a JSON file next to a run.",
@@ -262,6 +241,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--packages", default="", help="comma-separated distributions whose "
                    "versions to record, e.g. numpy,transformers")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = None
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1:]
+    p = build_parser()
     args = p.parse_args(argv)
     if not Path(args.repo).is_dir():
         p.error(f"--repo {args.repo}: not a directory")

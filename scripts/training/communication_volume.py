@@ -1,112 +1,32 @@
 #!/usr/bin/env python
 """communication_volume.py: bytes one GPU sends per training step, per parallelism strategy.
 
-What it computes
-----------------
-For a transformer trained with data (DP, ZeRO-1/2, ZeRO-3/FSDP), tensor (TP, with or without
-sequence parallelism SP), pipeline (PP), context (CP: ring attention or Ulysses) and expert (EP)
-parallelism, one row per collective a step issues: the collective, the ranks of its group, how
-many times a step issues it, its message size, the bytes one GPU sends for it per step, and the
-time that takes at a bus bandwidth; then the total. It is the arithmetic of the book's page
-training/model-parallelism.md (its notebook notebooks/training/communication_volume.py checks
-the same closed forms by enumerating the collectives), per GPU and per optimizer step.
-
-Bytes sent per rank by one collective of ``S`` bytes (the full buffer) over ``n`` ranks, ring
-algorithm, as in the Network chapter: all-reduce ``2(n-1)/n S``; all-gather, reduce-scatter and
-all-to-all ``(n-1)/n S``; a point-to-point send ``S``. These factors are nccl-tests' busbw
-factors (busbw = algbw x factor, algbw = S / time,
-https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md), so the time of a collective
-at a measured busbw is ``S x factor / busbw`` = bytes sent / busbw. The total time adds the rows:
-no overlap with compute or between dimensions (an upper bound on what is exposed).
-
-Symbols: Psi parameters (``--params``), L layers, h hidden size, s sequence length, b micro-batch
-(sequences), m micro-batches per step (``--grad-accum``), d, t, p, c, e the DP, TP, PP, CP, EP
-degrees; Psi_local = Psi / (t p) the parameters a DP rank holds; tokens per GPU b s / c.
-
-* DP over the d x c ranks that hold the same parameters (CP ranks hold the same weights, so
-  Megatron-LM reduces gradients over DP x CP), ZeRO paper section 7
-  (Rajbhandari et al. 2019, https://arxiv.org/abs/1910.02054): DDP (``--zero 0``) one all-reduce
-  of Psi_local gradients per step, 2(n-1)/n Psi_local B (the paper's 2 Psi); ZeRO-1 a
-  reduce-scatter of the gradients and an all-gather of the updated parameters, the same bytes;
-  ZeRO-2 the same, but the gradients are reduce-scattered after every micro-batch (DeepSpeed
-  keeps only its shard); ZeRO-3/FSDP (``--zero 3``) all-gathers each layer's parameters before
-  its forward and again before its backward and reduce-scatters its gradients, per micro-batch,
-  3(n-1)/n Psi_local B per micro-batch (the paper's 3 Psi). Gradient accumulation (m > 1) runs
-  DDP and ZeRO-1 under no_sync (one reduction per step). Expert parameters (``--expert-params``,
-  with ``--ep``) are sharded over e and reduced over the d c / e ranks that hold the same
-  experts.
-* TP, Megatron-LM (Shoeybi et al. 2019, https://arxiv.org/abs/1909.08053): per layer two
-  all-reduces in the forward pass (g after attention and after the MLP) and two in the backward
-  pass (f), each of b (s/c) h elements: 8 (t-1)/t b s h B per layer per micro-batch, L/p layers
-  per stage, m micro-batches. With SP (Korthikanti et al. 2022, https://arxiv.org/abs/2205.05198)
-  each all-reduce becomes an all-gather plus a reduce-scatter of the same size: the same bytes.
-  Activation recomputation (a second forward pass) and the embedding and loss are not counted.
-* PP, point-to-point (Narayanan et al. 2021, https://arxiv.org/abs/2104.04473, section 3.3):
-  b s h elements per micro-batch per stage boundary in each direction. An inner stage sends
-  its activation forward and its input gradient backward, 2 b s h B per micro-batch (with p = 2
-  each stage sends one of them). Every TP rank sends the whole tensor, as on the book's page;
-  Megatron-LM's scatter/gather optimization (same paper, section 4.1) would divide it by t.
-* CP ring attention (Liu et al. 2023, https://arxiv.org/abs/2310.01889): per layer, c - 1 sends
-  of a K/V block, 2 b (s/c) h_kv B, in the forward pass and c - 1 sends of K/V plus their
-  gradients (twice that) in the backward pass; h_kv = kv-heads x head dim (h without
-  grouped-query attention), divided by t when TP splits the heads. CP Ulysses (Jacobs et al.
-  2023, https://arxiv.org/abs/2309.14509): per layer, all-to-alls of Q, K, V and the output in
-  the forward pass and of their gradients in the backward pass, (c-1)/c of b (s/c) x width / t
-  each.
-* EP (the book's formula; GShard, https://arxiv.org/abs/2006.16668): per MoE layer two
-  all-to-alls forward (dispatch, combine) and two backward, each of the k routed copies of the
-  GPU's tokens, 4 k (e-1)/e x tokens x h B with uniform routing; EP ranks are carved out of
-  DP x CP, and with TP the tokens are split by SP (Megatron-LM requires it), b s / (c t).
-
-Units: decimal, 1 GB = 1e9 bytes, bus bandwidths in GBps = 1e9 bytes/s per GPU, one direction;
-times in seconds (the table shows ms or s). Inputs are assumptions: measure your busbw with
-all_reduce_bench.py or nccl-tests, and use ``--tp-busbw-GBps`` and friends where a dimension's
-links differ (TP inside the NVLink domain, DP and PP across nodes).
-
-How to launch
--------------
-Plain ``python``, standard library only, no GPU; importing it has no side effects
-(``volumes(...)`` returns the rows the CLI prints, also under Pyodide)::
+For a transformer trained with data (DDP, ZeRO-1/2, ZeRO-3/FSDP), tensor (TP, with or without
+sequence parallelism), pipeline (PP), context (CP: ring attention or Ulysses) and expert (EP)
+parallelism, it prints one row per collective a step issues (group size, calls per step, message
+size, bytes one GPU sends per step, time at a bus bandwidth) and the total. A collective of S
+bytes over n ranks sends, per rank (ring, nccl-tests' busbw factors): all-reduce 2(n-1)/n S;
+all-gather, reduce-scatter and all-to-all (n-1)/n S; send S. Time = bytes sent / busbw; the rows
+add up without overlap. The Model parallelism chapter gives each strategy's formula and source.
+Units: 1 GB = 1e9 bytes, busbw in GBps (1e9 bytes/s per GPU). Standard library only, no GPU::
 
     python communication_volume.py
     python communication_volume.py --params 7e9 --layers 32 --hidden 4096 --dp 64 --zero 3
-    python communication_volume.py --dp 8 --tp 8 --pp 8 --cp 4 --sequence-parallel --gpus 2048
-    python communication_volume.py --expert-params 40e9 --ep 8 --experts-top-k 2 --dp 64 --json -
 
-Exit status: 0 success; 2 bad input, with one line ``communication_volume.py: error: ...`` naming
-the option, before any work: a non-finite, zero, negative or non-integer number, degrees whose
-product is not ``--gpus``, a degree that does not divide what it splits (heads, layers, sequence,
-DP x CP), an option that needs a dimension that is absent, a ``--json`` path that cannot be
-written. ``--debug`` adds the traceback.
+``--json PATH`` (``-``: print it instead of the table) writes the inputs, the rows and the total.
+Exit status: 0 ok, 2 usage (refused before any work, naming the option); ``--debug``: traceback.
 
-``--json PATH`` (written atomically, before the table; ``-`` prints it instead of the table)
-holds ``tool`` "communication_volume", ``schema_version`` 1, ``inputs`` (every input, the world
-size, the bandwidth each dimension uses), ``strategies`` (the rows, with ``message_bytes``,
-``sent_bytes``, ``time_s``) and ``total`` (``sent_bytes``, ``time_s``); nothing in it depends on
-the machine or the time of the run.
-
-Example output
---------------
-The default: a 70B-class model (80 layers, hidden 8192, sequences of 4096 tokens) on 512 GPUs
-as the notebook's layout B, TP 8 inside a node over NVLink (360 GBps), PP 4 and DP 16 with
-ZeRO-1 across nodes (40 GBps per GPU), 64 micro-batches of one sequence per step::
+Example output (the defaults: a 70B-class model on 512 GPUs, TP 8 at 360 GBps, PP 4 and DP 16
+with ZeRO-1 at 40 GBps, 64 micro-batches per step; the chapter shows the whole output)::
 
     $ python scripts/training/communication_volume.py
-    # communication_volume.py: bytes one GPU sends per optimizer step (1 GB = 1e9 bytes)
-    # model: 70 B params, 80 layers, hidden 8192, seq 4096; 64 micro-batches of 1 per step
-    # layout: dp 16 x tp 8 x pp 4 = 512 GPUs, ZeRO-1
-    # sent = count x message x factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; send 1
-    # time = sent / busbw (nccl-tests' busbw factors); busbw per GPU in GBps (1e9 bytes/s); rows add up, no overlap
+    ...
     strategy  collective       ranks   count  message_GB   sent_GB  busbw_GBps       time  what
     ZeRO-1    reduce_scatter      16       1       4.375      4.10          40   102.5 ms  gradients
     ZeRO-1    all_gather          16       1       4.375      4.10          40   102.5 ms  parameters
     TP        all_reduce           8    5120     0.06711    601.30         360     1.67 s  activations
     PP        send                 4     128     0.06711      8.59          40   214.7 ms  activations and their gradients
     total                                                   618.09                 2.09 s
-
-Read it: TP moves by far the most bytes (4 all-reduces per layer per micro-batch) and needs
-NVLink; at the inter-node 40 GBps it alone would take 15 s (the notebook's layout C). DP traffic
-is fixed per step by the parameters a rank holds, Psi / (t p); PP's is small.
 """
 
 from __future__ import annotations
@@ -273,8 +193,8 @@ def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batc
     Returns one dict per collective (see ``_row``): ``strategy``, ``what``, ``collective``,
     ``ranks``, ``count`` (per step), ``message_bytes``, ``factor``, ``sent_bytes`` (per GPU per
     step: count x message x factor), ``busbw_GBps`` and ``time_s``; [] when every degree is 1.
-    The formulas and their sources are in the module docstring. Raises ValueError on a bad
-    number or a layout ``check_layout`` refuses.
+    The formulas and their sources are in the Model parallelism chapter. Raises ValueError on
+    a bad number or a layout ``check_layout`` refuses.
     """
     _positive("params", params)
     _positive("expert_params", expert_params, zero_ok=True)
@@ -307,18 +227,29 @@ def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batc
     stage_layers = layers // pp
     tokens = b * (seq_len // cp)                  # tokens a CP rank holds per micro-batch
     act = tokens * hidden * act_bytes             # one b (s/c) h activation, bytes
-    rows = []
+    rows = _dp_rows(params, expert_params, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, m=m,
+                    stage_units=(stage_layers, (moe_layers or layers) // pp), grad_bytes=grad_bytes,
+                    param_bytes=param_bytes, bw_dp=bw.get("dp"))
+    return rows + _model_parallel_rows(
+        tp=tp, pp=pp, cp=cp, ep=ep, m=m, stage_layers=stage_layers,
+        moe_stage_layers=(moe_layers or layers) // pp, tokens=tokens, act=act, hidden=hidden,
+        heads=heads, kv_heads=kv_heads, act_bytes=act_bytes, sequence_parallel=sequence_parallel,
+        cp_algo=cp_algo, experts_top_k=experts_top_k, bw=bw)
 
-    # DP / ZeRO over the d x c ranks holding the same parameters; experts over d c / e.
-    groups = [("", params - expert_params, dp * cp, stage_layers),
-              (" experts", expert_params, dp * cp // ep, (moe_layers or layers) // pp)]
+
+def _dp_rows(params, expert_params, *, dp, tp, pp, cp, ep, zero, m, stage_units, grad_bytes,
+             param_bytes, bw_dp) -> list[dict]:
+    """DP / ZeRO over the d x c ranks holding the same parameters; experts over d c / e.
+    ``stage_units``: the FSDP units (layers) of a stage, all of them and those with experts."""
+    rows = []
+    groups = [("", params - expert_params, dp * cp, stage_units[0]),
+              (" experts", expert_params, dp * cp // ep, stage_units[1])]
     for suffix, psi, n, units in groups:
         if psi == 0 or n == 1:
             continue
         local = psi / (tp * pp * (ep if suffix else 1))   # parameters one rank holds
         name = ZERO_NAMES[zero] + suffix
         grads, weights = local * grad_bytes, local * param_bytes
-        bw_dp = bw["dp"]
         if zero == 0:
             rows.append(_row(name, "gradients", "all_reduce", n, 1, grads, bw_dp))
         elif zero in (1, 2):
@@ -330,7 +261,14 @@ def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batc
                              weights / units, bw_dp))
             rows.append(_row(name, "gradients, per layer", "reduce_scatter", n, m * units,
                              grads / units, bw_dp))
+    return rows
 
+
+def _model_parallel_rows(*, tp, pp, cp, ep, m, stage_layers, moe_stage_layers, tokens, act,
+                         hidden, heads, kv_heads, act_bytes, sequence_parallel, cp_algo,
+                         experts_top_k, bw) -> list[dict]:
+    """TP (+SP), PP, CP and EP: the collectives on activations, per micro-batch."""
+    rows = []
     if tp > 1:
         calls = 4 * stage_layers * m              # 2 forward + 2 backward per layer
         if sequence_parallel:
@@ -363,7 +301,7 @@ def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batc
     if ep > 1:
         routed = experts_top_k * act / (tp if sequence_parallel else 1)
         rows.append(_row("EP", "dispatch, combine (fwd + bwd)", "all_to_all", ep,
-                         4 * ((moe_layers or layers) // pp) * m, routed, bw["ep"]))
+                         4 * moe_stage_layers * m, routed, bw["ep"]))
     return rows
 
 
@@ -373,6 +311,71 @@ def totals(rows: list[dict]) -> dict:
     # would depend on the Python version (the browser's Pyodide is newer than most clusters')
     return {"sent_bytes": math.fsum(r["sent_bytes"] for r in rows),
             "time_s": math.fsum(r["time_s"] for r in rows)}
+
+
+def compute(args: argparse.Namespace) -> list[dict]:
+    return volumes(params=args.params, expert_params=args.expert_params, layers=args.layers,
+                   hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
+                   seq_len=args.seq_len, micro_batch=args.micro_batch,
+                   grad_accum=args.grad_accum, dp=args.dp, tp=args.tp, pp=args.pp, cp=args.cp,
+                   ep=args.ep, zero=args.zero, sequence_parallel=args.sequence_parallel,
+                   cp_algo=args.cp_algo, experts_top_k=args.experts_top_k,
+                   moe_layers=args.moe_layers, grad_bytes=args.grad_bytes,
+                   param_bytes=args.param_bytes, act_bytes=args.act_bytes,
+                   busbw_GBps=args.bandwidths)
+
+
+# ---------------------------------------------------------------- report
+
+def document(rows: list[dict], args: argparse.Namespace) -> dict:
+    """The --json document: inputs, rows and total; nothing that varies between runs."""
+    inputs = {key: getattr(args, key) for key in (
+        "params", "expert_params", "layers", "hidden", "heads", "kv_heads", "seq_len",
+        "micro_batch", "grad_accum", "experts_top_k", "moe_layers", "grad_bytes", "param_bytes",
+        "act_bytes", "dp", "tp", "pp", "cp", "ep", "zero", "sequence_parallel", "cp_algo",
+        "gpus", "busbw_GBps", "tp_busbw_GBps", "dp_busbw_GBps", "pp_busbw_GBps",
+        "cp_busbw_GBps", "ep_busbw_GBps")}
+    inputs["world_size"] = args.world
+    inputs["busbw_GBps_by_dimension"] = dict(args.bandwidths)
+    return {"tool": TOOL, "schema_version": 1, "inputs": inputs,
+            "strategies": rows, "total": totals(rows)}
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def report(rows: list[dict], args: argparse.Namespace) -> str:
+    """The text table: # header lines, one aligned row per collective, the total."""
+    dims = [f"{d} {getattr(args, d)}" for d in ("dp", "tp", "pp", "cp") if getattr(args, d) > 1]
+    extras = [ZERO_NAMES[args.zero] if args.dp * args.cp > 1 else None,
+              "SP" if args.sequence_parallel else None,
+              f"CP {args.cp_algo}" if args.cp > 1 else None,
+              f"ep {args.ep} within dp x cp, top-{args.experts_top_k}" if args.ep > 1 else None]
+    layout = " x ".join(dims) or "one GPU"
+    lines = [
+        f"# {PROG}: bytes one GPU sends per optimizer step (1 GB = 1e9 bytes)",
+        f"# model: {args.params / 1e9:.4g} B params, {args.layers} layers, hidden {args.hidden}, "
+        f"seq {args.seq_len}; {args.grad_accum} micro-batches of {args.micro_batch} per step",
+        f"# layout: {layout} = {args.world} GPUs"
+        + "".join(f", {e}" for e in extras if e),
+        "# sent = count x message x factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, "
+        "all_to_all (n-1)/n; send 1",
+        "# time = sent / busbw (nccl-tests' busbw factors); busbw per GPU in GBps (1e9 bytes/s); "
+        "rows add up, no overlap",
+    ]
+    w = max([len("strategy"), *(len(r["strategy"]) for r in rows)]) + 2
+    head = (f"{'strategy':<{w}}{'collective':<16}{'ranks':>6}{'count':>8}{'message_GB':>12}"
+            f"{'sent_GB':>10}{'busbw_GBps':>12}{'time':>11}  what")
+    lines.append(head)
+    for r in rows:
+        lines.append(f"{r['strategy']:<{w}}{r['collective']:<16}{r['ranks']:>6}{r['count']:>8}"
+                     f"{r['message_bytes'] / GB:>12.4g}{r['sent_bytes'] / GB:>10.2f}"
+                     f"{r['busbw_GBps']:>12g}{_time(r['time_s']):>11}  {r['what']}")
+    total = totals(rows)
+    lines.append(f"{'total':<{w + 42}}{total['sent_bytes'] / GB:>10.2f}{'':>12}"
+                 f"{_time(total['time_s']):>11}")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- command line
@@ -467,69 +470,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.json and args.json != "-":
         check_output(args.json, "--json")
     return args
-
-
-def compute(args: argparse.Namespace) -> list[dict]:
-    return volumes(params=args.params, expert_params=args.expert_params, layers=args.layers,
-                   hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
-                   seq_len=args.seq_len, micro_batch=args.micro_batch,
-                   grad_accum=args.grad_accum, dp=args.dp, tp=args.tp, pp=args.pp, cp=args.cp,
-                   ep=args.ep, zero=args.zero, sequence_parallel=args.sequence_parallel,
-                   cp_algo=args.cp_algo, experts_top_k=args.experts_top_k,
-                   moe_layers=args.moe_layers, grad_bytes=args.grad_bytes,
-                   param_bytes=args.param_bytes, act_bytes=args.act_bytes,
-                   busbw_GBps=args.bandwidths)
-
-
-def document(rows: list[dict], args: argparse.Namespace) -> dict:
-    """The --json document: inputs, rows and total; nothing that varies between runs."""
-    inputs = {key: getattr(args, key) for key in (
-        "params", "expert_params", "layers", "hidden", "heads", "kv_heads", "seq_len",
-        "micro_batch", "grad_accum", "experts_top_k", "moe_layers", "grad_bytes", "param_bytes",
-        "act_bytes", "dp", "tp", "pp", "cp", "ep", "zero", "sequence_parallel", "cp_algo",
-        "gpus", "busbw_GBps", "tp_busbw_GBps", "dp_busbw_GBps", "pp_busbw_GBps",
-        "cp_busbw_GBps", "ep_busbw_GBps")}
-    inputs["world_size"] = args.world
-    inputs["busbw_GBps_by_dimension"] = dict(args.bandwidths)
-    return {"tool": TOOL, "schema_version": 1, "inputs": inputs,
-            "strategies": rows, "total": totals(rows)}
-
-
-def _time(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
-
-
-def report(rows: list[dict], args: argparse.Namespace) -> str:
-    """The text table: # header lines, one aligned row per collective, the total."""
-    dims = [f"{d} {getattr(args, d)}" for d in ("dp", "tp", "pp", "cp") if getattr(args, d) > 1]
-    extras = [ZERO_NAMES[args.zero] if args.dp * args.cp > 1 else None,
-              "SP" if args.sequence_parallel else None,
-              f"CP {args.cp_algo}" if args.cp > 1 else None,
-              f"ep {args.ep} within dp x cp, top-{args.experts_top_k}" if args.ep > 1 else None]
-    layout = " x ".join(dims) or "one GPU"
-    lines = [
-        f"# {PROG}: bytes one GPU sends per optimizer step (1 GB = 1e9 bytes)",
-        f"# model: {args.params / 1e9:.4g} B params, {args.layers} layers, hidden {args.hidden}, "
-        f"seq {args.seq_len}; {args.grad_accum} micro-batches of {args.micro_batch} per step",
-        f"# layout: {layout} = {args.world} GPUs"
-        + "".join(f", {e}" for e in extras if e),
-        "# sent = count x message x factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, "
-        "all_to_all (n-1)/n; send 1",
-        "# time = sent / busbw (nccl-tests' busbw factors); busbw per GPU in GBps (1e9 bytes/s); "
-        "rows add up, no overlap",
-    ]
-    w = max([len("strategy"), *(len(r["strategy"]) for r in rows)]) + 2
-    head = (f"{'strategy':<{w}}{'collective':<16}{'ranks':>6}{'count':>8}{'message_GB':>12}"
-            f"{'sent_GB':>10}{'busbw_GBps':>12}{'time':>11}  what")
-    lines.append(head)
-    for r in rows:
-        lines.append(f"{r['strategy']:<{w}}{r['collective']:<16}{r['ranks']:>6}{r['count']:>8}"
-                     f"{r['message_bytes'] / GB:>12.4g}{r['sent_bytes'] / GB:>10.2f}"
-                     f"{r['busbw_GBps']:>12g}{_time(r['time_s']):>11}  {r['what']}")
-    total = totals(rows)
-    lines.append(f"{'total':<{w + 42}}{total['sent_bytes'] / GB:>10.2f}{'':>12}"
-                 f"{_time(total['time_s']):>11}")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

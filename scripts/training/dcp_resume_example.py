@@ -2,100 +2,31 @@
 """dcp_resume_example.py: save a training run mid-epoch with torch.distributed.checkpoint (DCP) and
 resume it so that it continues exactly as if it had never stopped.
 
-What it shows
--------------
-A small regression model (an MLP with dropout, wrapped in DistributedDataParallel) trains on a
-synthetic data set that the script generates from ``--seed``. Every rank adds random noise to its
-inputs (a data augmentation) and dropout draws random masks, so the run depends on each rank's
-random number generator (RNG), and the data order depends on a per-epoch shuffle. A checkpoint
-written with ``--save-at K`` after optimizer step K holds everything the rest of the run depends on:
-
-* ``model`` and ``optim``: parameters and AdamW moments, from
-  ``torch.distributed.checkpoint.state_dict.get_state_dict`` (the same call works for DDP, FSDP and
-  plain modules; with FSDP each rank would write only its shards);
-* ``sched``: the learning-rate scheduler (warm-up then cosine decay);
-* ``data``: the position in the data (epoch and batches already consumed in that epoch);
-* ``rng_rank<r>``: rank r's torch and Python RNG states (one key per rank: DCP saves a plain tensor
-  that every rank holds under the same key only once, so per-rank state needs per-rank keys);
-* ``meta``: the world size and the step, checked on resume.
-
-``--resume DIR`` loads such a checkpoint and continues. The test suite compares, bit for bit, a run
-that stops after step K and resumes with one that never stopped: the same losses, the same next
-batch, the same next loss, the same parameters and optimizer state (SHA-256 of their bytes).
-``--forget rng`` or ``--forget data`` resumes without that part of the state, to show what goes
-wrong without it (the losses drift, or the run re-reads batches it already trained on).
-
-Other options: ``--async-save`` writes with ``dcp.async_save`` on a separate gloo process group, so
-training continues while the files are written; ``--resume auto`` loads the newest complete
-checkpoint under ``--ckpt-dir`` (a directory counts as complete once DCP wrote its ``.metadata``
-file, which happens last) and starts from scratch if there is none, which is what an automatic
-restart (``torchrun --max-restarts N``) needs; SIGTERM or SIGUSR1 makes every rank save at the end
-of the current step and exit with status 0 (the ranks agree on it with one all-reduce per step;
-a second signal ends the process at once);
-``--export FILE`` converts the last checkpoint written into one ``torch.save`` file with
-``torch.distributed.checkpoint.format_utils.dcp_to_torch_save``.
-
-Units: losses are mean squared errors (dimensionless); losses are printed in decimal and as
-``float.hex`` so that two runs can be compared exactly.
-
-How to launch
--------------
-On CPU (gloo), two processes::
+A small MLP with dropout, under DistributedDataParallel, trains on a synthetic data set made from
+``--seed``. Every rank adds random noise to its inputs and draws dropout masks, so the run depends
+on each rank's random number generators (RNG) and on its position in a per-epoch shuffle. After
+step K of ``--save-at K`` it saves all of that: ``model`` and ``optim`` (``get_state_dict``, the
+same call for DDP, FSDP and plain modules), ``sched``, ``data`` (epoch and batches done),
+``rng_rank<r>`` (rank r's torch and Python RNG states) and ``meta`` (world size and step).
+``--resume DIR`` (``auto``: the newest complete checkpoint under ``--ckpt-dir``) continues bit for
+bit; ``--forget rng`` or ``--forget data`` shows what goes wrong without that part. The
+Checkpoints chapter explains ``--async-save``, the save on SIGTERM or SIGUSR1, ``--export FILE``,
+the keys of ``--json PATH`` and why a checkpoint from someone else is read with a checked loader.
+Losses (mean squared errors) are printed in decimal and as ``float.hex``. CPU, two processes::
 
     torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --save-at 17 --stop-after-save
     torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --resume ckpt/step-17
 
-On GPUs (nccl: ``--backend auto`` picks it when CUDA is available; each process uses GPU
-LOCAL_RANK). Plain ``python dcp_resume_example.py`` runs a single process. ``--json PATH`` writes
-the results (rank 0): steps run, losses as hex strings, the next batch of every rank, the next
-loss, and the SHA-256 of the model parameters and optimizer state.
+Exit status: 0 ok, 1 failure (an unreachable peer, a foreign, damaged or code-carrying checkpoint,
+a failed save), 2 usage; one line ``dcp_resume_example.py: error: ...`` (``--debug``: traceback).
 
-Exit status: 0 success; 2 bad input, refused in one line ``dcp_resume_example.py: error: ...``
-before training (an option out of range, launcher variables that are not integers, a
-``--ckpt-dir``/``--json``/``--export`` that cannot be written, a ``--resume`` that is not a
-complete DCP checkpoint folder); 1 a runtime failure (a peer that cannot be reached within
-``--timeout-s``, a checkpoint written by another script or with a truncated shard, a save that
-fails), also one line saying what was expected and what was found. ``--debug`` adds the
-traceback.
+Example output (2 CPU processes, resuming the checkpoint of step 17; the chapter shows both runs)::
 
-A checkpoint folder from someone else is untrusted input: DCP itself unpickles its ``.metadata``
-and ``torch.load``s its non-tensor entries with ``weights_only=False``, which runs any code the
-files name. This script reads the metadata with an unpickler that builds only DCP's own classes,
-and checks each non-tensor entry with ``torch.load(weights_only=True)`` first; a file naming
-anything else is refused (status 1) in one line that names the file and the global.
-
-Self-test (for the test suite only): ``DCP_RESUME_EXAMPLE_CRASH_AT=K`` makes rank 1 exit with
-status 3 at the start of step K, on the first attempt only (TORCHELASTIC_RESTART_COUNT 0);
-``DCP_RESUME_EXAMPLE_SIGNAL_AT=K`` makes rank 0 send itself SIGUSR1 at the start of step K.
-
-Example output (2 CPU processes, gloo, torch 2.13.0+cpu, on a 2-core VM shared with other jobs;
-the save and load times vary from run to run)::
-
-    $ torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --steps 20 \\
-          --save-at 17 --stop-after-save --ckpt-dir /tmp/ck
+    $ torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --steps 20 --resume ck/step-17
     # dcp_resume_example.py: world_size 2 | backend gloo | 96 samples | batch 4 per rank | 12 steps per epoch
-    step     1  epoch 0  batch  1/12  loss 25.875139  0x1.9e00920000000p+4
-    step     2  epoch 0  batch  2/12  loss 24.043037  0x1.80b0480000000p+4
-    ...
-    step    17  epoch 1  batch  5/12  loss 18.409834  0x1.268eae0000000p+4
-    # saved step 17 to /tmp/ck/step-17 in 0.13 s
-    # stopping after the save (--stop-after-save)
-    # next batch: rank 0 [23, 85, 28, 19]  rank 1 [56, 26, 62, 20]
-    # next loss: 5.478902  0x1.5ea6560000000p+2
-    # params sha256 1d21f3b7996c...  optim sha256 27bb4e0157d2...
-    $ torchrun --standalone --nproc-per-node 2 dcp_resume_example.py --steps 20 \\
-          --resume /tmp/ck/step-17
-    # dcp_resume_example.py: world_size 2 | backend gloo | 96 samples | batch 4 per rank | 12 steps per epoch
-    # resumed from /tmp/ck/step-17 (step 17, epoch 1, batch 5 of that epoch) in 0.15 s
+    # resumed from ck/step-17 (step 17, epoch 1, batch 5 of that epoch) in 0.15 s
     step    18  epoch 1  batch  6/12  loss 5.478902  0x1.5ea6560000000p+2
-    step    19  epoch 1  batch  7/12  loss 10.273588  0x1.48c13c0000000p+3
-    step    20  epoch 1  batch  8/12  loss 27.433933  0x1.b6f1640000000p+4
-    # next batch: rank 0 [87, 78, 29, 10]  rank 1 [63, 77, 36, 12]
-    # next loss: 8.112666  0x1.039af60000000p+3
-    # params sha256 4d423edf77b8...  optim sha256 4759fc6d6e6c...
-
-The stopped run's "next batch" and "next loss" are the resumed run's step 18; an uninterrupted
-``--steps 20`` run ends with the same next batch, next loss and SHA-256 digests as the resumed one.
+    ...
 """
 
 from __future__ import annotations
@@ -128,116 +59,7 @@ MAX_STEPS = 1_000_000
 MAX_SAMPLES = 10_000_000
 MAX_BATCH = 1_000_000
 MAX_TIMEOUT_S = 7 * 86400
-
-
-def parse_steps(text: str) -> list[int]:
-    """Parse ``"17"`` or ``"10,20"`` into a sorted list of positive step numbers.
-
-    Raises argparse.ArgumentTypeError on anything else.
-    """
-    try:
-        steps = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid step list {text!r}: use e.g. 17 or 10,20")
-    if not steps or steps[0] < 1:
-        raise argparse.ArgumentTypeError(f"invalid step list {text!r}: steps start at 1")
-    return steps
-
-
-def describe_resume(path: str) -> str | None:
-    """What ``--resume path`` is when it is not a complete DCP checkpoint folder (None if it is)."""
-    target = Path(path)
-    if (target / ".metadata").is_file():
-        return None
-    if not target.exists():
-        return "nothing there (it does not exist)"
-    if not target.is_dir():
-        return "a file"
-    entries = sorted(e.name for e in target.iterdir())
-    if not entries:
-        return "an empty folder"
-    shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
-    return f"a folder without .metadata ({shown}: an interrupted save, or not DCP)"
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse and cross-check the command line (no torch import, no devices touched)."""
-    p = argparse.ArgumentParser(
-        prog=PROG, description="Save a small DDP training run mid-epoch with "
-        "torch.distributed.checkpoint and resume it exactly (model, optimizer, scheduler, "
-        "per-rank RNG states, data position).")
-    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--steps", type=number(int, 1, MAX_STEPS), default=30,
-                   help="total optimizer steps of the run, counting those before a resume "
-                        "(default 30)")
-    p.add_argument("--samples", type=number(int, 1, MAX_SAMPLES), default=96,
-                   help="size of the synthetic data set (default 96)")
-    p.add_argument("--batch-size", type=number(int, 1, MAX_BATCH), default=4,
-                   help="samples per rank per step (default 4)")
-    p.add_argument("--lr", type=number(float, 0, lo_open=True), default=1e-2, help="peak learning rate (default 1e-2)")
-    p.add_argument("--seed", type=number(int, -2**62, 2**62), default=1234,
-                   help="base seed (default 1234; torch's generators take 64-bit seeds)")
-    p.add_argument("--save-at", type=parse_steps, default=[],
-                   help="save a checkpoint after these steps, e.g. 17 or 10,20")
-    p.add_argument("--stop-after-save", action="store_true",
-                   help="exit right after the first save (simulates an interrupted run)")
-    p.add_argument("--ckpt-dir", default="ckpt", type=nonempty,
-                   help="checkpoints go to CKPT_DIR/step-K (default ./ckpt)")
-    p.add_argument("--resume", metavar="DIR", type=nonempty,
-                   help="resume from this DCP checkpoint directory, or 'auto' for the newest "
-                        "complete one under --ckpt-dir (none: start from scratch)")
-    p.add_argument("--forget", action="append", choices=["rng", "data"], default=[],
-                   help="on resume, ignore this part of the saved state (demonstration)")
-    p.add_argument("--async-save", action="store_true",
-                   help="save with dcp.async_save on a separate gloo process group")
-    p.add_argument("--export", metavar="FILE", type=nonempty,
-                   help="after the run, convert the last checkpoint written into one torch.save "
-                        "file (rank 0)")
-    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
-                   help="process group backend (auto: nccl with CUDA, else gloo)")
-    p.add_argument("--timeout-s", type=number(int, 1, MAX_TIMEOUT_S), default=60,
-                   help="seconds before a collective waiting for a dead rank fails (default 60)")
-    p.add_argument("--quiet", action="store_true", help="print only the summary")
-    p.add_argument("--json", metavar="PATH", type=nonempty,
-                   help="write the results as JSON (rank 0)")
-    args = p.parse_args(argv)
-    if args.save_at and args.save_at[-1] > args.steps:
-        p.error(f"--save-at {args.save_at[-1]} is after the last step (--steps {args.steps})")
-    if args.stop_after_save and not args.save_at:
-        p.error("--stop-after-save needs --save-at")
-    if args.forget and not args.resume:
-        p.error("--forget only applies with --resume")
-    world = env_int("WORLD_SIZE", 1, lo=1)
-    if env_int("RANK", 0) >= world:
-        raise ScriptError(f"rank {env_int('RANK')} is outside world size {world} (check RANK and "
-                          "WORLD_SIZE)", EXIT_USAGE)
-    env_int("LOCAL_RANK", 0)
-    if "MASTER_ADDR" in os.environ:
-        env_int("MASTER_PORT", 0)
-    env_int("DCP_RESUME_EXAMPLE_CRASH_AT", 0)  # self-test variables: checked before torch
-    env_int("DCP_RESUME_EXAMPLE_SIGNAL_AT", 0)
-    if args.samples < world * args.batch_size:
-        p.error(f"{args.samples} samples do not fill one global batch of {world} ranks x "
-                f"{args.batch_size}")
-    if args.resume and args.resume != "auto":
-        found = describe_resume(args.resume)
-        if found:
-            p.error(f"--resume {args.resume}: expected a complete DCP checkpoint folder (with a "
-                    f".metadata file), found {found}")
-    if args.save_at:  # every rank writes its shard there
-        check_output_dir(args.ckpt_dir, "--ckpt-dir")
-        for k in args.save_at:
-            target = Path(args.ckpt_dir) / f"step-{k}"
-            if target.exists() and not target.is_dir():
-                raise ScriptError(f"--ckpt-dir {args.ckpt_dir}: {target} is a file; the "
-                                  f"checkpoint of step {k} goes there as a folder", EXIT_USAGE)
-    if env_int("RANK", 0) == 0:
-        # The checkpoint being resumed is an input, every file in it.
-        read = newest_checkpoint(Path(args.ckpt_dir)) if args.resume == "auto" else args.resume
-        for option, path in (("--json", args.json), ("--export", args.export)):
-            if path:
-                check_output(path, option, inputs=[read] if read else [])
-    return args
+CHECKPOINT_ENTRIES = "model, optim, sched, data, rng_rank<R> and meta entries"
 
 
 class ResumableShardSampler:
@@ -320,9 +142,6 @@ def optim_digest(optim_sd: dict) -> str:
                 walk(f"{prefix}.{k}", obj[k])
     walk("", optim_sd.get("state", {}))
     return tensor_digest(t for _, t in sorted(items, key=lambda kv: kv[0]))
-
-
-CHECKPOINT_ENTRIES = "model, optim, sched, data, rng_rank<R> and meta entries"
 
 
 # --- untrusted DCP checkpoint: identical in train_example.py and dcp_resume_example.py ---
@@ -488,13 +307,13 @@ def newest_checkpoint(ckpt_dir: Path) -> Path | None:
     return best[1] if best else None
 
 
-def run(args: argparse.Namespace) -> dict:
-    """Train (and save/resume) as the arguments say; return the results dict (see --json)."""
+def init_distributed(args: argparse.Namespace) -> tuple:
+    """Join the process group: nccl on GPU LOCAL_RANK (``--backend auto`` picks it when CUDA is
+    available) or gloo on the CPU, the rendezvous bounded by ``--timeout-s``; plain python is a
+    group of one. Returns (rank, world, local_rank, backend, device, ckpt_group), ckpt_group
+    the gloo group of ``--async-save`` (else None)."""
     import torch
     import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank = env_int("RANK", 0)
     world = env_int("WORLD_SIZE", 1, lo=1)
@@ -526,7 +345,15 @@ def run(args: argparse.Namespace) -> dict:
     # Async saves run in a background thread: give them their own (CPU) process group so their
     # collectives never interleave with the training's on the default group.
     ckpt_group = dist.new_group(backend="gloo", timeout=timeout) if args.async_save else None
-    say = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
+    return rank, world, local_rank, backend, device, ckpt_group
+
+
+def build_training(args: argparse.Namespace, rank: int, world: int, local_rank: int, device) -> tuple:
+    """The synthetic data set (identical on every rank), this rank's sampler, the DDP model,
+    AdamW and the scheduler (warm-up, then cosine decay); then the per-rank seeds of the noise
+    and dropout masks. Returns (x_all, y_all, sampler, model, optim, sched)."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
 
     # Data: identical on every rank (generated from the base seed).
     g = torch.Generator().manual_seed(args.seed)
@@ -552,6 +379,192 @@ def run(args: argparse.Namespace) -> dict:
     random.seed(args.seed + 1000 * (rank + 1))
     if device.type == "cuda":
         torch.cuda.manual_seed(args.seed + 1000 * (rank + 1))
+    return x_all, y_all, sampler, model, optim, sched
+
+
+def resume_dir_of(args: argparse.Namespace, say) -> Path | None:
+    """The checkpoint to resume from: ``--resume DIR``, or with ``--resume auto`` the newest
+    complete one under ``--ckpt-dir`` (None, and a note, when there is none)."""
+    if args.resume == "auto":
+        resume_dir = newest_checkpoint(Path(args.ckpt_dir))
+        if resume_dir is None:
+            say(f"# --resume auto: no complete checkpoint under {args.ckpt_dir}, starting fresh")
+        return resume_dir
+    return Path(args.resume) if args.resume else None
+
+
+def resume(args: argparse.Namespace, dcp, resume_dir: Path, app_state, model, optim, sched,
+           sampler, rank: int, world: int, device, say) -> int:
+    """Load ``resume_dir`` into the model, the optimizer, the scheduler, the sampler and this
+    rank's RNGs (all but the parts ``--forget`` names), once its ``meta`` shows as many ranks as
+    this run has; returns the step it was saved after."""
+    import torch
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    t0 = time.perf_counter()
+    meta = {"meta": {"world_size": -1, "step": -1}}
+    load_checkpoint(dcp, meta, resume_dir, CHECKPOINT_ENTRIES)
+    if meta["meta"]["world_size"] != world:
+        raise ScriptError(f"{resume_dir} was written by {meta['meta']['world_size']} ranks "
+                          f"and this run has {world}: the per-rank RNG states do not map "
+                          "onto the new ranks")
+    state = app_state(0)
+    load_checkpoint(dcp, state, resume_dir, CHECKPOINT_ENTRIES)
+    set_state_dict(model, optim, model_state_dict=state["model"],
+                   optim_state_dict=state["optim"])
+    sched.load_state_dict(state["sched"])
+    if "data" not in args.forget:
+        sampler.load_state_dict(state["data"])
+    if "rng" not in args.forget:
+        rs = state[f"rng_rank{rank}"]
+        torch.set_rng_state(rs["torch"])
+        random.setstate(rs["python"])
+        if device.type == "cuda":
+            torch.cuda.set_rng_state(rs["cuda"], device)
+    step = int(state["meta"]["step"])
+    say(f"# resumed from {resume_dir} (step {step}, epoch {state['data']['epoch']}, "
+        f"batch {state['data']['batches_done']} of that epoch) in "
+        f"{time.perf_counter() - t0:.2f} s"
+        + (f"; ignoring saved {', '.join(args.forget)} (--forget)" if args.forget else ""))
+    if step >= args.steps:
+        raise ScriptError(f"{resume_dir} is at step {step}, not before --steps {args.steps}",
+                          EXIT_USAGE)
+    return step
+
+
+class Saver:
+    """Writes ``app_state(step)`` to CKPT_DIR/step-K with ``dcp.save``, or with ``dcp.async_save``
+    on ``ckpt_group`` (one save in flight at a time), and keeps the last folder written and how
+    long each save blocked training."""
+
+    def __init__(self, args: argparse.Namespace, rank: int, ckpt_group, app_state, say):
+        self.args, self.rank, self.ckpt_group, self.app_state, self.say = (
+            args, rank, ckpt_group, app_state, say)
+        self.pending = None          # future of the last async save
+        self.last_saved = None
+        self.save_times = []
+
+    def finish(self) -> None:
+        """Wait for the last async save, if any; its failure (a CheckpointException) becomes
+        one line."""
+        if self.pending is None:
+            return
+        try:
+            self.pending.result()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
+            raise ScriptError(f"--ckpt-dir: rank {self.rank} could not finish an async save under "
+                              f"{self.args.ckpt_dir}: {first_failure(exc)}") from None
+
+    def save(self, step_done: int) -> None:
+        import torch.distributed.checkpoint as dcp
+
+        args = self.args
+        path = Path(args.ckpt_dir) / f"step-{step_done}"
+        t0 = time.perf_counter()
+        self.finish()      # one save in flight at a time
+        state = self.app_state(step_done)
+        try:
+            if args.async_save:
+                self.pending = dcp.async_save(state, checkpoint_id=str(path),
+                                              process_group=self.ckpt_group)
+            else:
+                dcp.save(state, checkpoint_id=str(path))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
+            raise ScriptError(f"--ckpt-dir: rank {self.rank} cannot save step {step_done} to {path}: "
+                              f"{first_failure(exc)}") from None
+        blocked = time.perf_counter() - t0
+        self.save_times.append(blocked)
+        self.last_saved = path
+        self.say(f"# saved step {step_done} to {path} "
+                 + (f"(training blocked {blocked:.2f} s; files written in the background)"
+                    if args.async_save else f"in {blocked:.2f} s"))
+
+
+def stop_on_signals() -> dict:
+    """SIGTERM or SIGUSR1 sets ``["signal"]`` of the returned dict, so that every rank saves at
+    the end of the step and exits; a second signal ends the process at once."""
+    stop_requested = {"signal": None}
+
+    def on_signal(signum, _frame):
+        stop_requested["signal"] = signum
+        signal.signal(signum, signal.SIG_DFL)   # a second signal ends the process at once
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, on_signal)
+    return stop_requested
+
+
+def train_step(forward, sampler, optim, sched, world: int) -> float:
+    """One optimizer step on this rank's next batch; returns the loss averaged over the ranks."""
+    import torch.distributed as dist
+
+    indices = sampler.next_batch()
+    loss = forward(indices)
+    optim.zero_grad(set_to_none=True)
+    loss.backward()
+    optim.step()
+    sched.step()
+    mean_loss = loss.detach().clone()
+    dist.all_reduce(mean_loss)
+    return float(mean_loss) / world
+
+
+def train(args: argparse.Namespace, step: int, forward, sampler, optim, sched, saver: Saver,
+          rank: int, world: int, device, say) -> tuple[int, dict]:
+    """The steps after ``step`` up to ``--steps``, saving after the steps of ``--save-at``;
+    stops after the first save with ``--stop-after-save``, or after saving at the end of the
+    step in which a rank got SIGTERM or SIGUSR1. Returns the last step and the losses by step."""
+    import torch
+    import torch.distributed as dist
+
+    stop_requested = stop_on_signals()
+    # Self-test hooks (for the test suite only): rank 1 exits with status 3 at the start of step
+    # CRASH_AT on the first attempt only; rank 0 sends itself SIGUSR1 at the start of SIGNAL_AT.
+    crash_at = env_int("DCP_RESUME_EXAMPLE_CRASH_AT", 0)
+    signal_at = env_int("DCP_RESUME_EXAMPLE_SIGNAL_AT", 0)
+    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+    losses = {}
+    while step < args.steps:
+        if crash_at and step + 1 == crash_at and rank == min(1, world - 1) and first_attempt:
+            print(f"{PROG}: self-test: rank {rank} exits at step {crash_at}", file=sys.stderr,
+                  flush=True)
+            os._exit(3)
+        if signal_at and step + 1 == signal_at and rank == 0:
+            os.kill(os.getpid(), signal.SIGUSR1)
+        value = train_step(forward, sampler, optim, sched, world)
+        step += 1
+        losses[step] = value
+        if not args.quiet:
+            say(f"step {step:5d}  epoch {sampler.epoch}  batch {sampler.batches_done:2d}/"
+                f"{sampler.batches_per_epoch}  loss {value:.6f}  {value.hex()}")
+        flag = torch.tensor([1.0 if stop_requested["signal"] else 0.0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() > 0:
+            saver.save(step)
+            say(f"# stop requested by a signal: saved step {step}, exiting")
+            break
+        if step in args.save_at:
+            saver.save(step)
+            if args.stop_after_save:
+                say("# stopping after the save (--stop-after-save)")
+                break
+    return step, losses
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Train (and save/resume) as the arguments say; return the results dict (see --json)."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    rank, world, local_rank, backend, device, ckpt_group = init_distributed(args)
+    say = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
+    x_all, y_all, sampler, model, optim, sched = build_training(args, rank, world, local_rank,
+                                                               device)
 
     def rng_state() -> dict:
         state = {"torch": torch.get_rng_state(), "python": random.getstate()}
@@ -568,89 +581,11 @@ def run(args: argparse.Namespace) -> dict:
     say(f"# {PROG}: world_size {world} | backend {backend} | {args.samples} samples | batch "
         f"{args.batch_size} per rank | {sampler.batches_per_epoch} steps per epoch")
     step = 0
-    resume_dir = None
-    if args.resume == "auto":
-        resume_dir = newest_checkpoint(Path(args.ckpt_dir))
-        if resume_dir is None:
-            say(f"# --resume auto: no complete checkpoint under {args.ckpt_dir}, starting fresh")
-    elif args.resume:
-        resume_dir = Path(args.resume)
+    resume_dir = resume_dir_of(args, say)
     if resume_dir is not None:
-        t0 = time.perf_counter()
-        meta = {"meta": {"world_size": -1, "step": -1}}
-        load_checkpoint(dcp, meta, resume_dir, CHECKPOINT_ENTRIES)
-        if meta["meta"]["world_size"] != world:
-            raise ScriptError(f"{resume_dir} was written by {meta['meta']['world_size']} ranks "
-                              f"and this run has {world}: the per-rank RNG states do not map "
-                              "onto the new ranks")
-        state = app_state(0)
-        load_checkpoint(dcp, state, resume_dir, CHECKPOINT_ENTRIES)
-        set_state_dict(model, optim, model_state_dict=state["model"],
-                       optim_state_dict=state["optim"])
-        sched.load_state_dict(state["sched"])
-        if "data" not in args.forget:
-            sampler.load_state_dict(state["data"])
-        if "rng" not in args.forget:
-            rs = state[f"rng_rank{rank}"]
-            torch.set_rng_state(rs["torch"])
-            random.setstate(rs["python"])
-            if device.type == "cuda":
-                torch.cuda.set_rng_state(rs["cuda"], device)
-        step = int(state["meta"]["step"])
-        say(f"# resumed from {resume_dir} (step {step}, epoch {state['data']['epoch']}, "
-            f"batch {state['data']['batches_done']} of that epoch) in "
-            f"{time.perf_counter() - t0:.2f} s"
-            + (f"; ignoring saved {', '.join(args.forget)} (--forget)" if args.forget else ""))
-        if step >= args.steps:
-            raise ScriptError(f"{resume_dir} is at step {step}, not before --steps {args.steps}",
-                              EXIT_USAGE)
-
-    stop_requested = {"signal": None}
-
-    def on_signal(signum, _frame):
-        stop_requested["signal"] = signum
-        signal.signal(signum, signal.SIG_DFL)   # a second signal ends the process at once
-    for sig in (signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, on_signal)
-
-    pending = None          # future of the last async save
-    last_saved = None
-    save_times = []
-
-    def finish(future) -> None:
-        """Wait for an async save; its failure (a CheckpointException) becomes one line."""
-        try:
-            future.result()
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
-            raise ScriptError(f"--ckpt-dir: rank {rank} could not finish an async save under "
-                              f"{args.ckpt_dir}: {first_failure(exc)}") from None
-
-    def save(step_done: int) -> None:
-        nonlocal pending, last_saved
-        path = Path(args.ckpt_dir) / f"step-{step_done}"
-        t0 = time.perf_counter()
-        if pending is not None:
-            finish(pending)      # one save in flight at a time
-        state = app_state(step_done)
-        try:
-            if args.async_save:
-                pending = dcp.async_save(state, checkpoint_id=str(path), process_group=ckpt_group)
-            else:
-                dcp.save(state, checkpoint_id=str(path))
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
-            raise ScriptError(f"--ckpt-dir: rank {rank} cannot save step {step_done} to {path}: "
-                              f"{first_failure(exc)}") from None
-        blocked = time.perf_counter() - t0
-        save_times.append(blocked)
-        last_saved = path
-        say(f"# saved step {step_done} to {path} "
-            + (f"(training blocked {blocked:.2f} s; files written in the background)"
-               if args.async_save else f"in {blocked:.2f} s"))
-
+        step = resume(args, dcp, resume_dir, app_state, model, optim, sched, sampler, rank,
+                      world, device, say)
+    saver = Saver(args, rank, ckpt_group, app_state, say)
     loss_fn = torch.nn.MSELoss()
 
     def forward(indices):
@@ -658,48 +593,36 @@ def run(args: argparse.Namespace) -> dict:
         x = x + 0.05 * torch.randn(x.shape, device=device)   # per-rank RNG: augmentation noise
         return loss_fn(model(x), y_all[indices].to(device))   # per-rank RNG: dropout masks
 
-    crash_at = env_int("DCP_RESUME_EXAMPLE_CRASH_AT", 0)
-    signal_at = env_int("DCP_RESUME_EXAMPLE_SIGNAL_AT", 0)
-    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-    losses = {}
     model.train()
-    while step < args.steps:
-        if crash_at and step + 1 == crash_at and rank == min(1, world - 1) and first_attempt:
-            print(f"{PROG}: self-test: rank {rank} exits at step {crash_at}", file=sys.stderr,
-                  flush=True)
-            os._exit(3)
-        if signal_at and step + 1 == signal_at and rank == 0:
-            os.kill(os.getpid(), signal.SIGUSR1)
-        indices = sampler.next_batch()
-        loss = forward(indices)
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        optim.step()
-        sched.step()
-        step += 1
-        mean_loss = loss.detach().clone()
-        dist.all_reduce(mean_loss)
-        value = float(mean_loss) / world
-        losses[step] = value
-        if not args.quiet:
-            say(f"step {step:5d}  epoch {sampler.epoch}  batch {sampler.batches_done:2d}/"
-                f"{sampler.batches_per_epoch}  loss {value:.6f}  {value.hex()}")
-        flag = torch.tensor([1.0 if stop_requested["signal"] else 0.0], device=device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        if flag.item() > 0:
-            save(step)
-            say(f"# stop requested by a signal: saved step {step}, exiting")
-            break
-        if step in args.save_at:
-            save(step)
-            if args.stop_after_save:
-                say("# stopping after the save (--stop-after-save)")
-                break
-    if pending is not None:
-        finish(pending)
+    step, losses = train(args, step, forward, sampler, optim, sched, saver, rank, world, device,
+                         say)
+    saver.finish()
 
-    # What the next step would see: its batch on every rank and its loss (this forward pass
-    # draws noise and dropout masks from the RNG, so it also checks the RNG states).
+    result = report(args, forward, sampler, model, optim, losses, step, world, backend,
+                    resume_dir, saver, say)
+    dist.barrier()
+    if args.export and rank == 0:
+        export(args, saver.last_saved, say)
+    if args.json and rank == 0:
+        write_atomic(args.json, json.dumps(result, indent=1) + "\n")
+    # Free the DDP model while the group is registered: freed after destroy_process_group, as run()
+    # returns, its Reducer would be the group's last holder and destroy it with the GIL held, while
+    # a gloo worker waits for the GIL (a deadlock; see train_example.py's teardown).
+    model = None
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+    return result
+
+
+def report(args: argparse.Namespace, forward, sampler, model, optim, losses: dict, step: int,
+           world: int, backend: str, resume_dir, saver: Saver, say) -> dict:
+    """What the next step would see, its batch on every rank and its loss (this forward pass
+    draws noise and dropout masks from the RNG, so it also checks the RNG states), and the
+    digests of the parameters and optimizer state: the results dict (--json), and its lines."""
+    import torch
+    import torch.distributed as dist
+
     next_idx = sampler.peek()
     gathered = [None] * world
     dist.all_gather_object(gathered, next_idx.tolist())
@@ -717,46 +640,24 @@ def run(args: argparse.Namespace) -> dict:
         "next_batch": gathered, "next_loss": next_value, "next_loss_hex": next_value.hex(),
         "params_sha256": tensor_digest(params),
         "optim_sha256": optim_digest(optim.state_dict()),
-        "last_checkpoint": str(last_saved) if last_saved else None,
-        "save_blocking_s": [round(t, 4) for t in save_times],
+        "last_checkpoint": str(saver.last_saved) if saver.last_saved else None,
+        "save_blocking_s": [round(t, 4) for t in saver.save_times],
     }
     say("# next batch: " + "  ".join(f"rank {r} {b}" for r, b in enumerate(gathered)))
     say(f"# next loss: {next_value:.6f}  {next_value.hex()}")
     say(f"# params sha256 {result['params_sha256'][:12]}...  optim sha256 "
         f"{result['optim_sha256'][:12]}...")
-    dist.barrier()
-    if args.export and rank == 0:
-        if last_saved is None:
-            raise ScriptError("--export: this run wrote no checkpoint (use --save-at)", EXIT_USAGE)
-        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-        export_atomic(dcp_to_torch_save, str(last_saved), args.export)
-        say(f"# exported {last_saved} to {args.export} "
-            f"({os.path.getsize(args.export)} bytes)")
-    if args.json and rank == 0:
-        write_atomic(args.json, json.dumps(result, indent=1) + "\n")
-    # Free the DDP model while the group is registered: freed after destroy_process_group, as run()
-    # returns, its Reducer would be the group's last holder and destroy it with the GIL held, while
-    # a gloo worker waits for the GIL (a deadlock; see train_example.py's teardown).
-    model = None
-    gc.collect()
-    dist.barrier()
-    dist.destroy_process_group()
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
-        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
-    try:
-        run(args)
-    except ScriptError:
-        raise
-    except Exception as e:  # a dead peer or a bad checkpoint: one line, non-zero status
-        if isinstance(e, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
-            raise  # run_main ends the run quietly, with status 0
-        raise ScriptError(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-    return 0
+def export(args: argparse.Namespace, last_saved, say) -> None:
+    """``--export FILE``: the last checkpoint written, converted into one torch.save file."""
+    if last_saved is None:
+        raise ScriptError("--export: this run wrote no checkpoint (use --save-at)", EXIT_USAGE)
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    export_atomic(dcp_to_torch_save, str(last_saved), args.export)
+    say(f"# exported {last_saved} to {args.export} "
+        f"({os.path.getsize(args.export)} bytes)")
 
 
 def export_atomic(convert, checkpoint: str, path: str) -> None:
@@ -775,6 +676,136 @@ def export_atomic(convert, checkpoint: str, path: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def parse_steps(text: str) -> list[int]:
+    """Parse ``"17"`` or ``"10,20"`` into a sorted list of positive step numbers.
+
+    Raises argparse.ArgumentTypeError on anything else.
+    """
+    try:
+        steps = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid step list {text!r}: use e.g. 17 or 10,20")
+    if not steps or steps[0] < 1:
+        raise argparse.ArgumentTypeError(f"invalid step list {text!r}: steps start at 1")
+    return steps
+
+
+def describe_resume(path: str) -> str | None:
+    """What ``--resume path`` is when it is not a complete DCP checkpoint folder (None if it is)."""
+    target = Path(path)
+    if (target / ".metadata").is_file():
+        return None
+    if not target.exists():
+        return "nothing there (it does not exist)"
+    if not target.is_dir():
+        return "a file"
+    entries = sorted(e.name for e in target.iterdir())
+    if not entries:
+        return "an empty folder"
+    shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    return f"a folder without .metadata ({shown}: an interrupted save, or not DCP)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Save a small DDP training run mid-epoch with "
+        "torch.distributed.checkpoint and resume it exactly (model, optimizer, scheduler, "
+        "per-rank RNG states, data position).")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("--steps", type=number(int, 1, MAX_STEPS), default=30,
+                   help="total optimizer steps of the run, counting those before a resume "
+                        "(default 30)")
+    p.add_argument("--samples", type=number(int, 1, MAX_SAMPLES), default=96,
+                   help="size of the synthetic data set (default 96)")
+    p.add_argument("--batch-size", type=number(int, 1, MAX_BATCH), default=4,
+                   help="samples per rank per step (default 4)")
+    p.add_argument("--lr", type=number(float, 0, lo_open=True), default=1e-2, help="peak learning rate (default 1e-2)")
+    p.add_argument("--seed", type=number(int, -2**62, 2**62), default=1234,
+                   help="base seed (default 1234; torch's generators take 64-bit seeds)")
+    p.add_argument("--save-at", type=parse_steps, default=[],
+                   help="save a checkpoint after these steps, e.g. 17 or 10,20")
+    p.add_argument("--stop-after-save", action="store_true",
+                   help="exit right after the first save (simulates an interrupted run)")
+    p.add_argument("--ckpt-dir", default="ckpt", type=nonempty,
+                   help="checkpoints go to CKPT_DIR/step-K (default ./ckpt)")
+    p.add_argument("--resume", metavar="DIR", type=nonempty,
+                   help="resume from this DCP checkpoint directory, or 'auto' for the newest "
+                        "complete one under --ckpt-dir (none: start from scratch)")
+    p.add_argument("--forget", action="append", choices=["rng", "data"], default=[],
+                   help="on resume, ignore this part of the saved state (demonstration)")
+    p.add_argument("--async-save", action="store_true",
+                   help="save with dcp.async_save on a separate gloo process group")
+    p.add_argument("--export", metavar="FILE", type=nonempty,
+                   help="after the run, convert the last checkpoint written into one torch.save "
+                        "file (rank 0)")
+    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
+                   help="process group backend (auto: nccl with CUDA, else gloo)")
+    p.add_argument("--timeout-s", type=number(int, 1, MAX_TIMEOUT_S), default=60,
+                   help="seconds before a collective waiting for a dead rank fails (default 60)")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write the results as JSON (rank 0)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and cross-check the command line (no torch import, no devices touched)."""
+    p = build_parser()
+    args = p.parse_args(argv)
+    if args.save_at and args.save_at[-1] > args.steps:
+        p.error(f"--save-at {args.save_at[-1]} is after the last step (--steps {args.steps})")
+    if args.stop_after_save and not args.save_at:
+        p.error("--stop-after-save needs --save-at")
+    if args.forget and not args.resume:
+        p.error("--forget only applies with --resume")
+    world = env_int("WORLD_SIZE", 1, lo=1)
+    if env_int("RANK", 0) >= world:
+        raise ScriptError(f"rank {env_int('RANK')} is outside world size {world} (check RANK and "
+                          "WORLD_SIZE)", EXIT_USAGE)
+    env_int("LOCAL_RANK", 0)
+    if "MASTER_ADDR" in os.environ:
+        env_int("MASTER_PORT", 0)
+    env_int("DCP_RESUME_EXAMPLE_CRASH_AT", 0)  # self-test variables: checked before torch
+    env_int("DCP_RESUME_EXAMPLE_SIGNAL_AT", 0)
+    if args.samples < world * args.batch_size:
+        p.error(f"{args.samples} samples do not fill one global batch of {world} ranks x "
+                f"{args.batch_size}")
+    if args.resume and args.resume != "auto":
+        found = describe_resume(args.resume)
+        if found:
+            p.error(f"--resume {args.resume}: expected a complete DCP checkpoint folder (with a "
+                    f".metadata file), found {found}")
+    if args.save_at:  # every rank writes its shard there
+        check_output_dir(args.ckpt_dir, "--ckpt-dir")
+        for k in args.save_at:
+            target = Path(args.ckpt_dir) / f"step-{k}"
+            if target.exists() and not target.is_dir():
+                raise ScriptError(f"--ckpt-dir {args.ckpt_dir}: {target} is a file; the "
+                                  f"checkpoint of step {k} goes there as a folder", EXIT_USAGE)
+    if env_int("RANK", 0) == 0:
+        # The checkpoint being resumed is an input, every file in it.
+        read = newest_checkpoint(Path(args.ckpt_dir)) if args.resume == "auto" else args.resume
+        for option, path in (("--json", args.json), ("--export", args.export)):
+            if path:
+                check_output(path, option, inputs=[read] if read else [])
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+    try:
+        run(args)
+    except ScriptError:
+        raise
+    except Exception as e:  # a dead peer or a bad checkpoint: one line, non-zero status
+        if isinstance(e, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
+            raise  # run_main ends the run quietly, with status 0
+        raise ScriptError(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+    return 0
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---

@@ -1,80 +1,32 @@
 #!/usr/bin/env python
 """flops_mfu_calculator.py: training FLOPs per token, achieved TFLOPS, MFU and HFU of a transformer.
 
-What it computes
-----------------
-From a model shape (or a parameter count), a measured throughput and the accelerator's peak:
-
-* **model FLOPs per token**: the FLOPs a training step must do per token, whatever the
-  implementation: ``6 N + 12 L a T`` (PaLM, Chowdhery et al. 2022, appendix B,
-  https://arxiv.org/abs/2204.02311). ``N`` is the number of parameters that take part in matrix
-  multiplications (every layer's weights plus the output projection to the vocabulary), ``L`` the
-  number of layers, ``a`` the attention width (heads x head dimension) and ``T`` the sequence
-  length. ``6N`` is 2 FLOPs per parameter per token in the forward pass and 4 in the backward pass
-  (Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, section 2.1); ``12 L a T`` is the
-  attention score and attention-times-value matmuls, forward and backward, over the full T x T
-  matrix. The number without the attention term (the plain ``6N`` rule) is printed too.
-* **hardware FLOPs per token**: model FLOPs plus the forward work that activation recomputation
-  repeats (``--recompute``): ``attention`` repeats the attention core (``+4 L a T``), ``full``
-  repeats every layer's forward pass (``+2 N_layers + 4 L a T``). With ``full`` this equals
-  Megatron-LM's ``96 B s l h^2 (1 + s/6h + V/16lh)`` per step (Narayanan et al. 2021,
-  https://arxiv.org/abs/2104.04473, section 5.1) divided by the ``B s`` tokens of the step.
-  With ``attention`` Megatron-LM's published HFU counts differently: Korthikanti et al. 2022
-  (https://arxiv.org/abs/2205.05198, appendix A) say selective recomputation repeats the
-  ``4 B s^2 h`` FLOPs of the attention core's forward pass per layer, the ``4 L a T`` per token
-  counted here, but their equation 8, ``72 B L s h^2 (1 + s/3h + V/12hL)``, behind the HFU of
-  their Table 5, adds ``12 B s^2 h`` per layer (``s/3h`` where the model FLOPs have ``s/6h``),
-  that is ``+12 L a T`` per token. The output states the convention next to HFU and, where the
-  two differ, prints that count's HFU as well (``hfu_paper_convention`` in ``--json``): 0.5 to
-  1.4 points higher for the four models of their Table 5.
-* **achieved TFLOPS** per device = FLOPs per token x tokens/s / devices (decimal: 1 TFLOPS =
-  1e12 FLOP/s).
-* **MFU** (model FLOPs utilization) = achieved model TFLOPS / peak TFLOPS; **HFU** (hardware
-  FLOPs utilization) = achieved hardware TFLOPS / peak TFLOPS. Definitions: PaLM, section 4.1
-  and appendix B. MFU does not reward recomputation; HFU does.
-
-Throughput comes either from ``--tokens-per-s`` (global, all devices), from ``--step-time-s``
-with ``--global-batch`` (sequences per optimizer step), or from ``--achieved-tflops`` (hardware
-TFLOPS per device, as Megatron-LM reports it). ``--train-tokens`` adds the wall-clock time that
-many tokens take at that rate.
-
-Peak: ``--peak-tflops`` or ``--device`` (dense bf16 tensor-core peaks, a copy of the book's
-catalogue ``data/compute/accelerators.yml``, whose rows cite the vendors' documents; listed by
-``--list-devices``). Use the peak of the dtype you train in; never the "with sparsity" figure.
-
-How to launch
--------------
-Standard library only, no torch, no GPU::
+From a model shape (or a parameter count), a measured throughput and the accelerator's peak it
+computes the model FLOPs per token, ``6N + 12LaT`` (PaLM, Chowdhery et al. 2022, appendix B; N
+matmul parameters, L layers, a attention width, T sequence length; plain ``6N`` is printed too),
+the hardware FLOPs per token (model FLOPs plus the forward work ``--recompute attention|full``
+runs again), the achieved TFLOPS per device (FLOPs per token x tokens/s / devices; 1 TFLOPS =
+1e12 FLOP/s), MFU (achieved model TFLOPS / peak) and HFU (achieved hardware TFLOPS / peak).
+Throughput: ``--tokens-per-s`` (all devices), ``--step-time-s`` with ``--global-batch``, or
+``--achieved-tflops``. Peak: ``--peak-tflops``, or ``--device`` (dense bf16 peaks copied from
+data/compute/accelerators.yml; ``--list-devices``). The Performance chapter explains the
+formulas and the two ways to count HFU under selective recomputation. Standard library only::
 
     python flops_mfu_calculator.py --layers 32 --hidden 4096 --heads 32 --vocab 32000 \\
         --seq-len 4096 --tokens-per-s 3.2e5 --devices 64 --device h100-sxm --json mfu.json
 
-Example output (PaLM 540B with the throughput and chip count of the PaLM paper; its Table 3
-reports 46.2% MFU)::
+Exit status: 0 ok, 2 usage (one line naming the option, also for inputs that put a device above
+its peak); ``--debug`` adds the traceback.
+
+Example output (PaLM 540B at the paper's throughput; its Table 3 reports 46.2% MFU)::
 
     $ python scripts/training/flops_mfu_calculator.py --params 540.35e9 --layers 118 --heads 48 \\
           --head-dim 256 --seq-len 2048 --tokens-per-s 238.3e3 --devices 6144 --device tpu-v4
-    # flops_mfu_calculator.py: FLOPs per token, achieved TFLOPS and MFU (decimal units)
-    # model: N = 540.35e9 matmul parameters (given), L = 118, attention width a = 12288, T = 2048
-    # peak: 275.0 TFLOPS per device (tpu-v4) x 6144 devices; recompute: none
-    #
-    # FLOPs per token              value        formula
-    model (with attention)        3.2777e+12   6N + 12LaT
-    model (6N only)               3.2421e+12   6N
-    hardware                      3.2777e+12   model + recomputed forward
-    #
-    # throughput: 238300 tokens/s in total, 38.79 tokens/s per device
+    ...
     achieved model TFLOPS/device    127.13
-    achieved hardware TFLOPS/device 127.13
     MFU (with attention)            46.23 %
     MFU (6N only)                   45.73 %
     HFU                             46.23 %   nothing recomputed
-
-Exit status: 0 success; 2 bad input, with a one-line ``flops_mfu_calculator.py: error: ...``
-naming the option: a missing, non-finite or non-positive number, a count above 1e12 (or
-``--params`` above 1e16), conflicting options, an unusable ``--json`` path, or inputs that put a
-device above its peak (HFU over 100 %: the message repeats the throughput, device count, peak and
-parameter count that give it). ``--debug`` also prints the traceback of a failure.
 """
 
 from __future__ import annotations
@@ -89,6 +41,10 @@ import tempfile
 import traceback
 
 PROG = "flops_mfu_calculator.py"
+# Caps of the argparse types: no transformer has a dimension, vocabulary, sequence, batch or
+# device count near 1e12 or 1e16 parameters, and far larger values overflow the float arithmetic.
+MAX_COUNT = 10**12
+MAX_PARAMS = 1e16
 
 # Dense (no sparsity) bf16 peak TFLOPS per device: a copy of the `bf16_dense` column of the book's
 # catalogue, data/compute/accelerators.yml (the row named here; its `source` is the vendor's
@@ -133,7 +89,7 @@ def flops_per_token(*, matmul_params: float, layer_matmul_params: float, layers:
         layer_matmul_params: the part of N inside the transformer layers (what ``full``
             recomputation runs again); ``0 <= layer_matmul_params <= matmul_params``.
         layers, attn_width, seq_len: L, a (heads x head_dim) and T of ``12 L a T``.
-        recompute: ``none``, ``attention`` or ``full`` (see module docstring).
+        recompute: ``none``, ``attention`` or ``full`` (see HFU_CONVENTION).
 
     Returns a dict of FLOPs per token: ``dense`` (6N), ``attention`` (12LaT), ``model``
     (their sum, PaLM appendix B), ``recomputed`` (extra forward FLOPs), ``hardware`` (model +
@@ -197,56 +153,6 @@ def utilization(flops_token: float, tokens_per_s: float, devices: int, peak_tflo
         raise InputError("devices and peak TFLOPS must be positive")
     achieved = flops_token * tokens_per_s / devices / 1e12
     return achieved, achieved / peak_tflops
-
-
-# argparse types (the contract's number(): finite, in range, the option named in the error)
-# Caps: no transformer has a dimension, vocabulary, sequence, batch or device count near 1e12 or
-# 1e16 parameters, and far larger values overflow the float arithmetic (to inf or an error).
-MAX_COUNT = 10**12
-MAX_PARAMS = 1e16
-
-
-def build_parser() -> argparse.ArgumentParser:
-    positive_float = number(float, 0, lo_open=True)
-    positive_int = number(int, 1, MAX_COUNT)
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description="Training FLOPs per token (6N + 12LaT, PaLM appendix B), achieved TFLOPS per "
-                    "device, MFU and HFU, from a transformer's shape, a measured throughput and "
-                    "the device's peak. Decimal units: 1 TFLOPS = 1e12 FLOP/s.")
-    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    m = p.add_argument_group("model (give --params, or the shape to count them)")
-    m.add_argument("--params", type=number(float, 0, MAX_PARAMS, lo_open=True),
-                   help="N, parameters used in matmuls (for MoE: the parameters active per token)")
-    m.add_argument("--layers", type=positive_int, help="number of transformer layers L")
-    m.add_argument("--hidden", type=positive_int, help="model width d")
-    m.add_argument("--heads", type=positive_int, help="attention heads")
-    m.add_argument("--head-dim", type=positive_int, help="per-head width (default hidden/heads)")
-    m.add_argument("--kv-heads", type=positive_int, help="key/value heads (GQA; default heads)")
-    m.add_argument("--ffn", type=positive_int, help="MLP inner width (default 4*hidden)")
-    m.add_argument("--gated", action="store_true", help="gated MLP (SwiGLU: three matrices)")
-    m.add_argument("--vocab", type=positive_int, help="vocabulary size V (output projection)")
-    m.add_argument("--seq-len", type=positive_int, required=True, help="sequence length T")
-    t = p.add_argument_group("throughput (one of)")
-    t.add_argument("--tokens-per-s", type=positive_float, help="tokens per second, all devices")
-    t.add_argument("--step-time-s", type=positive_float, help="seconds per optimizer step")
-    t.add_argument("--global-batch", type=positive_int,
-                   help="sequences per optimizer step (with --step-time-s)")
-    t.add_argument("--achieved-tflops", type=positive_float,
-                   help="measured hardware TFLOPS per device (Megatron-LM style)")
-    d = p.add_argument_group("devices")
-    d.add_argument("--devices", type=positive_int, default=1, help="number of devices (default 1)")
-    d.add_argument("--peak-tflops", type=positive_float, help="peak TFLOPS per device")
-    d.add_argument("--device", choices=sorted(DEVICES), help="take the peak from the built-in list")
-    d.add_argument("--list-devices", action="store_true", help="print the built-in peaks and exit")
-    p.add_argument("--recompute", choices=("none", "attention", "full"), default="none",
-                   help="activation recomputation, for HFU (default none): attention is "
-                   "Megatron-LM's selective recomputation of the attention core, full re-runs "
-                   "every layer's forward pass")
-    p.add_argument("--train-tokens", type=positive_float,
-                   help="also print the time to train on this many tokens")
-    p.add_argument("--json", metavar="PATH", type=nonempty, help="write the results as JSON")
-    return p
 
 
 def model_counts(args) -> dict:
@@ -399,6 +305,49 @@ def report(r: dict, device: str | None) -> str:
     if "train_days" in r:
         lines.append(f"time for {r['train_tokens']:.4g} tokens       {r['train_days']:.1f} days")
     return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    positive_float = number(float, 0, lo_open=True)
+    positive_int = number(int, 1, MAX_COUNT)
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Training FLOPs per token (6N + 12LaT, PaLM appendix B), achieved TFLOPS per "
+                    "device, MFU and HFU, from a transformer's shape, a measured throughput and "
+                    "the device's peak. Decimal units: 1 TFLOPS = 1e12 FLOP/s.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    m = p.add_argument_group("model (give --params, or the shape to count them)")
+    m.add_argument("--params", type=number(float, 0, MAX_PARAMS, lo_open=True),
+                   help="N, parameters used in matmuls (for MoE: the parameters active per token)")
+    m.add_argument("--layers", type=positive_int, help="number of transformer layers L")
+    m.add_argument("--hidden", type=positive_int, help="model width d")
+    m.add_argument("--heads", type=positive_int, help="attention heads")
+    m.add_argument("--head-dim", type=positive_int, help="per-head width (default hidden/heads)")
+    m.add_argument("--kv-heads", type=positive_int, help="key/value heads (GQA; default heads)")
+    m.add_argument("--ffn", type=positive_int, help="MLP inner width (default 4*hidden)")
+    m.add_argument("--gated", action="store_true", help="gated MLP (SwiGLU: three matrices)")
+    m.add_argument("--vocab", type=positive_int, help="vocabulary size V (output projection)")
+    m.add_argument("--seq-len", type=positive_int, required=True, help="sequence length T")
+    t = p.add_argument_group("throughput (one of)")
+    t.add_argument("--tokens-per-s", type=positive_float, help="tokens per second, all devices")
+    t.add_argument("--step-time-s", type=positive_float, help="seconds per optimizer step")
+    t.add_argument("--global-batch", type=positive_int,
+                   help="sequences per optimizer step (with --step-time-s)")
+    t.add_argument("--achieved-tflops", type=positive_float,
+                   help="measured hardware TFLOPS per device (Megatron-LM style)")
+    d = p.add_argument_group("devices")
+    d.add_argument("--devices", type=positive_int, default=1, help="number of devices (default 1)")
+    d.add_argument("--peak-tflops", type=positive_float, help="peak TFLOPS per device")
+    d.add_argument("--device", choices=sorted(DEVICES), help="take the peak from the built-in list")
+    d.add_argument("--list-devices", action="store_true", help="print the built-in peaks and exit")
+    p.add_argument("--recompute", choices=("none", "attention", "full"), default="none",
+                   help="activation recomputation, for HFU (default none): attention is "
+                   "Megatron-LM's selective recomputation of the attention core, full re-runs "
+                   "every layer's forward pass")
+    p.add_argument("--train-tokens", type=positive_float,
+                   help="also print the time to train on this many tokens")
+    p.add_argument("--json", metavar="PATH", type=nonempty, help="write the results as JSON")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,33 +1,14 @@
 #!/usr/bin/env python
 """gpu_memory_monitor.py: log GPU memory from PyTorch's caching allocator inside a training loop.
 
-What it reports
----------------
-``nvidia-smi`` shows what the *process* holds on the device: the CUDA context plus everything
-PyTorch's caching allocator has reserved, used or not. To see what the training step needs, ask
-the allocator itself (``torch.cuda.memory_stats``, https://pytorch.org/docs/stable/generated/torch.cuda.memory_stats.html).
-Per call, :class:`MemoryMonitor` returns and formats:
-
-* ``allocated``      - bytes in live tensors now (``allocated_bytes.all.current``);
-* ``active_peak``    - the most bytes in active blocks since the last reset (``active_bytes.all.peak``):
-                       what the step really needed at its worst moment;
-* ``reserved_peak``  - the most bytes the allocator held from the driver (``reserved_bytes.all.peak``);
-                       reserved minus active is cached or fragmented memory;
-* ``alloc_retries``  - ``num_alloc_retries``: times a cudaMalloc failed and the allocator freed its
-                       cache and tried again. Each retry synchronizes the device; a count that keeps
-                       growing means the job runs at the edge of memory and is slowed by it;
-* ``ooms``           - ``num_ooms``: out-of-memory errors raised (caught or not);
-* ``device_total``   - the device's memory (``torch.cuda.mem_get_info``), to print percentages.
-
-Units: bytes in the dict and in ``--json``; the line printed uses GiB (2**30 bytes).
-Peaks are since the previous ``reset_peaks()`` (call it once per step to get per-step peaks).
-
-Without CUDA there is no device allocator to ask: the monitor says so once and falls back to the
-process's resident memory (``rss`` now and ``rss_peak`` since the process started, from
-/proc/self/status on Linux or ``resource.getrusage``), labelled as host memory, so a CPU run of
-the same training loop still logs something meaningful.
-
-Use it from a training loop::
+``nvidia-smi`` shows what the process holds (the CUDA context plus all the allocator reserved);
+what a step needs is in the allocator's own counters (``torch.cuda.memory_stats``).
+``MemoryMonitor.snapshot()`` returns, in bytes: ``allocated`` (live tensors now), ``active_peak``
+(the most in active blocks since the last ``reset_peaks()``: the step's worst moment),
+``reserved_peak`` (the most the allocator held; reserved minus active is cache or fragmentation),
+``alloc_retries`` (failed cudaMallocs that flushed the cache: a growing count means the job runs
+at the edge of memory), ``ooms`` and ``device_total``; ``format()`` prints GiB (2**30 bytes).
+Without CUDA it reports the process's resident memory (``rss``, ``rss_peak``). In a loop::
 
     from gpu_memory_monitor import MemoryMonitor
     mon = MemoryMonitor()            # current CUDA device, or host RSS without CUDA
@@ -36,30 +17,17 @@ Use it from a training loop::
         print(f"step {step} | {mon.format(mon.snapshot())}")
         mon.reset_peaks()
 
-How to launch the demo
-----------------------
-``python gpu_memory_monitor.py`` runs a small loop that allocates a growing list of tensors
-(``--steps``, ``--mib`` per step), prints one line per step and, with ``--provoke-oom``, asks for
-more memory than the device has, catches the error and shows ``ooms`` go up. ``--json PATH``
-writes the per-step snapshots. Under torchrun every rank monitors its own GPU (LOCAL_RANK).
+The demo keeps ``--mib`` more each step for ``--steps`` steps (``--provoke-oom``: catch an OOM;
+``--json PATH``: the snapshots; under torchrun each rank watches GPU LOCAL_RANK). Exit status:
+0 ok, 1 failure, 2 usage, 130 interrupted (``--json`` keeps the steps measured so far).
 
-Exit status: 0 success; 2 bad input (a non-positive or non-integer ``--steps``/``--mib``, more
-than 64 GiB kept alive or more than the GPU (without CUDA: the host) has free, an unusable
-``--json`` path, a LOCAL_RANK that is not an integer or has no GPU, ``--provoke-oom`` without
-CUDA), with one line ``gpu_memory_monitor.py: error: ...``;
-1 an unexpected failure; 130 interrupted (Ctrl-C), after writing the steps measured so far to
-``--json`` with ``"interrupted": true``. ``--debug`` also prints the traceback of a failure.
-
-Example output (CPU-only machine, torch 2.13.0+cpu)::
+Example output (CPU only: RSS grows by the 64 MiB kept; the peak saw a 128 MiB temporary)::
 
     $ python scripts/training/gpu_memory_monitor.py --steps 3 --mib 64
     # gpu_memory_monitor.py: CUDA is not available; reporting host process memory (RSS) instead
     step 0 | host rss 0.28 GiB | rss peak 0.40 GiB
     step 1 | host rss 0.34 GiB | rss peak 0.47 GiB
     step 2 | host rss 0.40 GiB | rss peak 0.53 GiB
-
-(RSS grows by the 64 MiB kept each step; the peak also saw the 128 MiB temporary, freed before
-the snapshot. On a GPU the same loop prints the allocator's counters instead.)
 """
 
 from __future__ import annotations
@@ -76,6 +44,9 @@ import traceback
 
 PROG = "gpu_memory_monitor.py"
 GIB = 2**30
+# The demo keeps steps x mib MiB alive (plus a temporary of 2 x mib): on a CPU run a typo would
+# otherwise wake the kernel's OOM killer rather than give an error.
+MAX_KEPT_MIB = 65536
 
 
 def _host_memory() -> dict[str, int]:
@@ -127,7 +98,7 @@ class MemoryMonitor:
         _free, self.device_total = torch.cuda.mem_get_info(self.device)
 
     def snapshot(self) -> dict:
-        """Current counters as a dict of ints (bytes or counts); see the module docstring.
+        """Current counters as a dict of ints (bytes or counts), as the module docstring says.
         Keys with CUDA: kind='cuda', allocated, active_peak, reserved, reserved_peak,
         alloc_retries, ooms, device_total. Without: kind='host', rss, rss_peak."""
         if not self.cuda:
@@ -162,9 +133,73 @@ class MemoryMonitor:
                 f"OOMs {snap['ooms']}")
 
 
-# The demo keeps steps x mib MiB alive (plus a temporary of 2 x mib): on a CPU run a typo would
-# otherwise wake the kernel's OOM killer rather than give an error.
-MAX_KEPT_MIB = 65536
+def run_demo(args: argparse.Namespace, torch, mon: MemoryMonitor, device) -> list[dict]:
+    """The demo loop: keep --mib MiB more each step, with a temporary twice as large freed
+    before the snapshot, and print one line per step; returns the snapshots. Ctrl-C writes
+    the steps measured so far to --json, then stops the run."""
+    kept, steps = [], []
+    try:
+        for step in range(args.steps):
+            mon.reset_peaks()
+            kept.append(torch.ones(args.mib * 2**20 // 4, dtype=torch.float32, device=device))
+            # a temporary twice as large, freed before the snapshot: it shows in the peak only
+            tmp = torch.empty(2 * args.mib * 2**20 // 4, dtype=torch.float32, device=device)
+            tmp.fill_(1.0)
+            del tmp
+            snap = mon.snapshot()
+            steps.append({"step": step, **snap})
+            print(f"step {step} | {mon.format(snap)}", flush=True)
+        if args.provoke_oom:
+            _free, total = torch.cuda.mem_get_info(device)
+            try:
+                torch.empty(2 * total, dtype=torch.uint8, device=device)
+            except torch.OutOfMemoryError:
+                snap = mon.snapshot()
+                steps.append({"step": "oom", **snap})
+                print(f"after OOM | {mon.format(snap)}", flush=True)
+    except KeyboardInterrupt:
+        write_steps(args, steps, interrupted=True)  # the steps measured so far are kept
+        raise
+    return steps
+
+
+def check_fits(args: argparse.Namespace, torch, device) -> None:
+    """Refuse a demo that cannot fit: it keeps --steps x --mib MiB and, in its last step, a
+    temporary of 2 x --mib more. On the GPU compare with the device's free memory; on the CPU
+    with the host's MemAvailable, where a run past it wakes the kernel's OOM killer."""
+    need = (args.steps + 2) * args.mib * 2**20
+    if device is not None:
+        free, where = torch.cuda.mem_get_info(device)[0], f"GPU {device}"
+    else:
+        free, where = _host_available(), "host"
+        if free is None:
+            return
+    if need > free:
+        raise ScriptError(f"--steps {args.steps} x --mib {args.mib} (and a temporary of 2 x "
+                          f"--mib) needs {need // 2**20} MiB; the {where} has "
+                          f"{free // 2**20} MiB free", EXIT_USAGE)
+
+
+def _host_available() -> int | None:
+    """MemAvailable from /proc/meminfo in bytes (None where there is no such file)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def write_steps(args: argparse.Namespace, steps: list[dict], interrupted: bool = False) -> None:
+    """--json's file: the per-step snapshots (and ``"interrupted": true`` after Ctrl-C)."""
+    if args.json:
+        doc = {"tool": "gpu_memory_monitor", "schema_version": 1, "units": "bytes",
+               "mib_per_step": args.mib, "steps": steps}
+        if interrupted:
+            doc["interrupted"] = True
+        write_atomic(args.json, json.dumps(doc, indent=2))
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -207,70 +242,9 @@ def main(argv=None) -> int:
     mon = MemoryMonitor()
     device = mon.device or torch.device("cpu")
     check_fits(args, torch, mon.device)
-    kept, steps = [], []
-    try:
-        for step in range(args.steps):
-            mon.reset_peaks()
-            kept.append(torch.ones(args.mib * 2**20 // 4, dtype=torch.float32, device=device))
-            # a temporary twice as large, freed before the snapshot: it shows in the peak only
-            tmp = torch.empty(2 * args.mib * 2**20 // 4, dtype=torch.float32, device=device)
-            tmp.fill_(1.0)
-            del tmp
-            snap = mon.snapshot()
-            steps.append({"step": step, **snap})
-            print(f"step {step} | {mon.format(snap)}", flush=True)
-        if args.provoke_oom:
-            _free, total = torch.cuda.mem_get_info(device)
-            try:
-                torch.empty(2 * total, dtype=torch.uint8, device=device)
-            except torch.OutOfMemoryError:
-                snap = mon.snapshot()
-                steps.append({"step": "oom", **snap})
-                print(f"after OOM | {mon.format(snap)}", flush=True)
-    except KeyboardInterrupt:
-        write_steps(args, steps, interrupted=True)  # the steps measured so far are kept
-        raise
+    steps = run_demo(args, torch, mon, device)
     write_steps(args, steps)
     return 0
-
-
-def check_fits(args: argparse.Namespace, torch, device) -> None:
-    """Refuse a demo that cannot fit: it keeps --steps x --mib MiB and, in its last step, a
-    temporary of 2 x --mib more. On the GPU compare with the device's free memory; on the CPU
-    with the host's MemAvailable, where a run past it wakes the kernel's OOM killer."""
-    need = (args.steps + 2) * args.mib * 2**20
-    if device is not None:
-        free, where = torch.cuda.mem_get_info(device)[0], f"GPU {device}"
-    else:
-        free, where = _host_available(), "host"
-        if free is None:
-            return
-    if need > free:
-        raise ScriptError(f"--steps {args.steps} x --mib {args.mib} (and a temporary of 2 x "
-                          f"--mib) needs {need // 2**20} MiB; the {where} has "
-                          f"{free // 2**20} MiB free", EXIT_USAGE)
-
-
-def _host_available() -> int | None:
-    """MemAvailable from /proc/meminfo in bytes (None where there is no such file)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def write_steps(args: argparse.Namespace, steps: list[dict], interrupted: bool = False) -> None:
-    """--json's file: the per-step snapshots (and ``"interrupted": true`` after Ctrl-C)."""
-    if args.json:
-        doc = {"tool": "gpu_memory_monitor", "schema_version": 1, "units": "bytes",
-               "mib_per_step": args.mib, "steps": steps}
-        if interrupted:
-            doc["interrupted"] = True
-        write_atomic(args.json, json.dumps(doc, indent=2))
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---

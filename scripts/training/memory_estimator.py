@@ -1,102 +1,32 @@
 #!/usr/bin/env python
 """memory_estimator.py: estimate the GPU memory one rank needs to train a transformer.
 
-What it computes
-----------------
-For one GPU (the first pipeline stage, which holds the most activations) it prints:
-
-* ``weights``           - the model parameters in their storage dtype;
-* ``gradients``         - the gradients the backward pass writes (one per parameter);
-* ``optimizer states``  - everything the optimizer keeps between steps: fp32 master weights,
-                          fp32 "main" gradients where the recipe keeps a separate copy, and the
-                          optimizer's own statistics (Adam: first and second moments);
-* ``model states``      - the sum of the three above (the term the ZeRO paper divides);
-* ``activations``       - tensors saved in the forward pass for the backward pass;
-* ``temporary``         - ZeRO-3/FSDP gathered parameters of the layers in flight;
-* ``total``             - model states + activations + temporary.
-
-Units: bytes in ``--json``; the table prints GB (1 GB = 1e9 bytes, the unit of the ZeRO paper)
-and GiB (1 GiB = 2**30 bytes, the unit of ``torch.cuda.memory_allocated``/``nvidia-smi`` MiB).
-
-Formulas and their sources
---------------------------
-Model states, bytes per parameter (Rajbhandari et al. 2019, "ZeRO: Memory Optimizations Toward
-Training Trillion Parameter Models", https://arxiv.org/abs/1910.02054, Section 3.1): mixed
-precision Adam keeps 2 (fp16 weights) + 2 (fp16 gradients) + K bytes per parameter, with K = 12
-(fp32 master weights, momentum and variance). The other recipes follow the same counting; the
-Megatron-LM ones reproduce the table of its distributed optimizer (fp16: 20 bytes, bf16 with fp32
-gradients: 18, fp32: 16 bytes per parameter; https://github.com/NVIDIA/Megatron-LM, README,
-"Distributed Optimizer").
-
-Sharding (ZeRO paper, Section 5): stage 1 divides the optimizer states by the data-parallel
-degree ``dp``, stage 2 also the gradients, stage 3 also the weights. PyTorch FSDP's FULL_SHARD is
-stage 3, SHARD_GRAD_OP stage 2. Tensor (``tp``) and pipeline (``pp``) parallelism divide every
-parameter-sized term by ``tp * pp``, assuming parameters are spread evenly (in Megatron-LM the
-first and last stages also hold the embedding, so they carry a little more).
-
-Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
-Models", https://arxiv.org/abs/2205.05198), bytes per transformer layer for sequence length s,
-micro-batch b, hidden size h, a attention heads, tensor-parallel degree t, 16-bit activations and
-1-byte dropout masks:
-
-* no recomputation, t = 1:                     s*b*h*(34 + 5*a*s/h)            (Eq. 1)
-* tensor parallel:                             s*b*h*(10 + 24/t + 5*a*s/(h*t))  (Eq. 2)
-* tensor + sequence parallel:                  s*b*h*(34 + 5*a*s/h)/t          (Eq. 4)
-* selective recomputation (attention core):    the 5*a*s/h term disappears     (Section 5)
-* full recomputation (layer inputs only):      2*s*b*h (divided by t with sequence parallel)
-  (the paper's 2*s*b*h*L; with sequence parallelism the stored input is the 1/t shard)
-
-With 1F1B pipeline scheduling the first stage holds L/pp layers for pp micro-batches, so its
-activation memory is L times the per-layer figure whatever pp is (Section 4.2.3). We add the
-paper's extra terms (Section 4.3): the embedding dropout mask, s*b*h*pp/t, and, when pp = 1, the
-final layer norm, the output layer's input and the fp32 logits, 4*s*b*h*(1 + v/h)/t (without
-sequence parallelism the layer-norm and output-layer parts are not divided by t).
-``--ffn-hidden`` other than 4h scales the MLP part (19 of the 34) as Megatron-LM's
-theoretical-memory code does: 34 becomes 18 + 4*ffn/h. ``--flash-attention`` drops the s^2 term
-(FlashAttention keeps only its output and a per-row log-sum-exp, Dao et al. 2022,
-https://arxiv.org/abs/2205.14135); we add the fp32 log-sum-exp, 4*a*s*b/t bytes per layer.
-
-Parameter count from the shape (Narayanan et al. 2021, "Efficient Large-Scale Language Model
-Training on GPU Clusters Using Megatron-LM", https://arxiv.org/abs/2104.04473, Section 5.1):
-P = 12*L*h^2*(1 + 13/(12*h) + (V + s)/(12*L*h)) for ffn = 4h, tied input/output embeddings and
-learned position embeddings; we use the same count with the MLP written for any ffn size, plus
-the final layer norm (2h).
-
-What it does not count: the CUDA context (a few hundred MiB per process, outside PyTorch's
-allocator), NCCL buffers, the caching allocator's fragmentation (reserved minus allocated), DDP's
-gradient buckets (an extra copy of the gradients unless ``gradient_as_bucket_view=True``), and
-short-lived temporaries inside kernels. Measure those: see gpu_memory_monitor.py.
-
-How to launch
--------------
-Plain ``python``; no GPU and no torch needed (the module imports only the standard library)::
+For one GPU (the first pipeline stage, which holds the most activations) it prints the weights,
+the gradients, the optimizer states (fp32 master weights, fp32 main gradients where the recipe
+keeps them, the optimizer's statistics), their sum (the model states that ZeRO divides), the
+activations kept for the backward pass, the ZeRO-3/FSDP gathered layers and the total, for a
+precision recipe, an optimizer, a ZeRO stage, DP/TP/PP degrees and a recomputation mode. The
+Memory chapter derives every term: model states from the ZeRO paper (Rajbhandari et al. 2019),
+activations from Korthikanti et al. 2022, the parameter count from Narayanan et al. 2021. Not
+counted: the CUDA context, NCCL buffers, fragmentation, DDP's gradient buckets (measure them with
+gpu_memory_monitor.py). Units: bytes in ``--json PATH`` (``-``: stdout); the table prints GB
+(1e9 bytes, the ZeRO paper's unit) and GiB (2**30 bytes, PyTorch's). Standard library only::
 
     python memory_estimator.py --params 7.5e9 --dp 64 --zero 1
     python memory_estimator.py --layers 32 --hidden 4096 --heads 32 --vocab 32000 --seq 4096 \\
         --micro-batch 1 --recipe bf16-fp32-grads --dp 8 --zero 1 --recompute selective
 
-``--json PATH`` writes the inputs and every per-GPU term in bytes; ``--json -`` prints it.
-Exit status: 0 success; 2 bad input (a non-finite or non-positive number, ``--params`` above
-1e16 or a size, count or degree above 1e9, an inconsistent shape or parallel layout, an unusable
-``--json`` path), with a one-line ``memory_estimator.py: error: ...`` naming the option.
-``--debug`` also prints the traceback of a failure.
+Exit status: 0 ok, 2 usage (one line naming the option); ``--debug`` adds the traceback.
 
-Example output (the ZeRO paper's Figure 1 example, 7.5B parameters on 64 GPUs, stage 1)::
+Example output (the ZeRO paper's Figure 1: 7.5B parameters on 64 GPUs, stage 1)::
 
     $ python scripts/training/memory_estimator.py --params 7.5e9 --dp 64 --zero 1
-    # memory_estimator.py: training memory per GPU (first pipeline stage)
-    # model: 7.500e+09 parameters (given) | recipe mixed | optimizer adamw
-    # parallelism: dp 64 x tp 1 x pp 1 = 64 GPUs | ZeRO stage 1 | recompute none
-    # bytes/param: weights 2, gradients 2, optimizer states 12 (master 4, states 2 x 4)
-    # 1 GB = 1e9 bytes, 1 GiB = 2^30 bytes
-    component                  divided by        GB        GiB
-    weights                         tp*pp    15.000     13.970
-    gradients                       tp*pp    15.000     13.970
-    optimizer states             tp*pp*dp     1.406      1.310
-    model states                             31.406     29.249
-    activations                                 n/a        n/a  (give --layers/--hidden/...)
-    temporary (ZeRO-3 gather)                 0.000      0.000
-    total                                    31.406     29.249
+    ...
+    component                   divided by        GB        GiB
+    weights                          tp*pp    15.000     13.970
+    gradients                        tp*pp    15.000     13.970
+    optimizer states              tp*pp*dp     1.406      1.310
+    model states                              31.406     29.249
 """
 
 from __future__ import annotations
@@ -114,6 +44,12 @@ from dataclasses import asdict, dataclass
 PROG = "memory_estimator.py"
 GB = 1e9
 GIB = 2**30
+# Caps of the argparse types: no model has 1e16 parameters, nor a dimension, sequence, batch or
+# parallel degree near 1e9; far larger values overflow the arithmetic (an OverflowError, or "inf"
+# printed as a size).
+MAX_PARAMS = 1e16
+MAX_COUNT = 10**9
+SHAPE = ("layers", "hidden", "heads", "vocab", "seq", "micro_batch")  # options of the model shape
 
 
 @dataclass(frozen=True)
@@ -334,14 +270,55 @@ def estimate(params: float | None = None, model: Model | None = None, recipe: st
                               "temporary": temp, "total": total}}
 
 
-# argparse types (the contract's number(): finite, in range, the option named in the error).
-# Caps: no model has 1e16 parameters, nor a dimension, sequence, batch or parallel degree near
-# 1e9; far larger values overflow the arithmetic (an OverflowError, or "inf" printed as a size).
-MAX_PARAMS = 1e16
-MAX_COUNT = 10**9
+def report(args: argparse.Namespace, est: dict) -> str:
+    """The human-readable table for an estimate."""
+    per = est["bytes_per_param"]
+    b = est["per_gpu_bytes"]
+    source = "from the shape" if args.params is None else "given"
+    n_states = OPTIMIZERS[args.optimizer][0]
+    state_each = per["states"] / n_states if n_states else 0
+    opt_parts = []
+    if per["master"]:
+        opt_parts.append(f"master {per['master']:g}")
+    if per["main_grads"]:
+        opt_parts.append(f"main grads {per['main_grads']:g}")
+    opt_parts.append(f"states {n_states} x {state_each:g}" if n_states else "no states")
+    div = {"weights": "tp*pp" + ("*dp" if args.zero >= 3 else ""),
+           "gradients": "tp*pp" + ("*dp" if args.zero >= 2 else ""),
+           "optimizer_states": "tp*pp" + ("*dp" if args.zero >= 1 else "")}
+    lines = [
+        f"# {PROG}: training memory per GPU (first pipeline stage)",
+        f"# model: {est['params']:.3e} parameters ({source}) | recipe {args.recipe} | "
+        f"optimizer {args.optimizer}",
+        f"# parallelism: dp {args.dp} x tp {args.tp} x pp {args.pp} = "
+        f"{args.dp * args.tp * args.pp} GPU{'s' if args.dp * args.tp * args.pp > 1 else ''} | ZeRO stage {args.zero} | recompute "
+        f"{args.recompute}" + (" | sequence parallel" if args.sequence_parallel else "")
+        + (" | flash attention" if args.flash_attention else ""),
+        f"# bytes/param: weights {per['weights']:g}, gradients {per['gradients']:g}, optimizer "
+        f"states {per['optimizer_states']:g} ({', '.join(opt_parts)})",
+        "# 1 GB = 1e9 bytes, 1 GiB = 2^30 bytes",
+        f"{'component':<26}{'divided by':>12}{'GB':>10}{'GiB':>11}",
+    ]
 
+    def row(name: str, value: float | None, divided: str = "", note: str = "") -> str:
+        if value is None:
+            return f"{name:<26}{divided:>12}{'n/a':>10}{'n/a':>11}  {note}".rstrip()
+        return f"{name:<26}{divided:>12}{value / GB:>10.3f}{value / GIB:>11.3f}  {note}".rstrip()
 
-SHAPE = ("layers", "hidden", "heads", "vocab", "seq", "micro_batch")
+    lines.append(row("weights", b["weights"], div["weights"]))
+    lines.append(row("gradients", b["gradients"], div["gradients"]))
+    lines.append(row("optimizer states", b["optimizer_states"], div["optimizer_states"]))
+    lines.append(row("model states", b["model_states"]))
+    if b["activations"] is None:
+        lines.append(row("activations", None, note="(give --layers/--hidden/...)"))
+    else:
+        lines.append(row("activations", b["activations"],
+                         "tp" if args.tp > 1 else "",
+                         f"(layers {b['activations_layers'] / GB:.3f} GB, "
+                         f"embedding/output {b['activations_other'] / GB:.3f} GB)"))
+    lines.append(row("temporary (ZeRO-3 gather)", b["temporary"]))
+    lines.append(row("total", b["total"]))
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -414,57 +391,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.json and args.json != "-":
         check_output(args.json, "--json")
     return args
-
-
-def report(args: argparse.Namespace, est: dict) -> str:
-    """The human-readable table for an estimate."""
-    per = est["bytes_per_param"]
-    b = est["per_gpu_bytes"]
-    source = "from the shape" if args.params is None else "given"
-    n_states = OPTIMIZERS[args.optimizer][0]
-    state_each = per["states"] / n_states if n_states else 0
-    opt_parts = []
-    if per["master"]:
-        opt_parts.append(f"master {per['master']:g}")
-    if per["main_grads"]:
-        opt_parts.append(f"main grads {per['main_grads']:g}")
-    opt_parts.append(f"states {n_states} x {state_each:g}" if n_states else "no states")
-    div = {"weights": "tp*pp" + ("*dp" if args.zero >= 3 else ""),
-           "gradients": "tp*pp" + ("*dp" if args.zero >= 2 else ""),
-           "optimizer_states": "tp*pp" + ("*dp" if args.zero >= 1 else "")}
-    lines = [
-        f"# {PROG}: training memory per GPU (first pipeline stage)",
-        f"# model: {est['params']:.3e} parameters ({source}) | recipe {args.recipe} | "
-        f"optimizer {args.optimizer}",
-        f"# parallelism: dp {args.dp} x tp {args.tp} x pp {args.pp} = "
-        f"{args.dp * args.tp * args.pp} GPU{'s' if args.dp * args.tp * args.pp > 1 else ''} | ZeRO stage {args.zero} | recompute "
-        f"{args.recompute}" + (" | sequence parallel" if args.sequence_parallel else "")
-        + (" | flash attention" if args.flash_attention else ""),
-        f"# bytes/param: weights {per['weights']:g}, gradients {per['gradients']:g}, optimizer "
-        f"states {per['optimizer_states']:g} ({', '.join(opt_parts)})",
-        "# 1 GB = 1e9 bytes, 1 GiB = 2^30 bytes",
-        f"{'component':<26}{'divided by':>12}{'GB':>10}{'GiB':>11}",
-    ]
-
-    def row(name: str, value: float | None, divided: str = "", note: str = "") -> str:
-        if value is None:
-            return f"{name:<26}{divided:>12}{'n/a':>10}{'n/a':>11}  {note}".rstrip()
-        return f"{name:<26}{divided:>12}{value / GB:>10.3f}{value / GIB:>11.3f}  {note}".rstrip()
-
-    lines.append(row("weights", b["weights"], div["weights"]))
-    lines.append(row("gradients", b["gradients"], div["gradients"]))
-    lines.append(row("optimizer states", b["optimizer_states"], div["optimizer_states"]))
-    lines.append(row("model states", b["model_states"]))
-    if b["activations"] is None:
-        lines.append(row("activations", None, note="(give --layers/--hidden/...)"))
-    else:
-        lines.append(row("activations", b["activations"],
-                         "tp" if args.tp > 1 else "",
-                         f"(layers {b['activations_layers'] / GB:.3f} GB, "
-                         f"embedding/output {b['activations_other'] / GB:.3f} GB)"))
-    lines.append(row("temporary (ZeRO-3 gather)", b["temporary"]))
-    lines.append(row("total", b["total"]))
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

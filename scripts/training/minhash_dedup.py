@@ -1,93 +1,32 @@
 #!/usr/bin/env python
 """minhash_dedup.py: find near-duplicate documents with MinHash signatures and LSH banding.
 
-What it does
-------------
-1. Normalizes each document (Unicode NFKC, lower case, punctuation removed, whitespace
-   collapsed) and turns it into a set of shingles: word n-grams (``--shingle word``, default
-   n = 5) or character n-grams (``--shingle char``).
-2. Hashes each shingle once to a 64-bit integer x (BLAKE2b) and computes a MinHash signature of
-   ``--num-perm`` k values, ``sig[i] = min over the shingles of h_i(x)``, with the seeded
-   universal hash functions ``h_i(x) = (a_i x + b_i) mod p``, p = 2^61 - 1 (a Mersenne prime),
-   a_i in [1, p), b_i in [0, p) drawn from ``random.Random(--seed)``.
-   For two sets A and B, ``P[sig_A[i] = sig_B[i]] = J(A, B) = |A n B| / |A u B|`` (the Jaccard
-   similarity), so the fraction of equal positions estimates J with standard error
-   ``sqrt(J (1 - J) / k)``: Broder, "On the resemblance and containment of documents", 1997,
-   https://doi.org/10.1109/SEQUEN.1997.666900. (A universal hash family is only approximately
-   min-wise independent; the tests check that the error stays within the binomial bound.)
-3. Locality-sensitive hashing by banding: the signature is cut into b bands of r rows
-   (``--bands``, ``--rows``; b * r must equal k) and two documents become a candidate pair when
-   all r values of at least one band agree. For a pair with similarity s::
-
-       P(candidate) = 1 - (1 - s^r)^b
-
-   an S-shaped curve whose steepest point is near the threshold ``t = (1/b)^(1/r)``
-   (Leskovec, Rajaraman and Ullman, "Mining of Massive Datasets", 3rd ed., section 3.4,
-   http://www.mmds.org/). Pairs well below t are rarely compared (no false positives to
-   verify); pairs well above t are almost never missed (few false negatives).
-4. Verifies each candidate pair by its estimated Jaccard (fraction of equal signature values)
-   and keeps it when the estimate is at least ``--threshold``; with ``--verify exact`` the exact
-   Jaccard of the shingle sets decides instead. Kept pairs are joined into clusters
-   (union-find); one document per cluster is kept (the first in input order) and the others are
-   the duplicates to drop.
-
-The exact Jaccard of every reported pair is computed too (the corpus fits in memory here), so
-the report shows estimate and truth side by side. Memory: k 8-byte values per document for the
-signatures (in CPython about 4-5 times more) plus, for the exact check, the shingle sets.
-Standard library only.
-
-How to launch
--------------
-::
+Each document is normalized (Unicode NFKC, lower case, punctuation removed, whitespace collapsed)
+and cut into shingles, word or character n-grams (``--shingle``, ``--ngram``). Each shingle is
+hashed once (64-bit BLAKE2b), and the document's MinHash signature holds k = ``--num-perm``
+minima of seeded universal hashes (a x + b) mod (2^61 - 1): the share of positions where two
+signatures agree estimates their Jaccard similarity J, with standard error sqrt(J (1 - J) / k)
+(Broder 1997). LSH banding (b ``--bands`` of r ``--rows``, b r = k) makes a pair a candidate
+when one band agrees, with probability 1 - (1 - s^r)^b, steepest near (1/b)^(1/r). A candidate
+is kept when its estimated Jaccard (``--verify exact``: the exact one) reaches ``--threshold``;
+kept pairs form clusters (union-find), whose first document stays while the others are the
+duplicates to drop. The Data chapter explains the method and lists the keys of ``--json PATH``.
+Standard library only::
 
     python minhash_dedup.py corpus.jsonl                       # JSONL with "id" and "text"
     python minhash_dedup.py pages/ --shingle char --ngram 9   # folder of .txt files
-    python minhash_dedup.py corpus.jsonl --num-perm 256 --bands 32 --rows 8 \\
-        --threshold 0.8 --json dups.json
 
-``--truth-key FIELD`` scores the result against labels already in the corpus (documents that
-share a non-null FIELD value are meant to be duplicates of each other) and prints pair precision
-and recall. ``--json PATH`` writes::
+``--truth-key FIELD`` scores the result against duplicate groups labelled in the corpus.
+Exit status: 0 ok, 2 usage or unreadable input (one line naming the file and line).
 
-    {"tool": "minhash_dedup", "schema_version": 1, "input": "<path>", "documents": <int>,
-     "shingle": "word" | "char", "ngram": <int>, "num_perm": <int>, "bands": <int>,
-     "rows": <int>, "seed": <int>, "lsh_threshold": <float>, "threshold": <float>,
-     "verify": "estimate" | "exact", "candidate_pairs": <int>,
-     "pairs": [{"a": "<id>", "b": "<id>", "estimated_jaccard": <float>,
-                "exact_jaccard": <float>}, ...],
-     "clusters": [["<id>", ...], ...], "duplicates_to_drop": [<id>, ...],
-     "truth": {"key": "...", "true_pairs": <int>, "found": <int>, "correct": <int>,
-               "precision": <float>, "recall": <float>, "cluster_found": <int>,
-               "cluster_correct": <int>, "cluster_precision": <float>,
-               "cluster_recall": <float>} | null}
-
-Exit status: 0 success; 2 bad arguments or input, with a one-line ``minhash_dedup.py: error:
-...`` naming the option or the file and line: a missing corpus, a corpus that is a device
-(/dev/zero) or a pipe that gives nothing for 10 s (a FIFO without a writer; ``<(zcat
-c.jsonl.gz)`` is read), more than 1 GiB of corpus or a line over 64 MiB (the corpus is held in
-memory), a line that is not JSON or not UTF-8, no text field, an id or ``--truth-key`` value
-that is a list or an object, ``--num-perm`` above 8192 (the signature's standard error is already below
-0.6 % there, and the cost grows with it), more than 2,000,000 candidate pairs (large groups of
-identical documents: drop exact duplicates first), an unusable ``--json`` path. ``--debug`` also
-prints the traceback of a failure.
-
-Example output (the corpus this book ships, 208 documents, on a 2-core VM in about 1 s)::
+Example output (the book's corpus, 208 documents, in about 1 s on a 2-core VM)::
 
     $ python scripts/training/minhash_dedup.py data/training/corpus.jsonl \\
           --truth-key truth_dup_group
-    # minhash_dedup.py: 208 documents from data/training/corpus.jsonl
-    # shingles: word 5-grams; MinHash k=128 (seed 1); LSH b=16 bands x r=8 rows
-    # LSH threshold (1/b)^(1/r) = 0.707; P(candidate) = 1-(1-s^r)^b is 0.061 at s=0.5, 0.947 at s=0.8
+    ...
     # candidate pairs: 52 of 21528 possible; kept 51 with estimate Jaccard >= 0.7
-    #        doc a        doc b  estimate   exact  diff/SE
-          doc-0004     doc-0046     0.891   0.909    -0.73
-          doc-0004     doc-0122     0.812   0.827    -0.42
-          doc-0006     doc-0011     0.805   0.798     0.19
-          doc-0007     doc-0139     0.805   0.781     0.64
-      ... and 47 more pairs (--show N)
+    ...
     # clusters: 20 (sizes [4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]); duplicates to drop (all but the first of each cluster): 35
-    # against 'truth_dup_group': 51 of 51 pairs found are true (precision 1.000); 51 of 58 true pairs found (recall 0.879)
-    # same cluster: 55 of 55 pairs are true (precision 1.000); recall 0.948
 """
 
 from __future__ import annotations
@@ -111,6 +50,12 @@ from pathlib import Path
 PROG = "minhash_dedup.py"
 MERSENNE_P = (1 << 61) - 1  # prime modulus of the universal hash family
 MAX_HASH = MERSENNE_P - 1   # signature value of an empty shingle set
+# The estimate's standard error is sqrt(J(1-J)/k): at k = 8192 it is below 0.6 % for any J, and
+# every extra permutation costs a hash of every shingle of every document.
+MAX_PERM = 8192
+# Each candidate pair costs a set entry (~150 bytes) and a Jaccard computation: 2e6 pairs are about
+# 300 MB and minutes of verification in pure Python.
+MAX_PAIRS = 2_000_000
 
 
 class InputError(Exception):
@@ -410,6 +355,82 @@ def score_against_truth(records: list[dict], pairs: list[tuple[int, int]],
     return out
 
 
+def deduplicate(records: list[dict], args: argparse.Namespace) -> dict:
+    """MinHash signatures, LSH candidates, the candidate pairs kept by ``--threshold`` (with the
+    estimated and the exact Jaccard of each), their clusters, the documents to drop and, with
+    ``--truth-key``, the score against the labels. Raises ScriptError (status 2) when LSH
+    finds more than MAX_PAIRS candidate pairs."""
+    ids = [str(r[args.id_key]) for r in records]
+    sets = [shingles(r[args.text_key], args.shingle, args.ngram) for r in records]
+    params = hash_params(args.num_perm, args.seed)
+    sigs = [signature(s, params) for s in sets]
+    try:
+        candidates = sorted(lsh_candidates(sigs, args.bands, args.rows, MAX_PAIRS))
+    except InputError as exc:
+        raise ScriptError(f"{args.corpus}: {exc}", EXIT_USAGE) from None
+
+    kept, rows = [], []
+    for i, j in candidates:
+        est = estimate_jaccard(sigs[i], sigs[j])
+        exact = jaccard(sets[i], sets[j])
+        if (exact if args.verify == "exact" else est) >= args.threshold:
+            kept.append((i, j))
+            rows.append({"a": ids[i], "b": ids[j], "estimated_jaccard": round(est, 4),
+                         "exact_jaccard": round(exact, 4)})
+    clusters = clusters_from_pairs(len(records), kept)
+    drop = [ids[i] for c in clusters for i in c[1:]]
+    truth = (score_against_truth(records, kept, clusters, args.truth_key)
+             if args.truth_key else None)
+    return {"ids": ids, "candidates": candidates, "kept": kept, "rows": rows,
+            "clusters": clusters, "drop": drop, "truth": truth}
+
+
+def print_report(records: list[dict], args: argparse.Namespace, found: dict) -> None:
+    """The text report of :func:`deduplicate`'s ``found``: settings, pairs, clusters, score."""
+    rows, clusters, truth = found["rows"], found["clusters"], found["truth"]
+    t = lsh_threshold(args.bands, args.rows)
+    print(f"# {PROG}: {len(records)} documents from {args.corpus}")
+    print(f"# shingles: {args.shingle} {args.ngram}-grams; MinHash k={args.num_perm} "
+          f"(seed {args.seed}); LSH b={args.bands} bands x r={args.rows} rows")
+    print(f"# LSH threshold (1/b)^(1/r) = {t:.3f}; P(candidate) = 1-(1-s^r)^b is "
+          f"{candidate_probability(0.5, args.bands, args.rows):.3f} at s=0.5, "
+          f"{candidate_probability(0.8, args.bands, args.rows):.3f} at s=0.8")
+    print(f"# candidate pairs: {len(found['candidates'])} of "
+          f"{len(records) * (len(records) - 1) // 2} possible; kept {len(found['kept'])} with "
+          f"{args.verify} Jaccard >= {args.threshold:g}")
+    se = lambda j: math.sqrt(j * (1 - j) / args.num_perm)  # noqa: E731
+    print(f"# {'doc a':>12s} {'doc b':>12s} {'estimate':>9s} {'exact':>7s} {'diff/SE':>8s}")
+    for r in rows[:args.show]:
+        s = se(r["exact_jaccard"])
+        z = (r["estimated_jaccard"] - r["exact_jaccard"]) / s if s else 0.0
+        print(f"  {r['a']:>12s} {r['b']:>12s} {r['estimated_jaccard']:9.3f} "
+              f"{r['exact_jaccard']:7.3f} {z:8.2f}")
+    if len(rows) > args.show:
+        print(f"  ... and {len(rows) - args.show} more pairs (--show N)")
+    print(f"# clusters: {len(clusters)} (sizes {sorted((len(c) for c in clusters), reverse=True)})"
+          f"; duplicates to drop (all but the first of each cluster): {len(found['drop'])}")
+    if truth:
+        print(f"# against {args.truth_key!r}: {truth['correct']} of {truth['found']} pairs "
+              f"found are true (precision {truth['precision']:.3f}); {truth['correct']} of "
+              f"{truth['true_pairs']} true pairs found (recall {truth['recall']:.3f})")
+        print(f"# same cluster: {truth['cluster_correct']} of {truth['cluster_found']} pairs "
+              f"are true (precision {truth['cluster_precision']:.3f}); recall "
+              f"{truth['cluster_recall']:.3f}")
+
+
+def json_report(records: list[dict], args: argparse.Namespace, found: dict) -> dict:
+    """The ``--json`` document (its keys are listed in the Data chapter)."""
+    ids = found["ids"]
+    return {"tool": "minhash_dedup", "schema_version": 1, "input": str(args.corpus),
+            "documents": len(records), "shingle": args.shingle, "ngram": args.ngram,
+            "num_perm": args.num_perm, "bands": args.bands, "rows": args.rows,
+            "seed": args.seed, "lsh_threshold": round(lsh_threshold(args.bands, args.rows), 6),
+            "threshold": args.threshold, "verify": args.verify,
+            "candidate_pairs": len(found["candidates"]), "pairs": found["rows"],
+            "clusters": [[ids[i] for i in c] for c in found["clusters"]],
+            "duplicates_to_drop": found["drop"], "truth": found["truth"]}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Near-duplicate detection with MinHash and LSH banding.")
@@ -437,14 +458,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# The estimate's standard error is sqrt(J(1-J)/k): at k = 8192 it is below 0.6 % for any J, and
-# every extra permutation costs a hash of every shingle of every document.
-MAX_PERM = 8192
-# Each candidate pair costs a set entry (~150 bytes) and a Jaccard computation: 2e6 pairs are about
-# 300 MB and minutes of verification in pure Python.
-MAX_PAIRS = 2_000_000
-
-
 def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if args.bands * args.rows != args.num_perm:
         parser.error(f"--bands x --rows must equal --num-perm "
@@ -465,66 +478,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.truth_key and not any(args.truth_key in r for r in records):
         raise ScriptError(f"--truth-key {args.truth_key!r}: no record of {args.corpus} has "
                           "that field", EXIT_USAGE)
-
-    ids = [str(r[args.id_key]) for r in records]
-    sets = [shingles(r[args.text_key], args.shingle, args.ngram) for r in records]
-    params = hash_params(args.num_perm, args.seed)
-    sigs = [signature(s, params) for s in sets]
-    try:
-        candidates = sorted(lsh_candidates(sigs, args.bands, args.rows, MAX_PAIRS))
-    except InputError as exc:
-        raise ScriptError(f"{args.corpus}: {exc}", EXIT_USAGE) from None
-
-    kept, rows = [], []
-    for i, j in candidates:
-        est = estimate_jaccard(sigs[i], sigs[j])
-        exact = jaccard(sets[i], sets[j])
-        if (exact if args.verify == "exact" else est) >= args.threshold:
-            kept.append((i, j))
-            rows.append({"a": ids[i], "b": ids[j], "estimated_jaccard": round(est, 4),
-                         "exact_jaccard": round(exact, 4)})
-    clusters = clusters_from_pairs(len(records), kept)
-    drop = [ids[i] for c in clusters for i in c[1:]]
-    truth = (score_against_truth(records, kept, clusters, args.truth_key)
-             if args.truth_key else None)
-
-    t = lsh_threshold(args.bands, args.rows)
-    print(f"# {PROG}: {len(records)} documents from {args.corpus}")
-    print(f"# shingles: {args.shingle} {args.ngram}-grams; MinHash k={args.num_perm} "
-          f"(seed {args.seed}); LSH b={args.bands} bands x r={args.rows} rows")
-    print(f"# LSH threshold (1/b)^(1/r) = {t:.3f}; P(candidate) = 1-(1-s^r)^b is "
-          f"{candidate_probability(0.5, args.bands, args.rows):.3f} at s=0.5, "
-          f"{candidate_probability(0.8, args.bands, args.rows):.3f} at s=0.8")
-    print(f"# candidate pairs: {len(candidates)} of {len(records) * (len(records) - 1) // 2} "
-          f"possible; kept {len(kept)} with {args.verify} Jaccard >= {args.threshold:g}")
-    se = lambda j: math.sqrt(j * (1 - j) / args.num_perm)  # noqa: E731
-    print(f"# {'doc a':>12s} {'doc b':>12s} {'estimate':>9s} {'exact':>7s} {'diff/SE':>8s}")
-    for r in rows[:args.show]:
-        s = se(r["exact_jaccard"])
-        z = (r["estimated_jaccard"] - r["exact_jaccard"]) / s if s else 0.0
-        print(f"  {r['a']:>12s} {r['b']:>12s} {r['estimated_jaccard']:9.3f} "
-              f"{r['exact_jaccard']:7.3f} {z:8.2f}")
-    if len(rows) > args.show:
-        print(f"  ... and {len(rows) - args.show} more pairs (--show N)")
-    print(f"# clusters: {len(clusters)} (sizes {sorted((len(c) for c in clusters), reverse=True)})"
-          f"; duplicates to drop (all but the first of each cluster): {len(drop)}")
-    if truth:
-        print(f"# against {args.truth_key!r}: {truth['correct']} of {truth['found']} pairs "
-              f"found are true (precision {truth['precision']:.3f}); {truth['correct']} of "
-              f"{truth['true_pairs']} true pairs found (recall {truth['recall']:.3f})")
-        print(f"# same cluster: {truth['cluster_correct']} of {truth['cluster_found']} pairs "
-              f"are true (precision {truth['cluster_precision']:.3f}); recall "
-              f"{truth['cluster_recall']:.3f}")
-
+    found = deduplicate(records, args)
+    print_report(records, args, found)
     if args.json:
-        report = {"tool": "minhash_dedup", "schema_version": 1, "input": str(args.corpus),
-                  "documents": len(records), "shingle": args.shingle, "ngram": args.ngram,
-                  "num_perm": args.num_perm, "bands": args.bands, "rows": args.rows,
-                  "seed": args.seed, "lsh_threshold": round(t, 6), "threshold": args.threshold,
-                  "verify": args.verify, "candidate_pairs": len(candidates), "pairs": rows,
-                  "clusters": [[ids[i] for i in c] for c in clusters],
-                  "duplicates_to_drop": drop, "truth": truth}
-        write_atomic(args.json, json.dumps(report, indent=1) + "\n")
+        write_atomic(args.json, json.dumps(json_report(records, args, found), indent=1) + "\n")
     return 0
 
 

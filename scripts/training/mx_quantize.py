@@ -1,107 +1,33 @@
 #!/usr/bin/env python
 """mx_quantize.py: emulate block-scaled low precision (MXFP8, MXFP6, MXFP4, NVFP4) on CPU and measure its error.
 
-What it measures
-----------------
-Every tensor is quantized to a format and dequantized back to fp32 ("fake quantization"), and the
-result is compared with the original. The tensors are the weight matrices and the activations (the
-inputs of the matmuls) of the book's tiny transformer (the model of scripts/debug/make_tiny_model.py,
-rebuilt here from the same config and seed, or loaded from its ``--out`` folder with
-``--checkpoint``), and, with ``--synthetic``, three synthetic matrices: Gaussian, Gaussian with
-rare isolated outliers, and Gaussian with a few outlier channels (columns), which is how large
-activations show up in LLMs.
-
-Formats (``--formats``, a comma list; default all):
-
-* ``bf16``: a plain cast (round to nearest even), the 16-bit baseline;
-* ``fp8_e4m3``, ``fp4_e2m1``: one fp32 scale per tensor, amax / max_normal ("current scaling"),
-  the 8-bit baseline, and 4 bits with the same single scale to show why 4-bit formats need blocks;
-* ``mxfp8_e4m3``, ``mxfp8_e5m2``, ``mxfp6_e3m2``, ``mxfp6_e2m3``, ``mxfp4_e2m1``: OCP Microscaling
-  (MX) v1.0: blocks of ``--mx-block`` (default 32) consecutive elements along the last dimension
-  share one E8M0 scale, a power of two;
-* ``nvfp4``: NVIDIA's NVFP4: E2M1 elements, blocks of 16 with an E4M3 scale each, and one fp32
-  scale per tensor.
-
-Rules, as implemented (and tested against hand-computed examples):
-
-* element rounding: round to nearest, ties to even, onto the element format's grid (subnormals
-  included); a value beyond the largest normal saturates to it (MX spec: normal numbers that
-  exceed the element range are clamped; OFP8's saturating conversion does the same for fp8);
-* MX scale (``--mx-scale floor``, the OCP rule, Rouhani et al. 2023, arXiv:2310.10537, Algorithm 1):
-  X = 2^(floor(log2(amax)) - emax_elem), emax_elem the exponent of the element format's largest
-  normal (E4M3 8, E5M2 15, E3M2 4, E2M3 2, E2M1 2), clamped to E8M0's range 2^-127..2^127. The
-  block's largest value then lands in the top binade of the element format and may saturate
-  (e.g. amax 7 with E2M1 gives X = 1 and 7 -> 6). ``--mx-scale ceil`` is the round-up rule of
-  NVIDIA's Transformer Engine and cuDNN, X = 2^ceil(log2(amax / max_normal)), which never
-  saturates and spends up to one binade of precision instead;
-* NVFP4 (Transformer Engine's NVFP4 recipe and arXiv:2509.25149): s_global = amax_tensor / (448 x 6)
-  in fp32; per block of 16, s_block = amax_block / 6 / s_global rounded to E4M3 (nearest, ties to
-  even); elements = E2M1(x / (s_block x s_global)). Rounding s_block down can push a block's
-  largest element above 6: it saturates;
-* the last dimension is padded with zeros to a multiple of the block size (zeros change no amax
-  and are not counted); blocks run along the last dimension (the reduction dimension of x @ W^T
-  for activations x and nn.Linear weights W).
-
-Reported per tensor and format (and summed over each group of tensors: weights, activations,
-synthetic): rel_rms_error = ||q - x|| / ||x||; snr_db = 10 log10(sum x^2 / sum (q - x)^2), in
-dB (6.02 dB per bit of an ideal uniform quantizer); max_abs_error in the tensor's units;
-zero_fraction, the share of non-zero inputs that became 0 (underflow); saturated_fraction, the
-share of elements whose scaled value exceeded the element format's largest normal (clamped);
-bits_per_element, storage including the scales (MXFP8 8 + 8/32 = 8.25, MXFP4 4.25, NVFP4
-4 + 8/16 = 4.5, plus 32 bits per tensor, ignored).
-
-This is an emulation in float64 on the CPU (or CUDA with ``--device cuda``): it shows the
-numerics, not the speed of block-scaled Tensor Cores. It stands alone (stdlib + torch); the core
-quantizers are plain functions (``round_to_element``, ``mx_quantize``, ``nvfp4_quantize``,
-``per_tensor_quantize``, ``e8m0_encode``/``e8m0_decode``, ``error_stats``) that can be imported.
-
-How to launch
--------------
-::
+Each tensor is quantized to a format, dequantized back to fp32 ("fake quantization") and compared
+with the original: the weights and matmul inputs of the book's tiny transformer (the model of
+make_tiny_model.py in scripts/debug, rebuilt from its config and seed, or read with
+``--checkpoint``) and, with ``--synthetic``, three Gaussian matrices (plain, with rare outliers,
+with outlier channels). Formats (``--formats``): ``bf16``; ``fp8_e4m3`` and ``fp4_e2m1`` with
+one fp32 scale per tensor; OCP MX v1.0 ``mxfp8_e4m3``, ``mxfp8_e5m2``, ``mxfp6_e3m2``,
+``mxfp6_e2m3`` and ``mxfp4_e2m1`` (``--mx-block`` elements share an E8M0 scale; ``--mx-scale``
+floor is the spec's rule, ceil Transformer Engine's); ``nvfp4`` (E2M1 in blocks of 16 with an
+E4M3 scale, and an fp32 scale per tensor). The Tensor precision chapter gives the rules, the
+results schema (tools/schemas/mx_quantize.schema.json) each measured column. A float64
+emulation (stdlib and torch, one process): it shows the numerics, not the speed::
 
     python mx_quantize.py                              # tiny model, random init (seed 0)
-    python mx_quantize.py --synthetic --per-tensor     # add the synthetic matrices, every tensor
-    python make_tiny_model.py --out /tmp/tiny --train-steps 200
     python mx_quantize.py --checkpoint /tmp/tiny --mx-scale ceil --json mx.json
-    python mx_quantize.py --formats mxfp4_e2m1,nvfp4 --mx-block 16   # MXFP4 with 16-blocks
 
-It is a single-process tool (no torchrun or srun needed; under srun run it on one task).
-Exit status: 0 done; 2 bad options or an unreadable ``--checkpoint`` (checked before any work:
-its config.json is read bounded, each field must be a positive integer within make_tiny_model.py's
-caps, and a model of more than 50,000,000 parameters, or a forward pass holding more than 2^26
-activation values at once, is refused before anything is allocated); 1 any other failure (a tensor with NaN/Inf values); 130/143 Ctrl-C or SIGTERM, after writing the
-rows measured so far to ``--json``. Failures are one line ``mx_quantize.py: error: ...``;
-``--debug`` adds the traceback.
+Exit status: 0 ok, 1 failure (a tensor with NaN/Inf), 2 usage (also a --checkpoint that is
+unreadable or too large), 130/143 interrupted (``--json`` keeps the rows measured so far).
 
-Example output (2-core cloud VM, torch 2.13.0+cpu)::
+Example output (2-core VM, torch 2.13.0+cpu; the chapter shows all of it)::
 
     $ python scripts/training/mx_quantize.py
-    # mx_quantize.py: tiny model (random init, seed 0: 2 layers, d_model 64, d_ff 128; activations of 8 x 64 random tokens)
-    # 17 tensors; elements rounded to nearest even, saturating at the largest normal; MX: E8M0 scale per 32 elements, rule floor; NVFP4: E4M3 scale per 16 + fp32 per tensor; cpu, torch 2.13.0+cpu
+    ...
     weights (10 tensors, 71,424 values)
       format       bits   rel_rms  SNR_dB   max_abs   zero%    sat%
       bf16        16.00  1.67e-03    55.5  4.88e-04   0.000   0.000
-      fp8_e4m3     8.00  2.54e-02    31.9  5.47e-03   0.000   0.007
-      fp4_e2m1     4.00  1.11e-01    19.1  2.55e-02   5.103   0.003
-      mxfp8_e4m3   8.25  3.67e-02    28.7  1.56e-02   0.000   4.290
-      mxfp8_e5m2   8.25  5.88e-02    24.6  1.56e-02   0.000   4.290
-      mxfp6_e3m2   6.25  5.88e-02    24.6  1.56e-02   0.167   4.290
-      mxfp6_e2m3   6.25  2.82e-02    31.0  7.81e-03   1.205   2.082
-      mxfp4_e2m1   4.25  1.22e-01    18.2  3.12e-02   4.676   8.661
+      ...
       nvfp4        4.50  1.02e-01    19.8  2.55e-02   4.441   3.131
-    activations (7 tensors, 294,912 values)
-      format       bits   rel_rms  SNR_dB   max_abs   zero%    sat%
-      bf16        16.00  1.66e-03    55.6  1.03e-02   0.000   0.000
-      fp8_e4m3     8.00  2.65e-02    31.5  1.49e-01   0.001   0.000
-      fp4_e2m1     4.00  1.22e-01    18.3  6.73e-01  18.415   0.001
-      mxfp8_e4m3   8.25  2.98e-02    30.5  4.93e-01   0.000   0.834
-      mxfp8_e5m2   8.25  5.42e-02    25.3  4.93e-01   0.000   0.834
-      mxfp6_e3m2   6.25  5.42e-02    25.3  4.93e-01   0.360   0.834
-      mxfp6_e2m3   6.25  2.88e-02    30.8  2.43e-01   2.798   0.374
-      mxfp4_e2m1   4.25  1.17e-01    18.7  9.93e-01  11.141   2.229
-      nvfp4        4.50  9.52e-02    20.4  5.07e-01   8.323   3.415
-    # bits: storage per element incl. block scales; rel_rms: ||q - x|| / ||x||; SNR_dB: 10 log10(sum x^2 / sum (q - x)^2); zero%: non-zero inputs that became 0; sat%: clamped
-    # done in 1.3 s
 """
 
 from __future__ import annotations
@@ -632,6 +558,108 @@ def synthetic_tensors(seed: int, outlier_scale: float, rows: int = 256, cols: in
             ("outlier_channels", "synthetic", channels)]
 
 
+# --- the measurement -------------------------------------------------------------------------
+
+class _Stop(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def measure(tensors: list, args: argparse.Namespace, device) -> tuple[list, dict, list]:
+    """Quantize every tensor to every format of ``--formats`` and measure the error. Returns the
+    JSON rows, the stats by (tensor, format) and the signals that stopped it early: Ctrl-C or
+    SIGTERM ends the loop, keeping what was measured."""
+    stopped: list[int] = []
+
+    def stop(signum, frame):
+        stopped.append(signum)
+        raise _Stop(signum)
+
+    old = signal.signal(signal.SIGTERM, stop)
+    rows: list[dict] = []
+    stats: dict[tuple[str, str], dict] = {}
+    try:
+        for name, group, t in tensors:
+            t = t.to(device)
+            for fmt in args.formats:
+                s = error_stats(t, quantize(t, fmt, args.mx_block, args.mx_scale))
+                stats[(name, fmt)] = s
+                rows.append(row(name, group, tuple(t.shape), fmt, bits_per_element(fmt, args.mx_block), s, args))
+    except (KeyboardInterrupt, _Stop) as exc:
+        signum = exc.signum if isinstance(exc, _Stop) else signal.SIGINT
+        stopped.append(signum)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    return rows, stats, stopped
+
+
+# --- the report ------------------------------------------------------------------------------
+
+HEADER = f"  {'format':<11} {'bits':>5} {'rel_rms':>9} {'SNR_dB':>7} {'max_abs':>9} {'zero%':>7} {'sat%':>7}"
+
+
+def format_row(fmt: str, bits: float, s: dict) -> str:
+    snr = "inf" if math.isinf(s["snr_db"]) else f"{s['snr_db']:.1f}"
+    return (f"  {fmt:<11} {bits:>5.2f} {s['rel_rms_error']:>9.2e} {snr:>7} {s['max_abs_error']:>9.2e} "
+            f"{100 * s['zero_fraction']:>7.3f} {100 * s['saturated_fraction']:>7.3f}")
+
+
+def _json_number(v):
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def row(tensor: str, group: str, shape, fmt: str, bits: float, s: dict, args) -> dict:
+    kind, el, _ = FORMATS[fmt]
+    block = args.mx_block if kind == "mx" else NVFP4_BLOCK if kind == "nvfp4" else None
+    return {"tensor": tensor, "group": group, "shape": "x".join(str(d) for d in shape),
+            "elements": s["count"], "format": fmt, "element_type": ELEMENTS[el].name if el else "BF16",
+            "block_size": block,
+            "scale_type": {"mx": "E8M0", "nvfp4": "E4M3+FP32", "tensor": "FP32", "cast": None}[kind],
+            "scale_rule": args.mx_scale if kind == "mx" else None,
+            "bits_per_element": bits, "rel_rms_error": s["rel_rms_error"],
+            "snr_db": _json_number(s["snr_db"]), "max_abs_error": s["max_abs_error"],
+            "zero_fraction": s["zero_fraction"], "saturated_fraction": s["saturated_fraction"]}
+
+
+def print_groups(tensors: list, stats: dict, args: argparse.Namespace) -> list[dict]:
+    """One table per group of tensors (weights, activations, synthetic), and with
+    ``--per-tensor`` one per tensor; returns the groups' JSON rows."""
+    groups = list(dict.fromkeys(g for _, g, _ in tensors))
+    summary = []
+    for group in groups:
+        names = [n for n, g, _ in tensors if g == group]
+        done = [n for n in names if all((n, f) in stats for f in args.formats)]
+        print(f"{group} ({len(done)} tensors, {sum(stats[(n, args.formats[0])]['count'] for n in done):,} values)")
+        print(HEADER)
+        for fmt in args.formats:
+            s = combine([stats[(n, fmt)] for n in done])
+            bits = bits_per_element(fmt, args.mx_block)
+            print(format_row(fmt, bits, s))
+            summary.append(row(f"(all {group})", group, (s["count"],), fmt, bits, s, args))
+        if args.per_tensor:
+            for n in done:
+                shape = "x".join(str(d) for d in next(t.shape for m, _, t in tensors if m == n))
+                print(f"  -- {n} [{shape}]")
+                for fmt in args.formats:
+                    print(format_row(fmt, bits_per_element(fmt, args.mx_block), stats[(n, fmt)]))
+    return summary
+
+
+def json_document(args: argparse.Namespace, torch_version: str, results: list[dict],
+                  interrupted: bool) -> dict:
+    """The ``--json`` document, in the results envelope (tools/schemas/mx_quantize.schema.json)."""
+    settings = {k: getattr(args, k) for k in ("formats", "checkpoint", "synthetic", "no_model",
+                                              "outlier_scale", "mx_block", "mx_scale", "seed",
+                                              "batch", "seq_len")}
+    return {"benchmark": "mx_quantize", "schema_version": 1,
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "versions": {"python": platform.python_version(), "torch": torch_version},
+            "device": None, "settings": settings, "interrupted": interrupted,
+            "results": results}
+
+
 # --- command line ----------------------------------------------------------------------------
 
 def format_list(text: str) -> list[str]:
@@ -684,40 +712,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-HEADER = f"  {'format':<11} {'bits':>5} {'rel_rms':>9} {'SNR_dB':>7} {'max_abs':>9} {'zero%':>7} {'sat%':>7}"
-
-
-def format_row(fmt: str, bits: float, s: dict) -> str:
-    snr = "inf" if math.isinf(s["snr_db"]) else f"{s['snr_db']:.1f}"
-    return (f"  {fmt:<11} {bits:>5.2f} {s['rel_rms_error']:>9.2e} {snr:>7} {s['max_abs_error']:>9.2e} "
-            f"{100 * s['zero_fraction']:>7.3f} {100 * s['saturated_fraction']:>7.3f}")
-
-
-def _json_number(v):
-    return None if isinstance(v, float) and not math.isfinite(v) else v
-
-
-def row(tensor: str, group: str, shape, fmt: str, bits: float, s: dict, args) -> dict:
-    kind, el, _ = FORMATS[fmt]
-    block = args.mx_block if kind == "mx" else NVFP4_BLOCK if kind == "nvfp4" else None
-    return {"tensor": tensor, "group": group, "shape": "x".join(str(d) for d in shape),
-            "elements": s["count"], "format": fmt, "element_type": ELEMENTS[el].name if el else "BF16",
-            "block_size": block,
-            "scale_type": {"mx": "E8M0", "nvfp4": "E4M3+FP32", "tensor": "FP32", "cast": None}[kind],
-            "scale_rule": args.mx_scale if kind == "mx" else None,
-            "bits_per_element": bits, "rel_rms_error": s["rel_rms_error"],
-            "snr_db": _json_number(s["snr_db"]), "max_abs_error": s["max_abs_error"],
-            "zero_fraction": s["zero_fraction"], "saturated_fraction": s["saturated_fraction"]}
-
-
-class _Stop(Exception):
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def check_args(args: argparse.Namespace) -> dict | None:
+    """Refuse contradictory options, an unusable --json, an unreadable or too large
+    --checkpoint and a forward pass too large, before torch is imported; returns the model's
+    config (None with --no-model)."""
     if args.no_model and not args.synthetic:
         raise ScriptError("--no-model leaves nothing to quantize; add --synthetic", EXIT_USAGE)
     if args.no_model and args.checkpoint:
@@ -727,19 +725,25 @@ def main(argv: list[str] | None = None) -> int:
         inputs = [os.path.join(args.checkpoint, n) for n in ("config.json", "model.pt")]
     if args.json:
         check_output(args.json, "--json", inputs)
-    cfg = None
-    if not args.no_model:
-        cfg = check_checkpoint(args.checkpoint) if args.checkpoint else {**TINY_CONFIG, "seed": args.seed}
-        if args.seq_len > cfg["max_seq_len"]:
-            raise ScriptError(f"--seq-len {args.seq_len} > the model's max_seq_len {cfg['max_seq_len']}",
-                              EXIT_USAGE)
-        values = tiny_activations(cfg, args.batch, args.seq_len)
-        if values > MAX_ACTIVATIONS:
-            raise ScriptError(f"--batch {args.batch} x --seq-len {args.seq_len} on this model "
-                              f"({cfg['n_layers']} layers, d_model {cfg['d_model']}, d_ff {cfg['d_ff']}, "
-                              f"{cfg['n_heads']} heads, vocab {cfg['vocab_size']:,}) hold {values:,} "
-                              f"activation values at once, more than {MAX_ACTIVATIONS:,}; lower "
-                              "--batch or --seq-len", EXIT_USAGE)
+    if args.no_model:
+        return None
+    cfg = check_checkpoint(args.checkpoint) if args.checkpoint else {**TINY_CONFIG, "seed": args.seed}
+    if args.seq_len > cfg["max_seq_len"]:
+        raise ScriptError(f"--seq-len {args.seq_len} > the model's max_seq_len {cfg['max_seq_len']}",
+                          EXIT_USAGE)
+    values = tiny_activations(cfg, args.batch, args.seq_len)
+    if values > MAX_ACTIVATIONS:
+        raise ScriptError(f"--batch {args.batch} x --seq-len {args.seq_len} on this model "
+                          f"({cfg['n_layers']} layers, d_model {cfg['d_model']}, d_ff {cfg['d_ff']}, "
+                          f"{cfg['n_heads']} heads, vocab {cfg['vocab_size']:,}) hold {values:,} "
+                          f"activation values at once, more than {MAX_ACTIVATIONS:,}; lower "
+                          "--batch or --seq-len", EXIT_USAGE)
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cfg = check_args(args)
     started = time.monotonic()
     import torch
     torch.set_num_threads(1)
@@ -765,7 +769,6 @@ def main(argv: list[str] | None = None) -> int:
     for name, group, t in tensors:
         if not bool(torch.isfinite(t).all()):
             raise ScriptError(f"{group} tensor {name} has NaN/Inf values (a diverged model?)")
-    groups = list(dict.fromkeys(g for _, g, _ in tensors))
     print(f"# {PROG}: " + "; ".join(filter(None, [
         source, "synthetic 256 x 1024 matrices (outlier scale "
         f"{args.outlier_scale:g})" if args.synthetic else None])))
@@ -773,58 +776,13 @@ def main(argv: list[str] | None = None) -> int:
           f"normal; MX: E8M0 scale per {args.mx_block} elements, rule {args.mx_scale}; NVFP4: E4M3 "
           f"scale per 16 + fp32 per tensor; {device}, torch {torch.__version__}")
 
-    stopped: list[int] = []
-
-    def stop(signum, frame):
-        stopped.append(signum)
-        raise _Stop(signum)
-
-    old = signal.signal(signal.SIGTERM, stop)
-    rows: list[dict] = []
-    stats: dict[tuple[str, str], dict] = {}
-    try:
-        for name, group, t in tensors:
-            t = t.to(device)
-            for fmt in args.formats:
-                s = error_stats(t, quantize(t, fmt, args.mx_block, args.mx_scale))
-                stats[(name, fmt)] = s
-                rows.append(row(name, group, tuple(t.shape), fmt, bits_per_element(fmt, args.mx_block), s, args))
-    except (KeyboardInterrupt, _Stop) as exc:
-        signum = exc.signum if isinstance(exc, _Stop) else signal.SIGINT
-        stopped.append(signum)
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-    summary = []
-    for group in groups:
-        names = [n for n, g, _ in tensors if g == group]
-        done = [n for n in names if all((n, f) in stats for f in args.formats)]
-        print(f"{group} ({len(done)} tensors, {sum(stats[(n, args.formats[0])]['count'] for n in done):,} values)")
-        print(HEADER)
-        for fmt in args.formats:
-            s = combine([stats[(n, fmt)] for n in done])
-            bits = bits_per_element(fmt, args.mx_block)
-            print(format_row(fmt, bits, s))
-            summary.append(row(f"(all {group})", group, (s["count"],), fmt, bits, s, args))
-        if args.per_tensor:
-            for n in done:
-                shape = "x".join(str(d) for d in next(t.shape for m, _, t in tensors if m == n))
-                print(f"  -- {n} [{shape}]")
-                for fmt in args.formats:
-                    print(format_row(fmt, bits_per_element(fmt, args.mx_block), stats[(n, fmt)]))
+    rows, stats, stopped = measure(tensors, args, device)
+    summary = print_groups(tensors, stats, args)
     print("# bits: storage per element incl. block scales; rel_rms: ||q - x|| / ||x||; SNR_dB: "
           "10 log10(sum x^2 / sum (q - x)^2); zero%: non-zero inputs that became 0; sat%: clamped")
     print(f"# done in {time.monotonic() - started:.1f} s" + (" (interrupted)" if stopped else ""))
     if args.json:
-        settings = {k: getattr(args, k) for k in ("formats", "checkpoint", "synthetic", "no_model",
-                                                  "outlier_scale", "mx_block", "mx_scale", "seed",
-                                                  "batch", "seq_len")}
-        doc = {"benchmark": "mx_quantize", "schema_version": 1,
-               "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-               "versions": {"python": platform.python_version(), "torch": torch.__version__},
-               "device": None, "settings": settings, "interrupted": bool(stopped),
-               "results": summary + rows}
+        doc = json_document(args, torch.__version__, summary + rows, bool(stopped))
         write_atomic(args.json, json.dumps(doc, indent=1) + "\n")
     if stopped:
         raise ScriptError(f"interrupted after {len(rows)} of {len(tensors) * len(args.formats)} "

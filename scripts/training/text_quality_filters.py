@@ -2,123 +2,31 @@
 """text_quality_filters.py: heuristic quality filters for pre-training text, with the reason for
 every removal.
 
-What it does
-------------
-Reads a corpus (JSONL, one document per line, or a folder of ``.txt`` files, one document per
-file), computes for every document the statistics below, and removes a document when any of them
-falls outside its allowed range. It prints how many documents each filter rejects, then every
-removed document with the filters it failed and the measured values, so that thresholds can be
-tuned by reading what they remove. Standard library only; no tokenizer or model.
-
-Words are whitespace-separated tokens. For the word-based statistics a word is a token with its
-leading and trailing punctuation stripped (``"Hello,"`` -> ``Hello``); tokens that are pure
-punctuation are dropped. Lines are the non-empty lines of the text; paragraphs are blocks
-separated by blank lines.
-
-=============================  =====================================================  ========
-filter (statistic)             allowed range, where it comes from                    source
-=============================  =====================================================  ========
-word_count                     50 to 100,000 words                                   G
-mean_word_length               3 to 10 characters                                    G
-hash_to_word_ratio             '#' characters / words <= 0.1                         G
-ellipsis_to_word_ratio         ellipses ('...' or U+2026) / words <= 0.1             G
-bullet_line_fraction           lines starting with a bullet <= 0.9                   G
-ellipsis_line_fraction         lines ending with an ellipsis <= 0.3                  G
-alpha_word_fraction            words with an alphabetic character >= 0.8             G
-stop_word_count                >= 2 of: the be to of and that have with              G
-duplicate_line_fraction        lines that repeat an earlier line <= 0.30             G-rep
-duplicate_paragraph_fraction   paragraphs that repeat an earlier one <= 0.30         G-rep
-duplicate_line_chars           characters in those repeated lines <= 0.20            G-rep
-duplicate_paragraph_chars      characters in those repeated paragraphs <= 0.20       G-rep
-top_{2,3,4}gram_chars          characters in the most frequent word n-gram           G-rep
-                               <= 0.20, 0.18, 0.16
-duplicate_{5..10}gram_chars    characters in words covered by n-grams that occur     G-rep
-                               more than once <= 0.15, 0.14, 0.13, 0.12, 0.11, 0.10
-c4_lorem_ipsum                 no "lorem ipsum" (placeholder text)                   C4
-c4_curly_bracket               no '{' (code)                                         C4
-c4_sentences                   >= 3 sentences left after C4's line rules (keep a     C4
-                               line if it ends in . ! ? or a quote, has >= 5 words
-                               and does not mention javascript)
-=============================  =====================================================  ========
-
-Sources:
-
-* G, G-rep: Gopher's MassiveText quality and repetition filters, Rae et al. 2021, "Scaling
-  Language Models: Methods, Analysis & Insights from Training Gopher", appendix A.1.1 and
-  Table A1, https://arxiv.org/abs/2112.11446. Character fractions are characters of the words
-  concerned over characters of all words (our reading of the paper, which gives the thresholds
-  but no code); a repeated line or paragraph counts from its second occurrence on.
-* C4: the Colossal Clean Crawled Corpus rules, Raffel et al. 2020, "Exploring the Limits of
-  Transfer Learning with a Unified Text-to-Text Transformer", section 2.2,
-  https://arxiv.org/abs/1910.10683, with the constants (5 words per line, 3 sentences, end
-  marks . ? ! ") of the TensorFlow Datasets builder, ``c4_utils.py``
-  (https://huggingface.co/datasets/c4/blob/f12817743eaf6e6b3444651847c51220b59aa829/c4_utils.py).
-  C4 also removes pages containing any word of a list of bad words; this script has no word list.
-  C4 drops the lines that fail its line rules and keeps the rest of the page; here the line rules
-  only decide how many sentences survive, since this tool removes documents, not lines.
-
-The thresholds were chosen for English web text; other languages and domains (code, tables,
-poetry) need their own, and the way to set them is to look at what each one removes.
-
-Stochastic removal: ``--keep-prob P`` keeps each document that fails with probability P instead
-of always removing it (the decision is a hash of ``--seed`` and the document id, so it is the
-same on every run). Keeping a small random share of rejected text avoids removing a whole kind of
-document (lists, tables, dialects) from the training mix because a heuristic dislikes it.
-
-How to launch
--------------
-::
+It reads a corpus (JSONL, one document per line, or a folder of ``.txt`` files), computes for
+each document the statistics of Gopher's quality and repetition filters (Rae et al. 2021,
+appendix A.1.1 and Table A1: word count, word length, symbols, bullet and ellipsis lines,
+alphabetic words, stop words, repeated lines, paragraphs and n-grams) and of C4's rules (Raffel
+et al. 2020, section 2.2: lorem ipsum, curly brackets, sentences left by the line rules), and
+removes a document when any of them falls outside its published range. It prints how many
+documents each filter rejects, then every removed document with the filters it failed and the
+measured values, so that thresholds can be tuned by reading what they remove. The Data chapter
+lists the filters, their ranges and the keys of ``--json PATH``; ``--list`` prints the filters.
+Standard library only::
 
     python text_quality_filters.py corpus.jsonl                # JSONL with a "text" field
-    python text_quality_filters.py pages/ --text-key body      # folder of .txt files
     python text_quality_filters.py corpus.jsonl --disable c4_sentences \\
         --set mean_word_length=2:12 --keep-prob 0.1 --json report.json --kept kept.jsonl
 
-``--set NAME=LO:HI`` changes a filter's range (either side may be empty: ``--set
-alpha_word_fraction=0.7:``), ``--disable NAME`` switches one off, ``--list`` prints the filters,
-``--kept PATH`` writes the surviving documents as JSONL, ``--json PATH`` writes the report::
+``--set NAME=LO:HI`` changes a range (a side may be empty), ``--disable NAME`` switches a filter
+off, ``--keep-prob P`` keeps a failing document with probability P (a hash of ``--seed`` and its
+id), ``--kept PATH`` writes the survivors. Exit status: 0 ok, 2 usage or unreadable input.
 
-    {"tool": "text_quality_filters", "schema_version": 1, "input": "<path>",
-     "documents": <int>, "removed": <int>, "kept": <int>, "kept_by_chance": <int>,
-     "keep_prob": <float>, "seed": <int>,
-     "filters": [{"name": "...", "min": <float|null>, "max": <float|null>, "source": "...",
-                  "description": "...", "failed": <int>}, ...],
-     "decisions": [{"id": "...", "removed": <bool>, "kept_by_chance": <bool>,
-                    "failed": [{"filter": "...", "value": <float>}, ...]}, ...]}
-
-Exit status: 0 success; 2 bad arguments or input, with a one-line ``text_quality_filters.py:
-error: ...`` naming the option or the file and line: a missing file, a corpus that is a device
-(/dev/zero) or a pipe that gives nothing for 10 s (a FIFO without a writer; ``<(zcat
-c.jsonl.gz)`` is read), more than 1 GiB of corpus or a line over 64 MiB (the corpus is held in
-memory), a line (or ``.txt`` file) that is not UTF-8, a line that is not a JSON object, no text
-field, an id that is a list or an object, an unknown filter name, a
-``--set`` range with LO above HI, an output (``--json``, ``--kept``) that is the corpus, lies in
-the corpus folder or cannot be written. Outputs are written whole (through a temporary file and a
-rename) or not at all. ``--debug`` also prints the traceback of a failure.
-
-Example output (the corpus this book ships, on a 2-core VM in 0.3 s)::
+Example output (the book's corpus, in 0.3 s on a 2-core VM)::
 
     $ python scripts/training/text_quality_filters.py data/training/corpus.jsonl
-    # text_quality_filters.py: 208 documents from data/training/corpus.jsonl
-    # a document is removed when any filter fails; keep-prob 0 (seed 0)
-    # filter                              allowed  failed  source
-      word_count                       50..100000       4  Gopher (Rae et al. 2021, app. A.1.1)
-      mean_word_length                      3..10       4  Gopher (Rae et al. 2021, app. A.1.1)
-      hash_to_word_ratio                   <= 0.1       4  Gopher (Rae et al. 2021, app. A.1.1)
-      ellipsis_to_word_ratio               <= 0.1       4  Gopher (Rae et al. 2021, app. A.1.1)
-      bullet_line_fraction                 <= 0.9       4  Gopher (Rae et al. 2021, app. A.1.1)
-      ellipsis_line_fraction               <= 0.3       4  Gopher (Rae et al. 2021, app. A.1.1)
-      alpha_word_fraction                  >= 0.8       4  Gopher (Rae et al. 2021, app. A.1.1)
-      stop_word_count                        >= 2       8  Gopher (Rae et al. 2021, app. A.1.1)
-      ...
-      c4_lorem_ipsum                         <= 0       4  C4 (Raffel et al. 2020, sec. 2.2)
-      c4_curly_bracket                       <= 0       4  C4 (Raffel et al. 2020, sec. 2.2)
-      c4_sentences                           >= 3      24  C4 (Raffel et al. 2020, sec. 2.2)
+    ...
     # removed 44 of 208 documents (21.2%), kept 164
       doc-0001: bullet_line_fraction=1 > 0.9, stop_word_count=1 < 2, c4_sentences=0 < 3
-      doc-0005: duplicate_line_fraction=0.6667 > 0.3, duplicate_line_chars=0.4912 > 0.2, top_2gram_chars=0.2514 > 0.2, +8 more
-      doc-0010: ellipsis_to_word_ratio=0.1282 > 0.1, ellipsis_line_fraction=1 > 0.3
-      ... and 41 more (--show N to see them)
 """
 
 from __future__ import annotations
@@ -249,7 +157,7 @@ class Filter:
 
 
 def default_filters() -> list[Filter]:
-    """The filters in the table of the module docstring, with their published thresholds."""
+    """The filters of the Data chapter's table, with their published thresholds."""
     f = [
         Filter("word_count", lambda d: float(len(d.words)), 50, 100_000, GOPHER, "words"),
         Filter("mean_word_length", lambda d: _fraction(d.word_chars, len(d.words)), 3, 10,
@@ -494,6 +402,46 @@ def _why(flt: Filter, value: float) -> str:
     return f"{flt.name}={value:.4g} > {flt.max:g}"
 
 
+def print_report(docs: list[tuple[str, str, dict]], filters: list[Filter], decisions: list[dict],
+                 args: argparse.Namespace) -> None:
+    """The text report: documents failed per filter, then each removed document and why."""
+    failed_by = Counter(x["filter"] for d in decisions for x in d["failed"])
+    removed = [d for d in decisions if d["removed"]]
+    lucky = sum(d["kept_by_chance"] for d in decisions)
+    print(f"# {PROG}: {len(docs)} documents from {args.corpus}")
+    print(f"# a document is removed when any filter fails; keep-prob {args.keep_prob:g} "
+          f"(seed {args.seed})")
+    print(f"# {'filter':30s} {'allowed':>12s} {'failed':>7s}  source")
+    for f in filters:
+        print(f"  {f.name:30s} {_range(f):>12s} {failed_by[f.name]:7d}  {f.source}")
+    print(f"# removed {len(removed)} of {len(docs)} documents "
+          f"({100 * len(removed) / len(docs):.1f}%), kept {len(docs) - len(removed)}"
+          + (f" ({lucky} of them failed but were kept by chance)" if args.keep_prob else ""))
+    by_name = {f.name: f for f in filters}
+    for d in removed[:args.show]:
+        why = [_why(by_name[x["filter"]], x["value"]) for x in d["failed"]]
+        more = f", +{len(why) - 3} more" if len(why) > 3 else ""
+        print(f"  {d['id']}: {', '.join(why[:3])}{more}")
+    if len(removed) > args.show:
+        print(f"  ... and {len(removed) - args.show} more (--show N to see them)")
+
+
+def json_report(docs: list[tuple[str, str, dict]], filters: list[Filter], decisions: list[dict],
+                args: argparse.Namespace) -> dict:
+    """The ``--json`` document (its keys are listed in the Data chapter)."""
+    failed_by = Counter(x["filter"] for d in decisions for x in d["failed"])
+    removed = sum(d["removed"] for d in decisions)
+    return {"tool": "text_quality_filters", "schema_version": 1,
+            "input": str(args.corpus), "documents": len(docs), "removed": removed,
+            "kept": len(docs) - removed,
+            "kept_by_chance": sum(d["kept_by_chance"] for d in decisions),
+            "keep_prob": args.keep_prob, "seed": args.seed,
+            "filters": [{"name": f.name, "min": f.min, "max": f.max, "source": f.source,
+                         "description": f.description, "failed": failed_by[f.name]}
+                        for f in filters],
+            "decisions": decisions}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Heuristic quality filters (Gopher, C4) for pre-training text; "
@@ -567,36 +515,9 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, OSError) as exc:
         raise ScriptError(str(exc), EXIT_USAGE) from None
     decisions = run_filters(docs, filters, args.keep_prob, args.seed)
-    failed_by = Counter(x["filter"] for d in decisions for x in d["failed"])
-    removed = [d for d in decisions if d["removed"]]
-    lucky = sum(d["kept_by_chance"] for d in decisions)
-
-    print(f"# {PROG}: {len(docs)} documents from {args.corpus}")
-    print(f"# a document is removed when any filter fails; keep-prob {args.keep_prob:g} "
-          f"(seed {args.seed})")
-    print(f"# {'filter':30s} {'allowed':>12s} {'failed':>7s}  source")
-    for f in filters:
-        print(f"  {f.name:30s} {_range(f):>12s} {failed_by[f.name]:7d}  {f.source}")
-    print(f"# removed {len(removed)} of {len(docs)} documents "
-          f"({100 * len(removed) / len(docs):.1f}%), kept {len(docs) - len(removed)}"
-          + (f" ({lucky} of them failed but were kept by chance)" if args.keep_prob else ""))
-    by_name = {f.name: f for f in filters}
-    for d in removed[:args.show]:
-        why = [_why(by_name[x["filter"]], x["value"]) for x in d["failed"]]
-        more = f", +{len(why) - 3} more" if len(why) > 3 else ""
-        print(f"  {d['id']}: {', '.join(why[:3])}{more}")
-    if len(removed) > args.show:
-        print(f"  ... and {len(removed) - args.show} more (--show N to see them)")
-
+    print_report(docs, filters, decisions, args)
     if args.json:
-        report = {"tool": "text_quality_filters", "schema_version": 1,
-                  "input": str(args.corpus), "documents": len(docs), "removed": len(removed),
-                  "kept": len(docs) - len(removed), "kept_by_chance": lucky,
-                  "keep_prob": args.keep_prob, "seed": args.seed,
-                  "filters": [{"name": f.name, "min": f.min, "max": f.max, "source": f.source,
-                               "description": f.description, "failed": failed_by[f.name]}
-                              for f in filters],
-                  "decisions": decisions}
+        report = json_report(docs, filters, decisions, args)
         write_atomic(args.json, json.dumps(report, indent=1) + "\n")
     if args.kept:
         write_atomic(args.kept, "".join(json.dumps(rec, ensure_ascii=False) + "\n"

@@ -3,122 +3,31 @@
 production job: loss, step and data-loading time, tokens/s, achieved TFLOPS, MFU and memory per
 step, with distributed checkpoints (torch.distributed.checkpoint) that it can resume from.
 
-What it trains
---------------
-A decoder-only transformer (pre-norm blocks, causal ``scaled_dot_product_attention``, GELU MLP,
-untied output projection) on synthetic token sequences from a fixed random "grammar": each token
-is followed by ``perm[token]`` with probability 0.9 and by a random token otherwise (``perm`` is a
-random permutation of the vocabulary). The loss therefore falls quickly from ln(V) towards the
-entropy of the noise, which makes "the loss goes down" a meaningful check of the whole loop.
-Batches are a pure function of (seed, step, rank), so a resumed run sees exactly the data an
-uninterrupted run would have seen.
-
-Strategies (``--strategy``)
----------------------------
-* ``ddp``: ``torch.nn.parallel.DistributedDataParallel``; every rank holds the whole model and
-  gradients are all-reduced in buckets (``--bucket-mb``) while the backward pass runs.
-* ``fsdp``: FSDP2 ``torch.distributed.fsdp.fully_shard`` on every block and on the root: each rank
-  keeps 1/n of every parameter, gradient and optimizer state (a ZeRO-3 layout); parameters are
-  all-gathered before a block runs and gradients reduce-scattered after its backward.
-
-What is logged (rank 0 prints every ``--log-every`` steps; ``--json PATH`` keeps them all)
--------------------------------------------------------------------------------------------
-``loss`` (mean over ranks), ``lr``, ``grad_norm`` (the global L2 norm of the gradient before
-clipping; ``--clip-grad`` clips to it, and ``clipped``/``clipped_steps`` say whether this step was
-and how many were), ``grad_norm_max`` (the largest since the previous log line),
-``grad_norm_blocks`` (one norm per transformer block) and ``grad_norm_other`` (embeddings, final
-norm, head), ``update_ratio_blocks`` (per block, ||w_after - w_before|| / ||w_after|| of this
-step's optimizer update), ``loss_spikes`` (steps so far whose loss exceeded ``--spike-factor``
-times the median of the previous 50), ``step_ms`` (mean wall time per step since the previous log
-line, which ends with a device synchronize), ``data_ms`` (mean time spent in ``next()`` of the
-batch iterator: the data-loading share of the step), ``tokens_per_s`` (global tokens per second
-= world size x micro-batch x sequence length / step time), ``model_tflops`` (achieved model
-TFLOPS per device, from 6N + 12LaT FLOPs per token, PaLM appendix B,
-https://arxiv.org/abs/2204.02311), ``mfu`` (that divided by ``--peak-tflops``; null unless a
-peak is given or known for the GPU), and memory: on CUDA the caching allocator's current active
-and reserved MiB, its peak allocated and reserved MiB since the previous log line, and its
-allocation-retry and OOM counters (``active_mib``, ``reserved_mib``, ``max_allocated_mib``,
-``max_reserved_mib``, ``alloc_retries``, ``ooms``, from ``torch.cuda.memory_stats``); on CPU the
-process's peak resident set size (``peak_rss_mib``, from ``ru_maxrss``). Decimal units for
-TFLOPS (1e12 FLOP/s); MiB = 2**20 bytes. The learning rate follows ``--warmup-steps`` (linear)
-and ``--lr-schedule`` (constant, or cosine to 0.1 x ``--lr`` at ``--steps``).
-
-``--metrics-jsonl PATH`` appends the same record, one JSON object per line, flushed after each
-line (a crash loses nothing logged; a resumed run continues the file, so steps logged after the
-last checkpoint by a crashed run appear twice: keep the last of each); ``--tensorboard DIR``
-writes them as TensorBoard scalars (tags ``loss``, ``grad_norm``, ``grad_norm/block_0``,
-``update_ratio/block_0``, ``lr``, ...), through ``torch.utils.tensorboard``, which needs the
-optional ``tensorboard`` package (``pip install tensorboard``; then ``tensorboard --logdir DIR``).
-
-Logging without a host sync per step: the per-step statistics (loss, squared gradient norms,
-the running maximum, the clip and spike counters) are device tensors, summed over the ranks in
-one small all-reduce per step that the GPU runs in order with the step's kernels. The host
-reads them back only on logging steps, all at once with one ``.tolist()``, and synchronizes the
-device only there, to close the timing interval. A ``.item()`` every step would make the CPU
-wait for the GPU to finish each step before it could queue the next one. Under FSDP each rank
-holds a shard of every gradient, so the squared norms of the shards are summed over the ranks
-(DDP ranks hold the same averaged gradient, so each contributes 1/n of it); the same goes for
-the update-to-weight ratio, measured on logging steps only (it needs a copy of the weights).
-
-Production-loop practices shown in the code (see the Performance chapter): Python's garbage
-collector disabled and run every ``--gc-every`` steps, the batch timed separately, the logits
-deleted before ``backward()``, statistics read back only on logging steps, a long collective timeout
-for the first step (``--first-step-timeout-s``) shortened afterwards (``--timeout-s``), an optional
-``torch.profiler`` window (``--profile-steps A:B``) and checkpoints every ``--checkpoint-every``
-steps.
-
-How to launch
--------------
-CPU, two processes (gloo)::
+A decoder-only transformer (pre-norm blocks, causal attention, GELU MLP) learns token sequences
+from a fixed random "grammar" (each token is followed by ``perm[token]`` with probability 0.9),
+so the loss falls fast from ln(V) towards the entropy of the noise; batches are a function of
+(seed, step, rank), so a resumed run sees the data an uninterrupted one would. ``--strategy ddp``
+all-reduces the gradients of a replicated model; ``fsdp`` shards parameters, gradients and
+optimizer state with FSDP2's ``fully_shard`` (ZeRO-3). Rank 0 logs every ``--log-every`` steps,
+reading the statistics back from the device once per log line, to the terminal, ``--json``,
+``--metrics-jsonl`` and ``--tensorboard`` (the Training metrics page explains each key); MFU
+needs ``--peak-tflops`` or a known GPU. TFLOPS are decimal (1e12 FLOP/s), MiB 2**20 bytes.
+Re-running with the same ``--checkpoint-dir`` resumes. Under SLURM: one torchrun per node, or
+srun with MASTER_ADDR and MASTER_PORT exported. CPU, two processes (gloo)::
 
     torchrun --standalone --nproc-per-node 2 train_example.py --strategy fsdp --steps 40
 
-One node with 8 GPUs (nccl, bf16 autocast/mixed precision, MFU against the H100's 989 TFLOPS)::
+Exit status: 0 ok, 1 failure (a dead peer, a bad checkpoint, a nan/inf loss), 2 usage, 130 Ctrl-C.
 
-    torchrun --standalone --nproc-per-node 8 train_example.py --strategy fsdp --layers 12 \\
-        --hidden 1024 --heads 16 --seq-len 2048 --batch-size 8 --steps 200 --peak-tflops 989 \\
-        --checkpoint-dir /scratch/ckpt --checkpoint-every 100 --json run.json \\
-        --lr-schedule cosine --warmup-steps 20 --clip-grad 1.0 --log-every 10 \\
-        --metrics-jsonl metrics.jsonl --tensorboard tb/
-
-Under SLURM, one torchrun per node (see the Network chapter for the rendezvous flags), or plain
-``srun python train_example.py`` with MASTER_ADDR/MASTER_PORT exported. Re-running with the same
-``--checkpoint-dir`` resumes from its latest checkpoint; ``--resume-from DIR`` picks one.
-
-A checkpoint folder from someone else is untrusted input: DCP itself unpickles its ``.metadata``
-and ``torch.load``s its non-tensor entries with ``weights_only=False``, which runs any code the
-files name. This script reads the metadata with an unpickler that builds only DCP's own classes,
-and checks each non-tensor entry with ``torch.load(weights_only=True)`` first; a file naming
-anything else is refused in one line that names the file and the global.
-
-Example output (2 CPU processes on a shared, busy 2-core VM, default tiny model; step_ms,
-data_ms and tok/s are means over the steps since the previous line)::
+Example output (2 CPU processes on a busy 2-core VM; the Model parallelism chapter shows it all)::
 
     $ torchrun --standalone --nproc-per-node 2 scripts/training/train_example.py \\
           --strategy ddp --steps 30 --log-every 10 --peak-tflops 0.1
-    # train_example.py: ddp on 2 x cpu (gloo), torch 2.13.0+cpu, dtype float32
-    # model: 4 layers, hidden 128, 4 heads, vocab 256, seq 128; N = 0.82 M matmul parameters
-    # batch: 8 sequences x 128 tokens per rank, 2048 tokens per step; 5.70 MFLOPs per token
-    # TFLOPS: achieved model TFLOPS per device (1e12 FLOP/s); MFU vs --peak-tflops 0.1
+    ...
       step      loss         lr    gnorm   step_ms   data_ms      tok/s   TFLOPS     MFU   peak RSS MiB
          1    5.7201  3.000e-03    0.626    127.12      2.80      16111   0.0459   45.9%            369
-        10    2.2928  3.000e-03    0.563    110.43      1.66      18546   0.0529   52.9%            401
-        20    1.0331  3.000e-03    0.216    114.50      2.05      17887   0.0510   51.0%            402
-        30    0.9055  3.000e-03    0.167    122.12      2.57      16771   0.0478   47.8%            403
+    ...
     # done: 30 steps, loss 5.7201 -> 0.9055, mean 17676 tokens/s (steps 2-30)
-
-(The MFU column is meaningless on a CPU unless ``--peak-tflops`` is the CPU's real peak; it is
-shown here only to exercise the column.)
-
-Exit status: 0 done; 1 runtime failure (an unreachable MASTER_ADDR:MASTER_PORT or a dead peer
-after the timeout, an unreadable, foreign or code-carrying checkpoint, a loss that turned nan/inf); 2 usage error
-(an option, a launcher variable such as RANK or WORLD_SIZE that is not an integer, an output
-folder, ``--json``, ``--metrics-jsonl`` or ``--tensorboard`` that cannot be written,
-``--tensorboard`` without the tensorboard package, a ``--resume-from`` that is no checkpoint of this
-script, a model whose state cannot fit in memory; all checked before training starts); 130 Ctrl-C.
-Errors are one line ``train_example.py: error: ...``; ``--debug`` adds the traceback (and keeps
-PyTorch's C++ log messages, which are silenced otherwise). An MFU above 100% (a ``--peak-tflops``
-below what the device achieved) is reported as a warning at the end.
 """
 
 from __future__ import annotations
@@ -142,152 +51,14 @@ import traceback
 
 PROG = "train_example.py"
 CKPT_PREFIX = "step_"
-
-
-
-
-def step_range(text: str) -> tuple[int, int]:
-    """argparse type for --profile-steps: ``A:B`` with 1 <= A <= B."""
-    try:
-        a, b = (int(x) for x in text.split(":"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected A:B, got {text!r}") from None
-    if not 1 <= a <= b:
-        raise argparse.ArgumentTypeError(f"need 1 <= A <= B, got {text!r}")
-    return a, b
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Command-line interface; building it imports neither torch nor touches a device."""
-    # argparse types (the contract's number(): finite, in range, the option named in the error)
-    positive_int = number(int, 1)
-    non_negative_int = number(int, 0)
-    positive_float = number(float, 0, lo_open=True)
-    # Timeouts end up as int32 milliseconds in c10d: a week is far below that and above any real need.
-    timeout_s = number(float, 0, 7 * 24 * 3600, lo_open=True)
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description="Data-parallel training of a tiny transformer with DDP or FSDP2, logging loss, "
-                    "step/data time, tokens/s, TFLOPS, MFU and memory per step, with "
-                    "torch.distributed.checkpoint checkpoints and resume. Launch with torchrun "
-                    "(or srun); plain python runs one process.")
-    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp",
-                   help="ddp (replicated model) or fsdp (FSDP2 fully_shard, ZeRO-3 layout)")
-    p.add_argument("--steps", type=number(int, 1, 10_000_000), default=30,
-                   help="last step to run (default 30)")
-    p.add_argument("--batch-size", type=number(int, 1, 65536), default=8,
-                   help="sequences per rank per step (micro-batch, default 8)")
-    p.add_argument("--seq-len", type=number(int, 1, 1 << 20), default=128, help="tokens per sequence (128)")
-    p.add_argument("--layers", type=number(int, 1, 1024), default=4, help="transformer blocks (4)")
-    p.add_argument("--hidden", type=number(int, 1, 65536), default=128, help="model width (128)")
-    p.add_argument("--heads", type=number(int, 1, 1024), default=4, help="attention heads (4)")
-    p.add_argument("--vocab", type=number(int, 2, 1 << 22), default=256, help="vocabulary size (256)")
-    p.add_argument("--lr", type=number(float, 0, 10, lo_open=True), default=3e-3,
-                   help="AdamW learning rate, in (0, 10] (3e-3)")
-    p.add_argument("--seed", type=number(int, 0, 2**32 - 1), default=0,
-                   help="seed for weights and data, 0 to 2**32-1 (0)")
-    p.add_argument("--dtype", choices=("auto", "fp32", "bf16"), default="auto",
-                   help="compute dtype: auto = bf16 on CUDA, fp32 on CPU")
-    p.add_argument("--bucket-mb", type=number(float, 0, 65536, lo_open=True), default=25.0,
-                   help="DDP gradient bucket size in MiB (default 25, DDP's default)")
-    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
-                   help="auto: nccl if CUDA is available, else gloo")
-    p.add_argument("--timeout-s", type=timeout_s, default=60.0,
-                   help="collective timeout after the first step, seconds (default 60)")
-    p.add_argument("--first-step-timeout-s", type=timeout_s, default=600.0,
-                   help="collective timeout until the first step ends (rendezvous, warm-up, "
-                        "checkpoint load), seconds (default 600)")
-    p.add_argument("--peak-tflops", type=positive_float,
-                   help="peak TFLOPS per device for MFU (default: known GPUs only)")
-    p.add_argument("--log-every", type=positive_int, default=1,
-                   help="print/record every N steps; the loss is read back only then (default 1)")
-    p.add_argument("--gc-every", type=non_negative_int, default=50,
-                   help="disable Python's automatic gc and collect every N steps; 0 leaves gc "
-                        "automatic (default 50)")
-    p.add_argument("--checkpoint-dir", type=nonempty,
-                   help="directory for checkpoints; resumes from its latest")
-    p.add_argument("--checkpoint-every", type=positive_int,
-                   help="save every N steps (and at the last step); needs --checkpoint-dir")
-    p.add_argument("--resume-from", metavar="DIR", type=nonempty,
-                   help="resume from this checkpoint directory (a step_XXXXXXXX folder)")
-    p.add_argument("--profile-steps", type=step_range, metavar="A:B",
-                   help="profile steps A..B with torch.profiler; Chrome traces go to "
-                        "--profile-dir (default ./profile)")
-    p.add_argument("--profile-dir", default="profile", type=nonempty,
-                   help="where --profile-steps writes traces")
-    p.add_argument("--json", metavar="PATH", type=nonempty,
-                   help="write per-step records and a summary (rank 0)")
-    p.add_argument("--metrics-jsonl", metavar="PATH", type=nonempty,
-                   help="append one JSON object per logged step to PATH, flushed line by line "
-                        "(rank 0)")
-    p.add_argument("--tensorboard", metavar="DIR", type=nonempty,
-                   help="write TensorBoard event files to DIR (rank 0; needs the tensorboard "
-                        "package)")
-    p.add_argument("--clip-grad", metavar="NORM", type=number(float, 0, 1e6), default=0.0,
-                   help="clip the global gradient norm to NORM; 0 = no clipping (default 0)")
-    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant",
-                   help="constant, or cosine decay to 0.1 x --lr at --steps (default constant)")
-    p.add_argument("--warmup-steps", type=non_negative_int, default=0,
-                   help="linear warmup from --lr/N to --lr over the first N steps (default 0)")
-    p.add_argument("--spike-factor", type=number(float, 1, 1e6, lo_open=True), default=1.5,
-                   help="count a loss spike when the loss exceeds this many times the median "
-                        "of the previous %d steps (default 1.5)" % SPIKE_WINDOW)
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse and check arguments; problems exit through parser.error (status 2, one line)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.hidden % args.heads:
-        parser.error(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
-    if args.checkpoint_every and not args.checkpoint_dir:
-        parser.error("--checkpoint-every needs --checkpoint-dir")
-    if args.resume_from:
-        check_checkpoint_folder(args.resume_from)
-    if args.profile_steps and args.profile_steps[1] > args.steps:
-        parser.error(f"--profile-steps ends after --steps {args.steps}")
-    args.launch = launch_info()  # the launcher's variables, checked before anything starts
-    if args.checkpoint_every:
-        check_output_dir(args.checkpoint_dir, "--checkpoint-dir")
-    elif args.checkpoint_dir and os.path.exists(args.checkpoint_dir) \
-            and not os.path.isdir(args.checkpoint_dir):  # only read, to resume from
-        raise ScriptError(f"--checkpoint-dir {args.checkpoint_dir}: is a file, not a folder",
-                          EXIT_USAGE)
-    if args.profile_steps:
-        check_output_dir(args.profile_dir, "--profile-dir")
-    if args.warmup_steps > args.steps:
-        parser.error(f"--warmup-steps {args.warmup_steps} is longer than --steps {args.steps}")
-    # The checkpoint being resumed is an input, every file in it.
-    resume = args.resume_from or (latest_checkpoint(args.checkpoint_dir) if args.checkpoint_dir else None)
-    for option, path in (("--json", args.json), ("--metrics-jsonl", args.metrics_jsonl)):
-        if path and args.launch[0] == 0:
-            check_output(path, option, inputs=[resume] if resume else [])
-    if args.tensorboard and args.launch[0] == 0:
-        import importlib.util
-        if importlib.util.find_spec("tensorboard") is None:  # torch.utils.tensorboard needs it
-            raise ScriptError("--tensorboard needs the tensorboard package, which is not "
-                              "installed (pip install tensorboard)", EXIT_USAGE)
-        check_output_dir(args.tensorboard, "--tensorboard")
-    return args
-
-
-def check_checkpoint_folder(path: str) -> None:
-    """--resume-from must be a folder DCP wrote (it holds ``.metadata``, written last): say what
-    was found instead, before any rank starts."""
-    if not os.path.exists(path):
-        raise ScriptError(f"--resume-from {path}: no such checkpoint folder", EXIT_USAGE)
-    if not os.path.isdir(path):
-        raise ScriptError(f"--resume-from {path}: is a file; expected a checkpoint folder "
-                          f"({CKPT_PREFIX}XXXXXXXX, written by {PROG} with --checkpoint-every)",
-                          EXIT_USAGE)
-    if not os.path.isfile(os.path.join(path, ".metadata")):
-        found = sorted(os.listdir(path))
-        listing = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "") if found else "nothing"
-        raise ScriptError(f"--resume-from {path}: not a torch.distributed.checkpoint folder (no "
-                          f".metadata; found {listing}): expected a {CKPT_PREFIX}XXXXXXXX folder "
-                          f"written by {PROG}, complete", EXIT_USAGE)
+CHECKPOINT_ENTRIES = "model, optim and trainer entries"
+SPIKE_WINDOW = 50  # steps of loss history behind the spike counter's running median
+MIN_LR_RATIO = 0.1  # cosine decays to 0.1 x the peak (GPT-3, Chinchilla; Hyper-parameters page)
+# Dense bf16 tensor-core peaks (TFLOPS) by CUDA device name, from NVIDIA's data sheets
+# (https://www.nvidia.com/en-us/data-center/h100/ and the A100/H200 pages); the MFU column uses
+# them when --peak-tflops is not given. NVIDIA lists "with sparsity" figures, twice these.
+# Checked in order: the first substring found in the device name wins.
+KNOWN_PEAKS = (("H100 PCIe", 756.0), ("A100", 312.0), ("H100", 989.0), ("H200", 989.0))
 
 
 def die(message: str, code: int = 1) -> None:
@@ -298,13 +69,6 @@ def die(message: str, code: int = 1) -> None:
     sys.stderr.write(f"{PROG}: error: {first}\n")
     sys.stderr.flush()
     os._exit(code)
-
-
-# Dense bf16 tensor-core peaks (TFLOPS) by CUDA device name, from NVIDIA's data sheets
-# (https://www.nvidia.com/en-us/data-center/h100/ and the A100/H200 pages); the MFU column uses
-# them when --peak-tflops is not given. NVIDIA lists "with sparsity" figures, twice these.
-# Checked in order: the first substring found in the device name wins.
-KNOWN_PEAKS = (("H100 PCIe", 756.0), ("A100", 312.0), ("H100", 989.0), ("H200", 989.0))
 
 
 def matmul_params(layers: int, hidden: int, vocab: int) -> int:
@@ -343,11 +107,6 @@ def launch_info() -> tuple[int, int, int, str]:
         raise ScriptError(f"environment variable MASTER_PORT={env['MASTER_PORT'].strip()} is not "
                           "a TCP port (1-65535)", EXIT_USAGE)
     return rank, world, local, launcher
-
-
-CHECKPOINT_ENTRIES = "model, optim and trainer entries"
-SPIKE_WINDOW = 50  # steps of loss history behind the spike counter's running median
-MIN_LR_RATIO = 0.1  # cosine decays to 0.1 x the peak (GPT-3, Chinchilla; Hyper-parameters page)
 
 
 def lr_at(step: int, args: argparse.Namespace) -> float:
@@ -559,13 +318,13 @@ def latest_checkpoint(ckpt_dir: str) -> str | None:
     return os.path.join(ckpt_dir, steps[-1]) if steps else None
 
 
-def run(args: argparse.Namespace) -> int:
+def init_distributed(args: argparse.Namespace) -> tuple:
+    """This rank's device (GPU LOCAL_RANK, or the CPU), compute dtype and process group (nccl or
+    gloo; plain python is a group of one), after refusing a model that cannot fit. The timeout
+    is long (``--first-step-timeout-s``) while ranks start, load checkpoints and warm up; the
+    loop shortens it after step 1. Returns (backend, device, use_cuda, dtype)."""
     import torch
     import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    import torch.nn as nn
-    import torch.nn.functional as F
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     rank, world, local_rank, launcher = args.launch
     use_cuda = torch.cuda.is_available() and args.backend != "gloo"
@@ -599,7 +358,19 @@ def run(args: argparse.Namespace) -> int:
                 raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT "
                                   f"{master} failed: "
                                   f"{(str(exc).strip().splitlines() or [''])[0]}") from None
+    return backend, device, use_cuda, dtype
 
+
+def build_model(args: argparse.Namespace, device, dtype, use_cuda: bool) -> tuple:
+    """The transformer (pre-norm blocks, causal attention, GELU MLP, untied head), the same
+    initial weights on every rank, wrapped in DDP or sharded with FSDP2 (one unit per block and
+    one for the rest). Returns (model, core, autocast): ``core`` is the unwrapped model, to
+    find its blocks; ``autocast`` the context of the forward pass."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    _, world, local_rank, _ = args.launch
     torch.manual_seed(args.seed)  # same initial weights on every rank
 
     class Block(nn.Module):
@@ -651,9 +422,15 @@ def run(args: argparse.Namespace) -> int:
             fully_shard(block, mesh=mesh, mp_policy=mp)
         fully_shard(model, mesh=mesh, mp_policy=mp)  # embeddings, final norm and head
         autocast = contextlib.nullcontext()  # FSDP2 casts parameters itself
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    return model, core, autocast
 
-    # Synthetic data: a fixed permutation "grammar", batch = f(seed, step, rank).
+
+def batch_maker(args: argparse.Namespace, rank: int, device):
+    """Synthetic data: a fixed permutation "grammar" (each token is followed by ``perm[token]``
+    with probability 0.9, else by a random token). Returns ``batch(step)``, the (inputs,
+    targets) of ``step`` on this rank, a pure function of (seed, step, rank)."""
+    import torch
+
     perm = torch.randperm(args.vocab, generator=torch.Generator().manual_seed(args.seed + 1))
 
     def batch(step: int):
@@ -667,8 +444,14 @@ def run(args: argparse.Namespace) -> int:
             seq[:, i] = torch.where(noise[:, i], rand_tok[:, i], perm[seq[:, i - 1]])
         seq = seq.to(device, non_blocking=True)
         return seq[:, :-1], seq[:, 1:]
+    return batch
 
-    # Resume: explicit --resume-from, else the newest checkpoint in --checkpoint-dir.
+
+def resume_checkpoint(args: argparse.Namespace, dcp, model, optimizer) -> tuple[int, str | None]:
+    """Load ``--resume-from``, else the newest checkpoint in ``--checkpoint-dir`` (if any), into
+    the model and the optimizer. Returns (the step it holds, its path), or (0, None)."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
     start_step = 0
     resume = args.resume_from or (latest_checkpoint(args.checkpoint_dir)
                                   if args.checkpoint_dir else None)
@@ -681,13 +464,74 @@ def run(args: argparse.Namespace) -> int:
         start_step = int(state["trainer"]["step"])
         if start_step >= args.steps:
             die(f"checkpoint {resume} is at step {start_step}, not before --steps {args.steps}", 2)
+    return start_step, resume
 
-    def save(step: int) -> str:
-        path = os.path.join(args.checkpoint_dir, f"{CKPT_PREFIX}{step:08d}")
-        model_sd, optim_sd = get_state_dict(model, optimizer)
-        dcp.save({"model": model_sd, "optim": optim_sd, "trainer": {"step": step}},
-                 checkpoint_id=path)
-        return path
+
+def save_checkpoint(args: argparse.Namespace, dcp, model, optimizer, step: int) -> str:
+    """Write the model, the optimizer and the step to CHECKPOINT_DIR/step_XXXXXXXX (each rank
+    its part; DCP writes .metadata last). Returns the folder."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    path = os.path.join(args.checkpoint_dir, f"{CKPT_PREFIX}{step:08d}")
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    dcp.save({"model": model_sd, "optim": optim_sd, "trainer": {"step": step}},
+             checkpoint_id=path)
+    return path
+
+
+def make_profiler(args: argparse.Namespace, rank: int, start_step: int, use_cuda: bool):
+    """A torch.profiler for ``--profile-steps A:B`` (one unrecorded warm-up step before A when
+    there is one), writing trace_rank<R>.json to ``--profile-dir``; else a null context."""
+    import torch
+
+    if not args.profile_steps:
+        return contextlib.nullcontext()
+    a, b = args.profile_steps
+    first = max(a, start_step + 1)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if use_cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    os.makedirs(args.profile_dir, exist_ok=True)
+    warmup = 1 if first > start_step + 1 else 0  # one unrecorded step before, if possible
+    if not warmup:
+        import warnings
+        warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+    return torch.profiler.profile(
+        activities=activities,
+        schedule=torch.profiler.schedule(skip_first=first - start_step - 1 - warmup, wait=0,
+                                         warmup=warmup, active=b - first + 1, repeat=1),
+        on_trace_ready=lambda prof: prof.export_chrome_trace(
+            os.path.join(args.profile_dir, f"trace_rank{rank}.json")))
+
+
+def stall_hook() -> tuple[int, int]:
+    """Self-test hook (for the test suite only): TRAIN_EXAMPLE_STALL=RANK:STEP makes rank RANK
+    stop answering at step STEP, so the other ranks must fail after --timeout-s, which proves
+    the timeout was shortened after step 1. Returns (rank, step), or (-1, -1)."""
+    stall = os.environ.get("TRAIN_EXAMPLE_STALL", "")  # "RANK:STEP", a self-test hook
+    try:
+        stall_rank, stall_step = (int(v) for v in stall.split(":")) if stall else (-1, -1)
+    except ValueError:
+        raise ScriptError(f"environment variable TRAIN_EXAMPLE_STALL={stall!r} is not "
+                          "RANK:STEP", EXIT_USAGE) from None
+    return stall_rank, stall_step
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train as the arguments say: set up, resume, run the steps (logging every --log-every,
+    checkpointing every --checkpoint-every), report, tear down. Returns the exit status."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    import torch.nn.functional as F
+
+    rank, world, _, launcher = args.launch
+    backend, device, use_cuda, dtype = init_distributed(args)
+    model, core, autocast = build_model(args, device, dtype, use_cuda)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    batch = batch_maker(args, rank, device)
+    # Resume: explicit --resume-from, else the newest checkpoint in --checkpoint-dir.
+    start_step, resume = resume_checkpoint(args, dcp, model, optimizer)
 
     n_params = matmul_params(args.layers, args.hidden, args.vocab)
     flops_token = model_flops_per_token(args.layers, args.hidden, args.vocab, args.seq_len)
@@ -696,52 +540,19 @@ def run(args: argparse.Namespace) -> int:
         name = torch.cuda.get_device_name(device)
         peak = next((v for k, v in KNOWN_PEAKS if k in name), None)
     tokens_per_step = world * args.batch_size * args.seq_len
-    dev_name = torch.cuda.get_device_name(device) if use_cuda else "cpu"
+    info = {"backend": backend, "device": torch.cuda.get_device_name(device) if use_cuda else "cpu",
+            "world_size": world, "launcher": launcher, "torch_version": torch.__version__,
+            "dtype": str(dtype).replace("torch.", ""), "matmul_params": n_params,
+            "flops_per_token": flops_token, "tokens_per_step": tokens_per_step,
+            "peak_tflops": peak, "start_step": start_step, "resumed_from": resume}
     if rank == 0:
-        print(f"# {PROG}: {args.strategy} on {world} x {dev_name} ({backend}), "
-              f"torch {torch.__version__}, dtype {str(dtype).replace('torch.', '')}")
-        print(f"# model: {args.layers} layers, hidden {args.hidden}, {args.heads} heads, vocab "
-              f"{args.vocab}, seq {args.seq_len}; N = {n_params / 1e6:.2f} M matmul parameters")
-        print(f"# batch: {args.batch_size} sequences x {args.seq_len} tokens per rank, "
-              f"{tokens_per_step} tokens per step; {flops_token / 1e6:.2f} MFLOPs per token")
-        print("# TFLOPS: achieved model TFLOPS per device (1e12 FLOP/s); MFU vs "
-              + (f"--peak-tflops {peak:g}" if peak else "peak (unknown here: give --peak-tflops)"))
-        if resume:
-            print(f"# resumed from {resume} at step {start_step}")
-        mem_head = "alloc/reserved MiB" if use_cuda else "peak RSS MiB"
-        print(f"  {'step':>4}  {'loss':>8}  {'lr':>9}  {'gnorm':>7}  {'step_ms':>8}  "
-              f"{'data_ms':>8}  {'tok/s':>9}  {'TFLOPS':>7}  {'MFU':>6}  {mem_head:>13}")
+        print_header(args, info, use_cuda)
 
     if args.gc_every:
         gc.collect()
         gc.disable()  # no multi-second pauses at random steps: collect at known points instead
-    profiler = contextlib.nullcontext()
-    if args.profile_steps:
-        a, b = args.profile_steps
-        first = max(a, start_step + 1)
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if use_cuda:
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        os.makedirs(args.profile_dir, exist_ok=True)
-        warmup = 1 if first > start_step + 1 else 0  # one unrecorded step before, if possible
-        if not warmup:
-            import warnings
-            warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
-        profiler = torch.profiler.profile(
-            activities=activities,
-            schedule=torch.profiler.schedule(skip_first=first - start_step - 1 - warmup, wait=0,
-                                             warmup=warmup, active=b - first + 1, repeat=1),
-            on_trace_ready=lambda prof: prof.export_chrome_trace(
-                os.path.join(args.profile_dir, f"trace_rank{rank}.json")))
-
-    # Self-test hook (for the test suite only): rank R stops answering at step S, so the other
-    # ranks must fail after --timeout-s, which proves the timeout was shortened after step 1.
-    stall = os.environ.get("TRAIN_EXAMPLE_STALL", "")  # "RANK:STEP", a self-test hook
-    try:
-        stall_rank, stall_step = (int(v) for v in stall.split(":")) if stall else (-1, -1)
-    except ValueError:
-        raise ScriptError(f"environment variable TRAIN_EXAMPLE_STALL={stall!r} is not "
-                          "RANK:STEP", EXIT_USAGE) from None
+    profiler = make_profiler(args, rank, start_step, use_cuda)
+    stall_rank, stall_step = stall_hook()
 
     # Per-step statistics stay on the device; the host reads them once per logging step.
     blocks = [list(b.parameters()) for b in core.blocks]
@@ -851,43 +662,12 @@ def run(args: argparse.Namespace) -> int:
                 t_step, t_data = window_s / window_steps, window_data_s / window_steps
                 if step > start_step + 1:
                     timed_s, timed_steps = timed_s + window_s, timed_steps + window_steps
-                n_blocks = len(blocks)
-                loss_value, g_norm = values[0], values[1]
-                g_blocks, g_other = values[2:2 + n_blocks], values[2 + n_blocks]
-                g_max, n_clipped, was_clipped, n_spikes = values[3 + n_blocks:7 + n_blocks]
-                ratios = values[7 + n_blocks:]
-                if not math.isfinite(loss_value):  # every rank has the same mean: all stop here
-                    raise ScriptError(f"loss is {loss_value} at step {step}: the training "
-                                      f"diverged (--lr {args.lr:g} too high?)")
-                first_loss = loss_value if first_loss is None else first_loss
-                tok_s = tokens_per_step / t_step
-                tflops = flops_token * tok_s / world / 1e12
-                rec = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": g_norm,
-                       "grad_norm_max": g_max, "grad_norm_blocks": g_blocks,
-                       "grad_norm_other": g_other, "clipped": bool(was_clipped),
-                       "clipped_steps": int(n_clipped), "update_ratio_blocks": ratios,
-                       "loss_spikes": int(n_spikes), "step_ms": 1e3 * t_step,
-                       "data_ms": 1e3 * t_data, "tokens_per_s": tok_s, "model_tflops": tflops,
-                       "mfu": tflops / peak if peak else None}
-                if use_cuda:
-                    mem = torch.cuda.memory_stats(device)  # host-side counters: no device sync
-                    rec.update(active_mib=mem.get("active_bytes.all.current", 0) / 2**20,
-                               reserved_mib=mem.get("reserved_bytes.all.current", 0) / 2**20,
-                               max_allocated_mib=mem.get("allocated_bytes.all.peak", 0) / 2**20,
-                               max_reserved_mib=mem.get("reserved_bytes.all.peak", 0) / 2**20,
-                               alloc_retries=mem.get("num_alloc_retries", 0),
-                               ooms=mem.get("num_ooms", 0))
-                    torch.cuda.reset_peak_memory_stats(device)
-                    mem = f"{rec['max_allocated_mib']:.0f}/{rec['max_reserved_mib']:.0f}"
-                else:
-                    rec["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-                    mem = f"{rec['peak_rss_mib']:.0f}"
+                rec = metrics_record(args, info, step, lr, values, len(blocks), t_step, t_data,
+                                     device if use_cuda else None)
+                first_loss = rec["loss"] if first_loss is None else first_loss
                 records.append(rec)
                 if rank == 0:
-                    mfu = f"{100 * rec['mfu']:5.1f}%" if peak else "     -"
-                    print(f"  {step:4d}  {loss_value:8.4f}  {lr:9.3e}  {g_norm:7.3f}  "
-                          f"{rec['step_ms']:8.2f}  {rec['data_ms']:8.2f}  {tok_s:9.0f}  "
-                          f"{tflops:7.4f}  {mfu:>6}  {mem:>13}", flush=True)
+                    print_row(rec, peak, use_cuda)
                     if jsonl:
                         jsonl.write(json.dumps(rec) + "\n")
                         jsonl.flush()
@@ -896,7 +676,7 @@ def run(args: argparse.Namespace) -> int:
                 window_start, window_steps, window_data_s = time.perf_counter(), 0, 0.0
             if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == args.steps):
                 t_save = time.perf_counter()
-                path = save(step)
+                path = save_checkpoint(args, dcp, model, optimizer, step)
                 if rank == 0:
                     print(f"# checkpoint: {path}", flush=True)
                 window_start += time.perf_counter() - t_save  # not part of any step's time
@@ -911,30 +691,7 @@ def run(args: argparse.Namespace) -> int:
     mean_tok_s = (tokens_per_step * timed_steps / timed_s if timed_steps
                   else records[-1]["tokens_per_s"])
     if rank == 0:
-        top = max(records, key=lambda r: r["mfu"] or 0.0)
-        if top["mfu"] and top["mfu"] > 1:  # the peak is wrong, not the device faster than it
-            sys.stderr.write(f"{PROG}: warning: MFU up to {100 * top['mfu']:.0f}% at step "
-                             f"{top['step']}: the peak of {peak:g} TFLOPS is below the "
-                             f"{top['model_tflops']:.4g} TFLOPS achieved; give the device's "
-                             "dense peak with --peak-tflops\n")
-        span = f"steps {start_step + 2}-{args.steps}" if timed_steps else f"step {args.steps}"
-        print(f"# done: {args.steps - start_step} steps, loss {first_loss:.4f} -> "
-              f"{records[-1]['loss']:.4f}, mean {mean_tok_s:.0f} tokens/s ({span})", flush=True)
-        if args.json:
-            summary = {
-                "tool": PROG, "schema_version": 1, "strategy": args.strategy,
-                "backend": backend, "device": dev_name, "world_size": world,
-                "launcher": launcher, "hostname": socket.gethostname(),
-                "torch_version": torch.__version__, "dtype": str(dtype).replace("torch.", ""),
-                "config": {k: v for k, v in vars(args).items() if k not in ("profile_steps", "launch")},
-                "matmul_params": n_params, "flops_per_token": flops_token,
-                "tokens_per_step": tokens_per_step, "peak_tflops": peak,
-                "start_step": start_step, "resumed_from": resume, "steps": records,
-                "mean_tokens_per_s": mean_tok_s,
-                "date_utc": datetime.datetime.now(datetime.timezone.utc)
-                .strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-            write_atomic(args.json, json.dumps(summary, indent=1) + "\n")
+        report(args, info, records, first_loss, mean_tok_s, timed_steps)
     # Free the model while the process group is still registered. A DDP model's Reducer holds the
     # group; were it the last holder, freeing it (as run() returns, with the GIL held) would run
     # the group's destructor, which joins gloo's worker threads while one of them waits for the
@@ -954,6 +711,250 @@ def run(args: argparse.Namespace) -> int:
     finally:
         faulthandler.cancel_dump_traceback_later()
     return 0
+
+
+def print_header(args: argparse.Namespace, info: dict, use_cuda: bool) -> None:
+    """Rank 0's lines before the first step: setup, model, batch, units, and the column heads."""
+    peak = info["peak_tflops"]
+    print(f"# {PROG}: {args.strategy} on {info['world_size']} x {info['device']} "
+          f"({info['backend']}), torch {info['torch_version']}, dtype {info['dtype']}")
+    print(f"# model: {args.layers} layers, hidden {args.hidden}, {args.heads} heads, vocab "
+          f"{args.vocab}, seq {args.seq_len}; N = {info['matmul_params'] / 1e6:.2f} M matmul "
+          "parameters")
+    print(f"# batch: {args.batch_size} sequences x {args.seq_len} tokens per rank, "
+          f"{info['tokens_per_step']} tokens per step; {info['flops_per_token'] / 1e6:.2f} MFLOPs "
+          "per token")
+    print("# TFLOPS: achieved model TFLOPS per device (1e12 FLOP/s); MFU vs "
+          + (f"--peak-tflops {peak:g}" if peak else "peak (unknown here: give --peak-tflops)"))
+    if info["resumed_from"]:
+        print(f"# resumed from {info['resumed_from']} at step {info['start_step']}")
+    mem_head = "alloc/reserved MiB" if use_cuda else "peak RSS MiB"
+    print(f"  {'step':>4}  {'loss':>8}  {'lr':>9}  {'gnorm':>7}  {'step_ms':>8}  "
+          f"{'data_ms':>8}  {'tok/s':>9}  {'TFLOPS':>7}  {'MFU':>6}  {mem_head:>13}")
+
+
+def metrics_record(args: argparse.Namespace, info: dict, step: int, lr: float, values: list,
+                   n_blocks: int, t_step: float, t_data: float, cuda_device) -> dict:
+    """The logged record of ``step`` (the keys the Training metrics page lists) from the values
+    read back on this logging step, the interval's mean step and data times (seconds) and, on
+    CUDA (``cuda_device``), the allocator's counters, whose peaks it resets; on CPU the peak
+    RSS. Raises ScriptError when the loss is nan or inf."""
+    loss_value, g_norm = values[0], values[1]
+    g_blocks, g_other = values[2:2 + n_blocks], values[2 + n_blocks]
+    g_max, n_clipped, was_clipped, n_spikes = values[3 + n_blocks:7 + n_blocks]
+    ratios = values[7 + n_blocks:]
+    if not math.isfinite(loss_value):  # every rank has the same mean: all stop here
+        raise ScriptError(f"loss is {loss_value} at step {step}: the training "
+                          f"diverged (--lr {args.lr:g} too high?)")
+    peak = info["peak_tflops"]
+    tok_s = info["tokens_per_step"] / t_step
+    tflops = info["flops_per_token"] * tok_s / info["world_size"] / 1e12
+    rec = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": g_norm,
+           "grad_norm_max": g_max, "grad_norm_blocks": g_blocks,
+           "grad_norm_other": g_other, "clipped": bool(was_clipped),
+           "clipped_steps": int(n_clipped), "update_ratio_blocks": ratios,
+           "loss_spikes": int(n_spikes), "step_ms": 1e3 * t_step,
+           "data_ms": 1e3 * t_data, "tokens_per_s": tok_s, "model_tflops": tflops,
+           "mfu": tflops / peak if peak else None}
+    if cuda_device is not None:
+        import torch
+        mem = torch.cuda.memory_stats(cuda_device)  # host-side counters: no device sync
+        rec.update(active_mib=mem.get("active_bytes.all.current", 0) / 2**20,
+                   reserved_mib=mem.get("reserved_bytes.all.current", 0) / 2**20,
+                   max_allocated_mib=mem.get("allocated_bytes.all.peak", 0) / 2**20,
+                   max_reserved_mib=mem.get("reserved_bytes.all.peak", 0) / 2**20,
+                   alloc_retries=mem.get("num_alloc_retries", 0),
+                   ooms=mem.get("num_ooms", 0))
+        torch.cuda.reset_peak_memory_stats(cuda_device)
+    else:
+        rec["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return rec
+
+
+def print_row(rec: dict, peak: float | None, use_cuda: bool) -> None:
+    """One logged step as a line of the table."""
+    mfu = f"{100 * rec['mfu']:5.1f}%" if peak else "     -"
+    mem = (f"{rec['max_allocated_mib']:.0f}/{rec['max_reserved_mib']:.0f}" if use_cuda
+           else f"{rec['peak_rss_mib']:.0f}")
+    print(f"  {rec['step']:4d}  {rec['loss']:8.4f}  {rec['lr']:9.3e}  {rec['grad_norm']:7.3f}  "
+          f"{rec['step_ms']:8.2f}  {rec['data_ms']:8.2f}  {rec['tokens_per_s']:9.0f}  "
+          f"{rec['model_tflops']:7.4f}  {mfu:>6}  {mem:>13}", flush=True)
+
+
+def report(args: argparse.Namespace, info: dict, records: list[dict], first_loss: float,
+           mean_tok_s: float, timed_steps: int) -> None:
+    """Rank 0's end of the run: a warning for an MFU above 100 % (a peak below what was
+    achieved), the summary line, and the ``--json`` file (every logged record and the setup)."""
+    peak, start_step = info["peak_tflops"], info["start_step"]
+    top = max(records, key=lambda r: r["mfu"] or 0.0)
+    if top["mfu"] and top["mfu"] > 1:  # the peak is wrong, not the device faster than it
+        sys.stderr.write(f"{PROG}: warning: MFU up to {100 * top['mfu']:.0f}% at step "
+                         f"{top['step']}: the peak of {peak:g} TFLOPS is below the "
+                         f"{top['model_tflops']:.4g} TFLOPS achieved; give the device's "
+                         "dense peak with --peak-tflops\n")
+    span = f"steps {start_step + 2}-{args.steps}" if timed_steps else f"step {args.steps}"
+    print(f"# done: {args.steps - start_step} steps, loss {first_loss:.4f} -> "
+          f"{records[-1]['loss']:.4f}, mean {mean_tok_s:.0f} tokens/s ({span})", flush=True)
+    if args.json:
+        summary = {
+            "tool": PROG, "schema_version": 1, "strategy": args.strategy,
+            "backend": info["backend"], "device": info["device"],
+            "world_size": info["world_size"], "launcher": info["launcher"],
+            "hostname": socket.gethostname(), "torch_version": info["torch_version"],
+            "dtype": info["dtype"],
+            "config": {k: v for k, v in vars(args).items() if k not in ("profile_steps", "launch")},
+            "matmul_params": info["matmul_params"], "flops_per_token": info["flops_per_token"],
+            "tokens_per_step": info["tokens_per_step"], "peak_tflops": peak,
+            "start_step": start_step, "resumed_from": info["resumed_from"], "steps": records,
+            "mean_tokens_per_s": mean_tok_s,
+            "date_utc": datetime.datetime.now(datetime.timezone.utc)
+            .strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        write_atomic(args.json, json.dumps(summary, indent=1) + "\n")
+
+
+def step_range(text: str) -> tuple[int, int]:
+    """argparse type for --profile-steps: ``A:B`` with 1 <= A <= B."""
+    try:
+        a, b = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A:B, got {text!r}") from None
+    if not 1 <= a <= b:
+        raise argparse.ArgumentTypeError(f"need 1 <= A <= B, got {text!r}")
+    return a, b
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface; building it imports neither torch nor touches a device."""
+    # argparse types (the contract's number(): finite, in range, the option named in the error)
+    positive_int = number(int, 1)
+    non_negative_int = number(int, 0)
+    positive_float = number(float, 0, lo_open=True)
+    # Timeouts end up as int32 milliseconds in c10d: a week is far below that and above any real need.
+    timeout_s = number(float, 0, 7 * 24 * 3600, lo_open=True)
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Data-parallel training of a tiny transformer with DDP or FSDP2, logging loss, "
+                    "step/data time, tokens/s, TFLOPS, MFU and memory per step, with "
+                    "torch.distributed.checkpoint checkpoints and resume. Launch with torchrun "
+                    "(or srun); plain python runs one process.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp",
+                   help="ddp (replicated model) or fsdp (FSDP2 fully_shard, ZeRO-3 layout)")
+    p.add_argument("--steps", type=number(int, 1, 10_000_000), default=30,
+                   help="last step to run (default 30)")
+    p.add_argument("--batch-size", type=number(int, 1, 65536), default=8,
+                   help="sequences per rank per step (micro-batch, default 8)")
+    p.add_argument("--seq-len", type=number(int, 1, 1 << 20), default=128, help="tokens per sequence (128)")
+    p.add_argument("--layers", type=number(int, 1, 1024), default=4, help="transformer blocks (4)")
+    p.add_argument("--hidden", type=number(int, 1, 65536), default=128, help="model width (128)")
+    p.add_argument("--heads", type=number(int, 1, 1024), default=4, help="attention heads (4)")
+    p.add_argument("--vocab", type=number(int, 2, 1 << 22), default=256, help="vocabulary size (256)")
+    p.add_argument("--lr", type=number(float, 0, 10, lo_open=True), default=3e-3,
+                   help="AdamW learning rate, in (0, 10] (3e-3)")
+    p.add_argument("--seed", type=number(int, 0, 2**32 - 1), default=0,
+                   help="seed for weights and data, 0 to 2**32-1 (0)")
+    p.add_argument("--dtype", choices=("auto", "fp32", "bf16"), default="auto",
+                   help="compute dtype: auto = bf16 on CUDA, fp32 on CPU")
+    p.add_argument("--bucket-mb", type=number(float, 0, 65536, lo_open=True), default=25.0,
+                   help="DDP gradient bucket size in MiB (default 25, DDP's default)")
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                   help="auto: nccl if CUDA is available, else gloo")
+    p.add_argument("--timeout-s", type=timeout_s, default=60.0,
+                   help="collective timeout after the first step, seconds (default 60)")
+    p.add_argument("--first-step-timeout-s", type=timeout_s, default=600.0,
+                   help="collective timeout until the first step ends (rendezvous, warm-up, "
+                        "checkpoint load), seconds (default 600)")
+    p.add_argument("--peak-tflops", type=positive_float,
+                   help="peak TFLOPS per device for MFU (default: known GPUs only)")
+    p.add_argument("--log-every", type=positive_int, default=1,
+                   help="print/record every N steps; the loss is read back only then (default 1)")
+    p.add_argument("--gc-every", type=non_negative_int, default=50,
+                   help="disable Python's automatic gc and collect every N steps; 0 leaves gc "
+                        "automatic (default 50)")
+    p.add_argument("--checkpoint-dir", type=nonempty,
+                   help="directory for checkpoints; resumes from its latest")
+    p.add_argument("--checkpoint-every", type=positive_int,
+                   help="save every N steps (and at the last step); needs --checkpoint-dir")
+    p.add_argument("--resume-from", metavar="DIR", type=nonempty,
+                   help="resume from this checkpoint directory (a step_XXXXXXXX folder)")
+    p.add_argument("--profile-steps", type=step_range, metavar="A:B",
+                   help="profile steps A..B with torch.profiler; Chrome traces go to "
+                        "--profile-dir (default ./profile)")
+    p.add_argument("--profile-dir", default="profile", type=nonempty,
+                   help="where --profile-steps writes traces")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write per-step records and a summary (rank 0)")
+    p.add_argument("--metrics-jsonl", metavar="PATH", type=nonempty,
+                   help="append one JSON object per logged step to PATH, flushed line by line "
+                        "(rank 0)")
+    p.add_argument("--tensorboard", metavar="DIR", type=nonempty,
+                   help="write TensorBoard event files to DIR (rank 0; needs the tensorboard "
+                        "package)")
+    p.add_argument("--clip-grad", metavar="NORM", type=number(float, 0, 1e6), default=0.0,
+                   help="clip the global gradient norm to NORM; 0 = no clipping (default 0)")
+    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant",
+                   help="constant, or cosine decay to 0.1 x --lr at --steps (default constant)")
+    p.add_argument("--warmup-steps", type=non_negative_int, default=0,
+                   help="linear warmup from --lr/N to --lr over the first N steps (default 0)")
+    p.add_argument("--spike-factor", type=number(float, 1, 1e6, lo_open=True), default=1.5,
+                   help="count a loss spike when the loss exceeds this many times the median "
+                        "of the previous %d steps (default 1.5)" % SPIKE_WINDOW)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and check arguments; problems exit through parser.error (status 2, one line)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.hidden % args.heads:
+        parser.error(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+    if args.checkpoint_every and not args.checkpoint_dir:
+        parser.error("--checkpoint-every needs --checkpoint-dir")
+    if args.resume_from:
+        check_checkpoint_folder(args.resume_from)
+    if args.profile_steps and args.profile_steps[1] > args.steps:
+        parser.error(f"--profile-steps ends after --steps {args.steps}")
+    args.launch = launch_info()  # the launcher's variables, checked before anything starts
+    if args.checkpoint_every:
+        check_output_dir(args.checkpoint_dir, "--checkpoint-dir")
+    elif args.checkpoint_dir and os.path.exists(args.checkpoint_dir) \
+            and not os.path.isdir(args.checkpoint_dir):  # only read, to resume from
+        raise ScriptError(f"--checkpoint-dir {args.checkpoint_dir}: is a file, not a folder",
+                          EXIT_USAGE)
+    if args.profile_steps:
+        check_output_dir(args.profile_dir, "--profile-dir")
+    if args.warmup_steps > args.steps:
+        parser.error(f"--warmup-steps {args.warmup_steps} is longer than --steps {args.steps}")
+    # The checkpoint being resumed is an input, every file in it.
+    resume = args.resume_from or (latest_checkpoint(args.checkpoint_dir) if args.checkpoint_dir else None)
+    for option, path in (("--json", args.json), ("--metrics-jsonl", args.metrics_jsonl)):
+        if path and args.launch[0] == 0:
+            check_output(path, option, inputs=[resume] if resume else [])
+    if args.tensorboard and args.launch[0] == 0:
+        import importlib.util
+        if importlib.util.find_spec("tensorboard") is None:  # torch.utils.tensorboard needs it
+            raise ScriptError("--tensorboard needs the tensorboard package, which is not "
+                              "installed (pip install tensorboard)", EXIT_USAGE)
+        check_output_dir(args.tensorboard, "--tensorboard")
+    return args
+
+
+def check_checkpoint_folder(path: str) -> None:
+    """--resume-from must be a folder DCP wrote (it holds ``.metadata``, written last): say what
+    was found instead, before any rank starts."""
+    if not os.path.exists(path):
+        raise ScriptError(f"--resume-from {path}: no such checkpoint folder", EXIT_USAGE)
+    if not os.path.isdir(path):
+        raise ScriptError(f"--resume-from {path}: is a file; expected a checkpoint folder "
+                          f"({CKPT_PREFIX}XXXXXXXX, written by {PROG} with --checkpoint-every)",
+                          EXIT_USAGE)
+    if not os.path.isfile(os.path.join(path, ".metadata")):
+        found = sorted(os.listdir(path))
+        listing = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "") if found else "nothing"
+        raise ScriptError(f"--resume-from {path}: not a torch.distributed.checkpoint folder (no "
+                          f".metadata; found {listing}): expected a {CKPT_PREFIX}XXXXXXXX folder "
+                          f"written by {PROG}, complete", EXIT_USAGE)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,7 @@ PEAK = 0.05  # a made-up peak, only to exercise the MFU column on a CPU
 LR, WARMUP, CLIP = 3e-3, 3, 0.55
 TRAINING = ["--lr", str(LR), "--lr-schedule", "cosine", "--warmup-steps", str(WARMUP),
             "--clip-grad", str(CLIP)]
-# Every key the docstring documents for a CPU run (CUDA adds the allocator's six).
+# Every key the Training metrics page (metrics.md) lists for a CPU run (CUDA adds the allocator's six).
 METRIC_KEYS = {"step", "loss", "lr", "grad_norm", "grad_norm_max", "grad_norm_blocks",
                "grad_norm_other", "clipped", "clipped_steps", "update_ratio_blocks",
                "loss_spikes", "step_ms", "data_ms", "tokens_per_s", "model_tflops", "mfu",
@@ -164,6 +164,14 @@ def expected_lr(step: int, steps: int) -> float:
         return LR * step / WARMUP
     low, tau = 0.1 * LR, (step - WARMUP) / (steps - WARMUP)
     return low + 0.5 * (LR - low) * (1 + math.cos(math.pi * tau))
+
+
+def test_metrics_page_lists_every_logged_key():
+    """The Training metrics page (en and zh) names every key a record can hold."""
+    from tests.launchers import REPO
+    for lang in ("en", "zh"):
+        page = (REPO / "book" / lang / "training" / "metrics.md").read_text(encoding="utf-8")
+        assert not [k for k in METRIC_KEYS | CUDA_KEYS if f"`{k}`" not in page], lang
 
 
 def test_metrics_jsonl_has_every_key_per_logged_step(ddp_run):
