@@ -1,118 +1,31 @@
 #!/usr/bin/env python
 """decode_bench.py: measure prefill and KV-cache decode of a small decoder-only transformer.
 
-What it measures
-----------------
-The script builds a decoder-only transformer with random weights (timing does not depend on
-their values): ``--layers`` pre-norm blocks of width ``--dim``, causal self-attention with
-``--heads`` query heads and ``--kv-heads`` key/value heads (grouped-query attention when fewer,
-Ainslie et al. 2023, https://arxiv.org/abs/2305.13245, section 2.2), rotary position embedding
-(Su et al. 2021, https://arxiv.org/abs/2104.09864, section 3.2; dimension i is paired with
-i + head_dim/2), a GELU MLP of 4 x ``--dim``, RMS norms, no biases, and an output layer tied to
-the ``--vocab`` x ``--dim`` embedding (so every parameter takes part in every decode step).
+A decoder-only transformer with random weights (grouped-query attention, rotary positions, a GELU
+MLP, a tied output layer) is timed at every point (batch B, prompt length P) of ``--batch-sizes`` x
+``--contexts``: the prefill of a B x P prompt into a preallocated KV cache, then ``--new-tokens``
+greedy decode steps. Per point: TTFT (prefill + first token) and TPOT (one decode step) in ms,
+decode and prefill tokens/s, the KV cache, the bytes a step reads at least (the weights + the
+cache it attends to) with the GB/s they make, and FLOPs per step. Decimal units (1 MB = 1e6
+bytes, 1 GB = 1e9 bytes); on CUDA each time is taken between torch.cuda.synchronize() calls.
+Formulas and how to read a run: book/en/inference/prefill-decode.md.
 
-For every point (batch B, prompt length P) of the sweep ``--batch-sizes`` x ``--contexts`` it
-preallocates a KV cache of shape [layers, 2, B, kv_heads, P + N, head_dim] (N =
-``--new-tokens``), then, under ``torch.inference_mode``, ``--warmup`` untimed and ``--repeats``
-timed times:
-
-1. **prefill**: one causal forward pass over the B x P prompt tokens (random token ids), which
-   writes their keys and values into the cache in place, and the greedy choice (argmax) of the
-   first new token from the last position's logits;
-2. **decode**: N steps of one token per sequence; each step feeds the token chosen by the step
-   before, writes one key and one value per layer at the next free position of the cache, attends
-   to everything cached so far and picks the next token.
-
-Per point it reports:
-
-* ``ttft_ms``, time to first token: step 1 above (median of the repeats);
-* ``tpot_ms``, time per output token: the mean time of one decode step over the N x repeats
-  timed steps (``tpot_median_ms`` their median). A step makes one token for each of the B
-  sequences, so ``decode_tokens_per_s = B / TPOT``; ``prefill_tokens_per_s = B * P / TTFT``;
-* ``weight_bytes`` (parameters x bytes per element) and ``kv_bytes``, the cache filled at the end
-  of the point: 2 (key and value) x layers x kv_heads x head_dim x (P + N) tokens x B x bytes
-  per element;
-* ``bytes_per_step``: all the weights plus the KV cache a step attends to, averaged over the
-  steps. Decode step i (i = 1..N) attends to P + i cached tokens, P + (N + 1)/2 on average, so
-  bytes_per_step = weight_bytes + 2 x layers x kv_heads x head_dim x B x (P + (N + 1)/2) x bytes.
-  This is a lower bound on the memory traffic of a step: it counts each byte once and leaves out
-  activations, the cache write, the logits and re-reads by kernels that do not fit their operands
-  in cache. ``read_GBps`` = bytes_per_step / TPOT, to compare with the device's memory bandwidth
-  (a CPU whose caches hold the whole model can exceed it);
-* ``flops_per_step`` = 2 x matmul parameters x B + 4 x layers x heads x head_dim x
-  (P + (N + 1)/2) x B, and ``gflops`` = flops_per_step / TPOT. A matmul does one multiply and
-  one add per weight and token (Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, section
-  2.1, Table 1); the scores (query times keys) and the weighted sum of the values each add
-  2 x head_dim FLOPs per head, layer and attended token. Table 1 of Kaplan et al. lists only
-  one such term (2 n_layer n_ctx d_attn); counting both gives the 4 used here. Norms, rotary
-  embedding, softmax, GELU and the argmax are left out.
-
-Why: a decode step reads every weight and the whole cache to make one token per sequence, so
-at small batch its time is set by memory bandwidth, not by FLOPs, and adding sequences to the
-batch costs little until the matmuls become compute-bound (Pope et al. 2022, "Efficiently
-Scaling Transformer Inference", https://arxiv.org/abs/2211.05102, section 2). The sweep shows
-decode tokens/s rising with the batch while the step time grows slowly, and the step time
-growing with the context as the cache read per step grows.
-
-Units: times in ms, decimal bytes (1 MB = 1e6 bytes, 1 GB = 1e9 bytes), GB/s = 1e9 bytes/s,
-GFLOP/s = 1e9 FLOP/s.
-
-Timing: ``time.perf_counter`` around each prefill and each decode step; on CUDA with
-``torch.cuda.synchronize()`` before the clock is read at both ends, so each time covers the
-kernels of that step (and the Python that launches them: a model this small is launch-bound
-on a GPU; give it a few hundred M parameters to see the GPU's memory bandwidth).
-
-How to launch
--------------
-One device per process; plain ``python``::
+One device per process::
 
     python decode_bench.py                                      # defaults: 10-15 s on 2 CPU cores
     python decode_bench.py --batch-sizes 1,2,4,8,16 --contexts 128,512 --json decode.json
-    python decode_bench.py --device cuda --dtype bf16 --layers 24 --dim 2048 --heads 16 \\
-        --kv-heads 4 --vocab 32000 --batch-sizes 1,8,32,128 --contexts 512,2048 --json gpu.json
+    python decode_bench.py --device cuda --layers 24 --dim 2048 --heads 16 --kv-heads 4 \\
+        --vocab 32000 --batch-sizes 1,8,32,128 --contexts 512,2048 --json gpu.json
 
-``--device auto`` (the default) takes CUDA when torch sees a GPU; ``--dtype auto`` is bf16 on
-CUDA and fp32 on CPU; fp16 runs on CUDA only. ``--threads`` sets torch's CPU threads (default:
-torch's own choice).
+Example output (one thread of a 2-vCPU AMD EPYC VM; results/inference/decode_bench-cpu.json)::
 
-Example output (the run recorded as results/inference/decode_bench-cpu.json: one thread of a
-2-vCPU cloud VM, AMD EPYC with a 32 MiB L3 cache, which the 50 MB of weights exceed)::
-
-    $ python scripts/inference/decode_bench.py --threads 1 --layers 6 --dim 384 \\
-          --batch-sizes 1,2,4,8,16 --contexts 128,512 --json results/inference/decode_bench-cpu.json
-    # decode_bench.py: prefill + KV-cache decode, 12.44 M parameters (49.8 MB fp32): 6 layers, dim 384, 8 heads / 2 kv heads of 48, vocab 8192
-    # device cpu (AMD EPYC, 1 thread(s)), torch 2.13.0+cpu, new tokens 32, warmup 1, repeats 3
-    # TTFT = prefill + first token (median of 3); TPOT = one decode step (mean, median of 3 x 32); read/step = weights + KV cache so far (a lower bound on traffic); 1 MB = 1e6, 1 GB = 1e9 bytes
     # batch  context   TTFT(ms)   TPOT(ms)   TPOTmed  decode tok/s  prefill tok/s    KV(MB)  read/step(MB)     GB/s  GFLOP/step   GFLOP/s
           1      128     37.663      6.711     6.658         149.0         3398.6     0.737         50.428     7.51      0.0262      3.90
-          2      128     69.579     10.891    10.669         183.6         3679.2     1.475         51.094     4.69      0.0524      4.81
-          4      128    128.764      9.945     9.611         402.2         3976.3     2.949         52.425     5.27      0.1048     10.54
-          8      128    251.401     11.475    11.325         697.2         4073.2     5.898         55.089     4.80      0.2096     18.27
          16      128    596.058     16.049    15.348         997.0         3435.9    11.796         60.415     3.76      0.4192     26.12
-          1      512    154.053      7.517     7.310         133.0         3323.5     2.507         52.197     6.94      0.0297      3.96
-          2      512    298.503     11.919    11.235         167.8         3430.4     5.014         54.632     4.58      0.0595      4.99
-          4      512    596.347     11.271    11.140         354.9         3434.2    10.027         59.503     5.28      0.1190     10.55
-          8      512   1332.880     14.498    13.654         551.8         3073.0    20.054         69.244     4.78      0.2379     16.41
          16      512   2669.350     20.703    19.642         772.8         3068.9    40.108         88.727     4.29      0.4759     22.99
-    # 10 points in 40.2 s
-    # wrote results/inference/decode_bench-cpu.json
 
-Read it down a context: from batch 1 to 16 the step time grows 2.4-2.8x while the batch grows
-16x, so decode tokens/s rise 5.8-6.7x; across contexts the step at batch 16 is slower at 512
-than at 128 because it reads 4x more cache. The GB/s column (4-8) stays well below the 24-26
-GB/s of memory traffic one thread of this VM reached in 64-256 MiB copies (mem_bandwidth.py, same
-session): one thread, small matrices and the Python that launches every layer's kernels cost as
-much as the reads. Prefill runs at a steady 3,100-4,100 tokens/s: it is compute-bound.
-
-Exit status: 0 done; 2 usage error (a number that is not finite or out of range, an empty or
-too long list, ``--kv-heads`` not dividing ``--heads``, ``--heads`` not dividing ``--dim`` or an
-odd head size, more than 256 points or 10,000,000 decode steps in the sweep, fp16 on a CPU, a
-CUDA device that is not there, a point whose weights and KV cache do not fit in the free memory,
-a ``--json`` path that cannot be written or names this script), checked before any measurement
-(before torch is imported, except what needs the device); 1 any other failure; 130 Ctrl-C, 143 SIGTERM
-(``scancel``, a job's time limit): the points measured so far are printed and written to
-``--json`` with ``"interrupted": true``. Errors are one line ``decode_bench.py: error: ...``;
-``--debug`` adds the traceback.
+Exit status: 0 ok, 1 failure, 2 usage (checked before any measurement), 130/143 interrupted by
+Ctrl-C/SIGTERM (the points so far are printed and written with "interrupted": true).
 """
 
 from __future__ import annotations
@@ -142,22 +55,9 @@ MLP_RATIO = 4
 ROPE_BASE = 10_000.0
 
 
-def int_list(lo: int, hi: int):
-    """An argparse ``type`` for a comma-separated list of integers in [lo, hi]: at most MAX_LIST
-    values, no empty item, duplicates dropped (first kept)."""
-    check = number(int, lo, hi)
-
-    def parse(text: str) -> list[int]:
-        items = [item.strip() for item in text.split(",")]
-        if not text.strip() or any(not item for item in items):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers "
-                                             "(an item is empty)")
-        if len(items) > MAX_LIST:
-            raise argparse.ArgumentTypeError(f"{len(items)} values; at most {MAX_LIST}")
-        return list(dict.fromkeys(check(item) for item in items))
-    parse.__name__ = "list"
-    return parse
-
+# ----------------------------------------------------------------------------------------------
+# The method: the model's size, the model, its KV cache, the two ways of running it
+# ----------------------------------------------------------------------------------------------
 
 def model_shape(layers: int, dim: int, heads: int, kv_heads: int, vocab: int) -> dict:
     """Parameter counts of the model ``build_model`` makes, from its shape alone.
@@ -179,7 +79,7 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: i
 def point_figures(*, layers: int, heads: int, kv_heads: int, head_dim: int, matmul_params: int,
                   weight_bytes: int, dtype_bytes: int, batch: int, context: int,
                   new_tokens: int, tpot_s: float, ttft_s: float) -> dict:
-    """The derived figures of one point (see the module docstring for the formulas)."""
+    """The derived figures of one point (the formulas: book/en/inference/prefill-decode.md)."""
     per_token = kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes)
     # Decode step i (1..N) attends to context + i tokens: context + (N + 1) / 2 on average.
     # Twice that is an integer, so the byte count stays exact.
@@ -199,15 +99,12 @@ def point_figures(*, layers: int, heads: int, kv_heads: int, head_dim: int, matm
     }
 
 
-# ----------------------------------------------------------------------------------------------
-# The model, its KV cache and the two ways of running it
-# ----------------------------------------------------------------------------------------------
-
 def build_model(layers: int, dim: int, heads: int, kv_heads: int, vocab: int, *,
                 device="cpu", dtype=None, seed: int = 0):
-    """A decoder-only transformer with random weights (see the module docstring), in eval mode
-    on ``device`` in ``dtype`` (a torch dtype; default float32). Weights are drawn on the CPU in
-    float32 from ``seed``, so the same seed gives the same model on every device."""
+    """A decoder-only transformer with random weights (book/en/inference/prefill-decode.md says
+    which), in eval mode on ``device`` in ``dtype`` (a torch dtype; default float32). Weights are
+    drawn on the CPU in float32 from ``seed``, so the same seed gives the same model on every
+    device."""
     import torch
     import torch.nn as nn
 
@@ -377,9 +274,222 @@ def time_point(model, batch: int, context: int, new_tokens: int, warmup: int, re
     return ttfts, steps
 
 
+def measure_point(model, args, run: dict, batch: int, context: int, seed: int, sync) -> dict:
+    """One point of the sweep: time it (``time_point``) and derive its figures; the row of the
+    table and of the JSON, floats to 6 significant digits."""
+    ttfts, steps = time_point(model, batch, context, args.new_tokens, args.warmup, args.repeats,
+                              sync, seed)
+    ttft, tpot = statistics.median(ttfts), statistics.fmean(steps)
+    row = {"batch": batch, "context": context, "new_tokens": args.new_tokens,
+           "ttft_ms": ttft * 1e3, "tpot_ms": tpot * 1e3,
+           "tpot_median_ms": statistics.median(steps) * 1e3,
+           "tpot_min_ms": min(steps) * 1e3, "weight_bytes": run["weight_bytes"]}
+    row.update(point_figures(
+        layers=args.layers, heads=args.heads, kv_heads=args.kv_heads, head_dim=run["head_dim"],
+        matmul_params=run["matmul"], weight_bytes=run["weight_bytes"],
+        dtype_bytes=run["dtype_bytes"], batch=batch, context=context,
+        new_tokens=args.new_tokens, tpot_s=tpot, ttft_s=ttft))
+    return {k: _g(v) if isinstance(v, float) and k != "mean_attended_tokens" else v
+            for k, v in row.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# The device
+# ----------------------------------------------------------------------------------------------
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _free_host_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def open_device(args):
+    """Import torch, settle ``--device auto`` and ``--dtype auto`` and set ``--threads``. Returns
+    (torch, the device, its name, its free bytes or None, sync: waits for the device's work)."""
+    import torch  # only now: --help and argument errors never import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        args.parser.error("--device cuda: torch sees no CUDA device "
+                          f"(torch {torch.__version__}, built with CUDA {torch.version.cuda})")
+    args.device_type = args.device if args.device != "auto" else (
+        "cuda" if torch.cuda.is_available() else "cpu")
+    if args.dtype == "auto":
+        args.dtype = "bf16" if args.device_type == "cuda" else "fp32"
+    if args.dtype == "fp16" and args.device_type != "cuda":
+        args.parser.error("--dtype fp16 runs on cuda only (--device auto found no GPU); "
+                          "use fp32 or bf16 on cpu")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device_type == "cuda":
+        device = torch.device("cuda")
+        name = torch.cuda.get_device_name(device)
+        free = torch.cuda.mem_get_info(device)[0]
+
+        def sync():
+            torch.cuda.synchronize(device)
+    else:
+        device, name, free = torch.device("cpu"), _cpu_name(), _free_host_bytes()
+
+        def sync():
+            pass
+    return torch, device, name, free, sync
+
+
+def check_fits(args, shape: dict, dtype_bytes: int, free: int | None) -> None:
+    """Refuse (usage error) a sweep whose largest point's weights + KV cache + logits do not fit
+    in ``free`` bytes (activations come on top: this only catches the hopeless cases)."""
+    if free is None:
+        return
+    weights = shape["total"] * dtype_bytes
+    per_token = kv_bytes_per_token(args.layers, args.kv_heads, shape["head_dim"], dtype_bytes)
+    b, p = max(args.batch_sizes), max(args.contexts)
+    kv = per_token * b * (p + args.new_tokens)
+    logits = b * args.vocab * 4
+    need = weights + kv + logits
+    if need > free:
+        raise ScriptError(f"--batch-sizes {b} with --contexts {p} needs at least {need / 1e9:.3g} GB "
+                          f"(weights {weights / 1e9:.3g} GB + KV cache {kv / 1e9:.3g} GB + logits); "
+                          f"the {args.device_type} has {free / 1e9:.3g} GB free", EXIT_USAGE)
+
+
+def load_model(torch, args, shape: dict, device):
+    """The model of the arguments on ``device`` in ``--dtype``, its parameters counted against
+    ``model_shape`` (the formulas rely on that count)."""
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    model = build_model(args.layers, args.dim, args.heads, args.kv_heads, args.vocab,
+                        device=device, dtype=torch_dtype, seed=args.seed)
+    params = sum(p.numel() for p in model.parameters())
+    if params != shape["total"]:  # the formulas below rely on this count
+        raise ScriptError(f"internal: model has {params} parameters, model_shape says {shape['total']}")
+    return model
+
+
+def catch_stop_signals() -> list[int]:
+    """Make Ctrl-C and scancel (SIGTERM) both stop the sweep with the points measured so far (a
+    shell starts background jobs with SIGINT ignored). Returns [the signal that stopped it]."""
+    stopped_by = [signal.SIGINT]
+
+    def on_sigterm(signum, frame):
+        stopped_by[0] = signal.SIGTERM
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, on_sigterm)
+    return stopped_by
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
+def _g(x: float) -> float:
+    """A measured float to 6 significant digits for the JSON."""
+    return float(f"{x:.6g}")
+
+
+def _table_header(width: int) -> str:
+    return (f"# {'batch':>{width}} {'context':>8} {'TTFT(ms)':>10} {'TPOT(ms)':>10} {'TPOTmed':>9} "
+            f"{'decode tok/s':>13} {'prefill tok/s':>14} {'KV(MB)':>9} {'read/step(MB)':>14} "
+            f"{'GB/s':>8} {'GFLOP/step':>11} {'GFLOP/s':>9}")
+
+
+def _table_row(r: dict, width: int) -> str:
+    return (f"  {r['batch']:>{width}} {r['context']:>8} {r['ttft_ms']:>10.3f} {r['tpot_ms']:>10.3f} "
+            f"{r['tpot_median_ms']:>9.3f} {r['decode_tokens_per_s']:>13.1f} "
+            f"{r['prefill_tokens_per_s']:>14.1f} {r['kv_bytes'] / 1e6:>9.3f} "
+            f"{r['bytes_per_step'] / 1e6:>14.3f} {r['read_GBps']:>8.2f} "
+            f"{r['flops_per_step'] / 1e9:>11.4f} {r['gflops']:>9.2f}")
+
+
+def print_header(args, run: dict) -> int:
+    """Print what runs where and the table's header; returns the width of the batch column."""
+    print(f"# {PROG}: prefill + KV-cache decode, {run['params'] / 1e6:.2f} M parameters "
+          f"({run['weight_bytes'] / 1e6:.1f} MB {args.dtype}): {args.layers} layers, dim {args.dim}, "
+          f"{args.heads} heads / {args.kv_heads} kv heads of {run['head_dim']}, vocab {args.vocab}")
+    print(f"# device {args.device_type} ({run['where']}), torch {run['torch']}, "
+          f"new tokens {args.new_tokens}, warmup {args.warmup}, repeats {args.repeats}")
+    print(f"# TTFT = prefill + first token (median of {args.repeats}); TPOT = one decode step "
+          f"(mean, median of {args.repeats} x {args.new_tokens}); read/step = weights + KV cache "
+          "so far (a lower bound on traffic); 1 MB = 1e6, 1 GB = 1e9 bytes")
+    width = max(5, len(str(max(args.batch_sizes))))
+    print(_table_header(width), flush=True)
+    return width
+
+
+def json_report(args, run: dict, results: list[dict], interrupted: bool, started: float) -> dict:
+    """The --json report of the points done so far (tools/schemas/decode_bench.schema.json)."""
+    elapsed = time.monotonic() - started
+    report = {
+        "benchmark": "decode_bench", "schema_version": 1, "device": run["name"],
+        "device_type": args.device_type, "dtype": args.dtype, "threads": run["threads"],
+        "torch_version": run["torch"], "python": platform.python_version(),
+        "versions": {"python": platform.python_version(), "torch": run["torch"]},
+        "hostname": socket.gethostname(),
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+        "settings": {"layers": args.layers, "dim": args.dim, "heads": args.heads,
+                     "kv_heads": args.kv_heads, "head_dim": run["head_dim"], "vocab": args.vocab,
+                     "mlp_ratio": MLP_RATIO, "batch_sizes": args.batch_sizes,
+                     "contexts": args.contexts, "new_tokens": args.new_tokens,
+                     "warmup": args.warmup, "repeats": args.repeats, "seed": args.seed},
+        "model": {"parameters": run["params"], "matmul_parameters": run["matmul"],
+                  "weight_bytes": run["weight_bytes"], "dtype_bytes": run["dtype_bytes"],
+                  "kv_bytes_per_token": kv_bytes_per_token(args.layers, args.kv_heads,
+                                                           run["head_dim"], run["dtype_bytes"])},
+        "interrupted": interrupted, "elapsed_s": round(elapsed, 2), "results": results,
+        "units": {
+            "ttft_ms": "prefill of the prompt + first token, ms, median of the repeats",
+            "tpot_ms": "one decode step (one token per sequence), ms, mean of new_tokens x "
+                       "repeats steps (tpot_median_ms, tpot_min_ms: their median, minimum)",
+            "decode_tokens_per_s": "batch / TPOT", "prefill_tokens_per_s": "batch * context / TTFT",
+            "kv_bytes": "KV cache filled at the end of the point: kv_bytes_per_token * batch * "
+                        "(context + new_tokens)",
+            "bytes_per_step": "weight_bytes + kv_bytes_per_token * batch * mean_attended_tokens; "
+                              "a lower bound on the memory traffic of a step",
+            "mean_attended_tokens": "context + (new_tokens + 1) / 2",
+            "read_GBps": "bytes_per_step / TPOT / 1e9",
+            "flops_per_step": "2 * matmul_parameters * batch + 4 * layers * heads * head_dim * "
+                              "mean_attended_tokens * batch",
+            "gflops": "flops_per_step / TPOT / 1e9"},
+    }
+    return report
+
+
 # ----------------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------------
+
+def int_list(lo: int, hi: int):
+    """An argparse ``type`` for a comma-separated list of integers in [lo, hi]: at most MAX_LIST
+    values, no empty item, duplicates dropped (first kept)."""
+    check = number(int, lo, hi)
+
+    def parse(text: str) -> list[int]:
+        items = [item.strip() for item in text.split(",")]
+        if not text.strip() or any(not item for item in items):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers "
+                                             "(an item is empty)")
+        if len(items) > MAX_LIST:
+            raise argparse.ArgumentTypeError(f"{len(items)} values; at most {MAX_LIST}")
+        return list(dict.fromkeys(check(item) for item in items))
+    parse.__name__ = "list"
+    return parse
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -445,192 +555,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _free_host_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def check_fits(args, shape: dict, dtype_bytes: int, free: int | None) -> None:
-    """Refuse (usage error) a sweep whose largest point's weights + KV cache + logits do not fit
-    in ``free`` bytes (activations come on top: this only catches the hopeless cases)."""
-    if free is None:
-        return
-    weights = shape["total"] * dtype_bytes
-    per_token = kv_bytes_per_token(args.layers, args.kv_heads, shape["head_dim"], dtype_bytes)
-    b, p = max(args.batch_sizes), max(args.contexts)
-    kv = per_token * b * (p + args.new_tokens)
-    logits = b * args.vocab * 4
-    need = weights + kv + logits
-    if need > free:
-        raise ScriptError(f"--batch-sizes {b} with --contexts {p} needs at least {need / 1e9:.3g} GB "
-                          f"(weights {weights / 1e9:.3g} GB + KV cache {kv / 1e9:.3g} GB + logits); "
-                          f"the {args.device_type} has {free / 1e9:.3g} GB free", EXIT_USAGE)
-
-
-def _table_header(width: int) -> str:
-    return (f"# {'batch':>{width}} {'context':>8} {'TTFT(ms)':>10} {'TPOT(ms)':>10} {'TPOTmed':>9} "
-            f"{'decode tok/s':>13} {'prefill tok/s':>14} {'KV(MB)':>9} {'read/step(MB)':>14} "
-            f"{'GB/s':>8} {'GFLOP/step':>11} {'GFLOP/s':>9}")
-
-
-def _table_row(r: dict, width: int) -> str:
-    return (f"  {r['batch']:>{width}} {r['context']:>8} {r['ttft_ms']:>10.3f} {r['tpot_ms']:>10.3f} "
-            f"{r['tpot_median_ms']:>9.3f} {r['decode_tokens_per_s']:>13.1f} "
-            f"{r['prefill_tokens_per_s']:>14.1f} {r['kv_bytes'] / 1e6:>9.3f} "
-            f"{r['bytes_per_step'] / 1e6:>14.3f} {r['read_GBps']:>8.2f} "
-            f"{r['flops_per_step'] / 1e9:>11.4f} {r['gflops']:>9.2f}")
-
-
-def _g(x: float) -> float:
-    """A measured float to 6 significant digits for the JSON."""
-    return float(f"{x:.6g}")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # A shell starts background jobs with SIGINT ignored; Ctrl-C and scancel (SIGTERM) must both
-    # stop the sweep with the points measured so far.
-    stopped_by = [signal.SIGINT]
-
-    def on_sigterm(signum, frame):
-        stopped_by[0] = signal.SIGTERM
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, on_sigterm)
-
-    import torch  # only now: --help and argument errors never import torch
-
-    if args.device == "cuda" and not torch.cuda.is_available():
-        args.parser.error("--device cuda: torch sees no CUDA device "
-                          f"(torch {torch.__version__}, built with CUDA {torch.version.cuda})")
-    args.device_type = args.device if args.device != "auto" else (
-        "cuda" if torch.cuda.is_available() else "cpu")
-    if args.dtype == "auto":
-        args.dtype = "bf16" if args.device_type == "cuda" else "fp32"
-    if args.dtype == "fp16" and args.device_type != "cuda":
-        args.parser.error("--dtype fp16 runs on cuda only (--device auto found no GPU); "
-                          "use fp32 or bf16 on cpu")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    stopped_by = catch_stop_signals()
+    torch, device, name, free, sync = open_device(args)
     dtype_bytes = DTYPE_BYTES[args.dtype]
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     shape = model_shape(args.layers, args.dim, args.heads, args.kv_heads, args.vocab)
-    if args.device_type == "cuda":
-        device = torch.device("cuda")
-        name = torch.cuda.get_device_name(device)
-        free = torch.cuda.mem_get_info(device)[0]
-
-        def sync():
-            torch.cuda.synchronize(device)
-    else:
-        device, name, free = torch.device("cpu"), _cpu_name(), _free_host_bytes()
-
-        def sync():
-            pass
     check_fits(args, shape, dtype_bytes, free)
 
     started = time.monotonic()
-    model = build_model(args.layers, args.dim, args.heads, args.kv_heads, args.vocab,
-                        device=device, dtype=torch_dtype, seed=args.seed)
-    params = sum(p.numel() for p in model.parameters())
-    if params != shape["total"]:  # the formulas below rely on this count
-        raise ScriptError(f"internal: model has {params} parameters, model_shape says {shape['total']}")
-    weight_bytes = params * dtype_bytes
-    head_dim = shape["head_dim"]
+    model = load_model(torch, args, shape, device)
     threads = torch.get_num_threads()
-    where = f"{name}, {threads} thread(s)" if args.device_type == "cpu" else name
-    print(f"# {PROG}: prefill + KV-cache decode, {params / 1e6:.2f} M parameters "
-          f"({weight_bytes / 1e6:.1f} MB {args.dtype}): {args.layers} layers, dim {args.dim}, "
-          f"{args.heads} heads / {args.kv_heads} kv heads of {head_dim}, vocab {args.vocab}")
-    print(f"# device {args.device_type} ({where}), torch {torch.__version__}, "
-          f"new tokens {args.new_tokens}, warmup {args.warmup}, repeats {args.repeats}")
-    print(f"# TTFT = prefill + first token (median of {args.repeats}); TPOT = one decode step "
-          f"(mean, median of {args.repeats} x {args.new_tokens}); read/step = weights + KV cache "
-          "so far (a lower bound on traffic); 1 MB = 1e6, 1 GB = 1e9 bytes")
-    width = max(5, len(str(max(args.batch_sizes))))
-    print(_table_header(width), flush=True)
+    run = {"name": name, "threads": threads, "torch": torch.__version__,
+           "where": f"{name}, {threads} thread(s)" if args.device_type == "cpu" else name,
+           "params": shape["total"], "matmul": shape["matmul"], "head_dim": shape["head_dim"],
+           "dtype_bytes": dtype_bytes, "weight_bytes": shape["total"] * dtype_bytes}
+    width = print_header(args, run)
 
     points = [(b, p) for p in args.contexts for b in args.batch_sizes]
     results: list[dict] = []
 
-    def report_for(interrupted: bool) -> dict:
-        """The --json report of the points done so far."""
-        elapsed = time.monotonic() - started
-        report = {
-            "benchmark": "decode_bench", "schema_version": 1, "device": name,
-            "device_type": args.device_type, "dtype": args.dtype, "threads": threads,
-            "torch_version": torch.__version__, "python": platform.python_version(),
-            "versions": {"python": platform.python_version(), "torch": torch.__version__},
-            "hostname": socket.gethostname(),
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-            "settings": {"layers": args.layers, "dim": args.dim, "heads": args.heads,
-                         "kv_heads": args.kv_heads, "head_dim": head_dim, "vocab": args.vocab,
-                         "mlp_ratio": MLP_RATIO, "batch_sizes": args.batch_sizes,
-                         "contexts": args.contexts, "new_tokens": args.new_tokens,
-                         "warmup": args.warmup, "repeats": args.repeats, "seed": args.seed},
-            "model": {"parameters": params, "matmul_parameters": shape["matmul"],
-                      "weight_bytes": weight_bytes, "dtype_bytes": dtype_bytes,
-                      "kv_bytes_per_token": kv_bytes_per_token(args.layers, args.kv_heads,
-                                                               head_dim, dtype_bytes)},
-            "interrupted": interrupted, "elapsed_s": round(elapsed, 2), "results": results,
-            "units": {
-                "ttft_ms": "prefill of the prompt + first token, ms, median of the repeats",
-                "tpot_ms": "one decode step (one token per sequence), ms, mean of new_tokens x "
-                           "repeats steps (tpot_median_ms, tpot_min_ms: their median, minimum)",
-                "decode_tokens_per_s": "batch / TPOT", "prefill_tokens_per_s": "batch * context / TTFT",
-                "kv_bytes": "KV cache filled at the end of the point: kv_bytes_per_token * batch * "
-                            "(context + new_tokens)",
-                "bytes_per_step": "weight_bytes + kv_bytes_per_token * batch * mean_attended_tokens; "
-                                  "a lower bound on the memory traffic of a step",
-                "mean_attended_tokens": "context + (new_tokens + 1) / 2",
-                "read_GBps": "bytes_per_step / TPOT / 1e9",
-                "flops_per_step": "2 * matmul_parameters * batch + 4 * layers * heads * head_dim * "
-                                  "mean_attended_tokens * batch",
-                "gflops": "flops_per_step / TPOT / 1e9"},
-        }
-        return report
-
     def write_json(interrupted: bool) -> None:
         # Rewritten after every point: a failure (a full disk, a crash, a kill) loses at most
         # the point in progress.
-        write_atomic(args.json, json.dumps(report_for(interrupted), indent=1) + "\n")
+        report = json_report(args, run, results, interrupted, started)
+        write_atomic(args.json, json.dumps(report, indent=1) + "\n")
 
     interrupted = False
     try:
         for index, (batch, context) in enumerate(points):
-            ttfts, steps = time_point(model, batch, context, args.new_tokens, args.warmup,
-                                      args.repeats, sync, args.seed + 1 + index)
-            ttft, tpot = statistics.median(ttfts), statistics.fmean(steps)
-            row = {"batch": batch, "context": context, "new_tokens": args.new_tokens,
-                   "ttft_ms": ttft * 1e3, "tpot_ms": tpot * 1e3,
-                   "tpot_median_ms": statistics.median(steps) * 1e3,
-                   "tpot_min_ms": min(steps) * 1e3, "weight_bytes": weight_bytes}
-            row.update(point_figures(
-                layers=args.layers, heads=args.heads, kv_heads=args.kv_heads, head_dim=head_dim,
-                matmul_params=shape["matmul"], weight_bytes=weight_bytes, dtype_bytes=dtype_bytes,
-                batch=batch, context=context, new_tokens=args.new_tokens, tpot_s=tpot, ttft_s=ttft))
-            row = {k: _g(v) if isinstance(v, float) and k != "mean_attended_tokens" else v
-                   for k, v in row.items()}
-            results.append(row)
-            print(_table_row(row, width), flush=True)
+            results.append(measure_point(model, args, run, batch, context, args.seed + 1 + index, sync))
+            print(_table_row(results[-1], width), flush=True)
             if args.json and args.json != "-":
                 write_json(interrupted=index + 1 < len(points))
     except KeyboardInterrupt:
@@ -639,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - started
     print(f"# {len(results)} points in {elapsed:.1f} s")
     if args.json == "-":
-        print(json.dumps(report_for(interrupted), indent=1))
+        print(json.dumps(json_report(args, run, results, interrupted, started), indent=1))
     elif args.json:
         write_json(interrupted)
         print(f"# wrote {args.json}")

@@ -1,97 +1,32 @@
 #!/usr/bin/env python
 """kv_cache_calculator.py: how much KV cache a served LLM needs, and how many sequences fit on a GPU.
 
-What it computes
-----------------
-From a model's Hugging Face ``config.json`` (``--config``) or a row of the book's
-``data/models/architectures.yml`` (``--model``):
+From a Hugging Face ``config.json`` (``--config``) or a row of the book's
+``data/models/architectures.yml`` (``--model``), for MHA, MQA, GQA, MLA and sliding-window
+layers: the KV bytes per token (all layers, in ``--kv-dtype``, per GPU when ``--gpus`` GPUs split
+the heads with tensor parallelism) and per sequence of ``--context`` tokens, then how many tokens
+and sequences fit in one GPU's memory (``--device``'s as nvidia-smi reports it, or
+``--gpu-memory 80GiB``) times ``--memory-utilization``, less the weights (``--params`` x
+``--weight-dtype``) and ``--overhead-gb``. Units: bytes and decimal GB (1 GB = 1e9 bytes).
+Formulas, sources and what it leaves out: book/en/inference/kv-cache.md.
 
-* **KV bytes per token**, summed over the layers, in ``--kv-dtype``; and per GPU when the model is
-  split over ``--gpus`` GPUs with tensor parallelism.
-* **KV bytes per sequence** of ``--context`` tokens (prompt plus generated tokens). Layers with a
-  sliding window keep at most their window.
-* **Capacity per GPU**: of the GPU's memory, the server may use the fraction
-  ``--memory-utilization`` (vLLM's ``gpu_memory_utilization``, default 0.9); from that it
-  subtracts the weights (``--params`` x ``--weight-dtype`` bytes, divided over the GPUs) and
-  ``--overhead-gb`` (activations of the largest batch, CUDA graphs, communication buffers:
-  measure it, the default 0 is optimistic). What is left holds the cache: the number of tokens
-  it fits, and the number of sequences of ``--context`` tokens that can be decoded at once.
-
-Units: bytes, and decimal GB (1 GB = 1e9 bytes); parameters as plain counts (``70.6B`` or
-``70.6e9``).
-
-The GPU's memory: a vendor's "80 GB" is not 80e9 bytes. ``--device`` (default ``h100-sxm``)
-takes the capacity the driver reports for that GPU, nvidia-smi's ``memory.total`` (an H100 SXM:
-81,559 MiB, 85.52e9 bytes), from the table ``DEVICES`` below, whose rows name the book's
-accelerator catalogue. ``--gpu-memory`` gives it instead, with a unit: ``80GiB`` (2^30 bytes),
-``85.5GB`` (1e9 bytes), ``81559MiB``; a bare number is GB (``80`` = 80e9 bytes). CUDA's own total,
-which vLLM multiplies by ``gpu_memory_utilization``, is about 0.5% lower (vLLM logs
-``total_gpu_memory 79.22GiB`` on an H100, https://github.com/vllm-project/vllm/pull/10511):
-lower ``--memory-utilization`` or raise ``--overhead-gb`` to model it exactly.
-
-Formulas and their sources
---------------------------
-* MHA, MQA and GQA (Ainslie et al. 2023, https://arxiv.org/abs/2305.13245) cache one key and one
-  value vector per key/value head, layer and token: ``2 * num_key_value_heads * head_dim``
-  values per layer. With ``num_key_value_heads = num_attention_heads`` this is the
-  ``2 * hidden_size`` of plain multi-head attention (the vLLM paper's 800 KB per token of OPT-13B,
-  Kwon et al. 2023, https://arxiv.org/abs/2309.06180, section 3).
-* Multi-head latent attention (MLA, DeepSeek-V2, https://arxiv.org/abs/2405.04434, section
-  2.1.2 and Table 1) caches a compressed latent and one shared rotary key:
-  ``kv_lora_rank + qk_rope_head_dim`` values per layer, whatever the number of heads.
-* Sliding-window layers (Mistral 7B, https://arxiv.org/abs/2310.06825, section 2, "rolling
-  buffer cache"; Gemma 2, https://arxiv.org/abs/2408.00118, local layers alternating with global
-  ones) keep ``min(context, sliding_window)`` tokens. Which layers slide: ``layer_types`` when the
-  config lists them, else ``sliding_window_pattern`` (every p-th layer global), else Gemma 2's
-  alternation (pattern 2) or, for Mistral and Mixtral, every layer. Any other family with a
-  window and neither key is refused rather than guessed.
-* Tensor parallelism splits the key/value heads over the GPUs; with more GPUs than heads each
-  GPU keeps one head (heads are replicated, as serving engines do), so ``--gpus`` must divide
-  the heads or be a multiple of them. MLA's latent is one vector per token, not per head: every
-  GPU keeps all of it (an assumption of this calculator; engines that run MLA attention
-  data-parallel split sequences over GPUs instead, which this does not model).
-* Element sizes: fp32 4 bytes, bf16/fp16 2, fp8/int8 1, int4 0.5. Quantized caches also keep
-  scales (a few bytes per block of values), which this leaves out.
-
-What it leaves out: the paging granularity (a few tokens per sequence), prefix sharing between
-sequences (it can only raise the count), the activations of the batch (give them as
-``--overhead-gb``) and fragmentation of the memory allocator.
-
-How to launch
--------------
-Plain ``python``; no torch, no GPU. ``--model`` reads the data file with PyYAML
-(``pip install pyyaml``); ``--config`` needs only the standard library::
+Plain ``python``; no torch, no GPU; ``--model`` reads the data file with PyYAML::
 
     python kv_cache_calculator.py --list
     python kv_cache_calculator.py --model "Llama 3.1 70B" --gpus 4 --context 8192
     python kv_cache_calculator.py --model all --kv-dtype fp8 --json kv.json
     python kv_cache_calculator.py --config config.json --params 8.03B --gpu-memory 24GiB
-    python kv_cache_calculator.py --model "Llama 3.1 8B" --device l40s
 
-With ``--config`` give ``--params`` (``model_calculator.py --config config.json`` prints the
-count); with ``--model`` the default is the publisher's count from the data file.
-``--json PATH`` writes every number (``-`` prints it).
-Exit status: 0 success; 2 bad input (an unknown model, an unreadable or inconsistent
-``config.json``, ``--gpus`` that cannot split the heads, a ``--gpu-memory`` with an unknown unit
-(``80G``) or beside ``--device``, an unusable output path), with one line naming the option, file or key.
+Example output of the second command (5 of its 12 lines)::
 
-Example output
---------------
-::
-
-    $ python scripts/inference/kv_cache_calculator.py --model "Llama 3.1 70B" --gpus 4 --context 8192
     # kv_cache_calculator.py: Llama 3.1 70B: 80 layers, 8 KV heads x 128, 2 per GPU
     # 4 GPU(s) of 85.52 GB each (h100-sxm: 81,559 MiB by nvidia-smi, sold as 80 GB)
     # 0.9 usable; weights bf16, KV cache bf16; 1 GB = 1e9 bytes
-      KV bytes per token, whole model                327,680
-      KV bytes per token, per GPU                     81,920
-      KV GB per sequence of 8192, per GPU              0.671
-      usable GB per GPU                                76.97
-      weights GB per GPU                               35.30
-      overhead GB per GPU                               0.00
-      free for the KV cache, GB per GPU                41.67
       tokens in the cache                            508,651
       sequences of 8192 tokens at once                    62
+
+Exit status: 0 ok, 2 usage (an unknown model, a bad config.json, ``--gpus`` that cannot split
+the heads), in one line naming the option, file or key.
 """
 
 from __future__ import annotations
@@ -111,18 +46,33 @@ import traceback
 
 PROG = "kv_cache_calculator.py"
 
-
-# ---------------------------------------------------------------------------------------------
-# The model's cache shape
-
 ELEMENT_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 # Families whose configs mean "every layer slides" when they give a window and nothing else.
 ALL_LAYERS_SLIDE = ("mistral", "mixtral")
 DEFAULT_PATTERN = {"gemma2": 2}
-
-
 MAX_SIZE = 2**31 - 1  # config.json sizes are int32 in every framework that reads them
 
+# What the driver reports as the GPU's memory (nvidia-smi's memory.total, in MiB), per device:
+# a vendor's "80 GB" is not 80e9 bytes (an H100 SXM has 81,559 MiB = 85.52e9 bytes). Each row
+# names its row of the book's accelerator catalogue, data/compute/accelerators.yml, and copies
+# its vendor figure `mem_GB`; tests/inference/test_kv_cache_calculator.py fails when they differ.
+# `source` is where the MiB figure was read: nvidia-smi output of that GPU.
+DEVICES = {
+    "a100-80gb": {"row": "NVIDIA A100 SXM 80GB", "mem_GB": 80, "total_MiB": 81920,
+                  "source": "https://github.com/modal-labs/modal-client/pull/2797"},
+    "h100-sxm": {"row": "NVIDIA H100 SXM", "mem_GB": 80, "total_MiB": 81559,
+                 "source": "https://github.com/NVIDIA/nccl/issues/1264"},
+    "l40s": {"row": "NVIDIA L40S", "mem_GB": 48, "total_MiB": 46068,
+             "source": "https://github.com/modal-labs/modal-client/pull/2797"},
+}
+DEFAULT_DEVICE = "h100-sxm"
+MEMORY_UNITS = {"b": 1, "mb": 1e6, "mib": 2**20, "gb": 1e9, "gib": 2**30, "tb": 1e12,
+                "tib": 2**40}
+MAX_GPU_MEMORY = 1e14  # bytes: 100 TB, far above any device
+
+
+# ---------------------------------------------------------------------------------------------
+# The model's cache shape, the cache it needs and what fits
 
 def _shown(value) -> str:
     """``value`` for an error line, cut short when long (a hostile file may hold megabytes)."""
@@ -290,25 +240,6 @@ def capacity(shape: dict, *, params: float, context: int, kv_dtype: str, weight_
 # ---------------------------------------------------------------------------------------------
 # The GPU's memory
 
-# What the driver reports as the GPU's memory (nvidia-smi's memory.total, in MiB), per device:
-# a vendor's "80 GB" is not 80e9 bytes (an H100 SXM has 81,559 MiB = 85.52e9 bytes). Each row
-# names its row of the book's accelerator catalogue, data/compute/accelerators.yml, and copies
-# its vendor figure `mem_GB`; tests/inference/test_kv_cache_calculator.py fails when they differ.
-# `source` is where the MiB figure was read: nvidia-smi output of that GPU.
-DEVICES = {
-    "a100-80gb": {"row": "NVIDIA A100 SXM 80GB", "mem_GB": 80, "total_MiB": 81920,
-                  "source": "https://github.com/modal-labs/modal-client/pull/2797"},
-    "h100-sxm": {"row": "NVIDIA H100 SXM", "mem_GB": 80, "total_MiB": 81559,
-                 "source": "https://github.com/NVIDIA/nccl/issues/1264"},
-    "l40s": {"row": "NVIDIA L40S", "mem_GB": 48, "total_MiB": 46068,
-             "source": "https://github.com/modal-labs/modal-client/pull/2797"},
-}
-DEFAULT_DEVICE = "h100-sxm"
-MEMORY_UNITS = {"b": 1, "mb": 1e6, "mib": 2**20, "gb": 1e9, "gib": 2**30, "tb": 1e12,
-                "tib": 2**40}
-MAX_GPU_MEMORY = 1e14  # bytes: 100 TB, far above any device
-
-
 def parse_memory(text: str) -> float:
     """A GPU's memory as given to ``--gpu-memory``: a number and a unit, ``80GiB`` (2^30 bytes),
     ``85.5GB`` (1e9 bytes), ``81559MiB``, ``B``, ``MB``, ``TB``, ``TiB`` (any case, a space
@@ -358,7 +289,6 @@ def gpu_memory(args: argparse.Namespace) -> tuple[float, str]:
 
 # ---------------------------------------------------------------------------------------------
 # Reading the inputs
-
 
 def parse_count(text: str) -> float:
     """A parameter count as printed: ``70.6B``, ``405b``, ``7.24e9``, ``850M``. Raises
@@ -452,70 +382,6 @@ def _key(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="KV-cache bytes per token and per sequence of a decoder-only LLM, "
-        "and how many sequences fit on a GPU after the weights (decimal units: 1 GB = 1e9 bytes).")
-    parser.add_argument("--model", type=nonempty, metavar="NAME",
-                        help='a model of the data file (see --list; case, spaces and dashes do '
-                        'not matter), or "all"')
-    parser.add_argument("--config", type=nonempty, metavar="PATH",
-                        help="a Hugging Face config.json instead of the data file (needs --params)")
-    parser.add_argument("--data", type=nonempty, metavar="PATH",
-                        help="the data file (default: data/models/architectures.yml of the book)")
-    parser.add_argument("--list", action="store_true", help="list the data file's models and exit")
-    parser.add_argument("--params", type=argparse_count, metavar="COUNT",
-                        help="parameters, e.g. 70.6B or 7.24e9 (default with --model: the "
-                        "publisher's count in the data file)")
-    parser.add_argument("--context", type=number(int, 1, 10**8), default=8192, metavar="TOKENS",
-                        help="tokens per sequence, prompt plus output (default 8192)")
-    parser.add_argument("--kv-dtype", choices=sorted(ELEMENT_BYTES), default="bf16",
-                        help="KV-cache element type (default bf16)")
-    parser.add_argument("--weight-dtype", choices=sorted(ELEMENT_BYTES), default="bf16",
-                        help="weight element type (default bf16)")
-    parser.add_argument("--device", choices=sorted(DEVICES), metavar="GPU",
-                        help="the GPU, for its memory as the driver reports it: "
-                        f"{', '.join(sorted(DEVICES))} (default {DEFAULT_DEVICE}, whose "
-                        "vendor's 80 GB are 85.52e9 bytes)")
-    parser.add_argument("--gpu-memory", type=argparse_memory, metavar="SIZE",
-                        help="memory of one GPU instead of --device's, with a unit: 80GiB "
-                        "(2^30 bytes), 85.5GB (1e9 bytes), 81559MiB; a bare number is GB "
-                        "(80 = 80e9 bytes)")
-    parser.add_argument("--gpus", type=number(int, 1, 1024), default=1, metavar="N",
-                        help="GPUs the model is split over with tensor parallelism (default 1)")
-    parser.add_argument("--memory-utilization", type=number(float, 0, 1, lo_open=True),
-                        default=0.9, metavar="FRACTION",
-                        help="fraction of the GPU's memory the server may use (default 0.9)")
-    parser.add_argument("--overhead-gb", type=number(float, 0, 10**5), default=0.0, metavar="GB",
-                        help="memory per GPU for activations, CUDA graphs and buffers (default 0)")
-    parser.add_argument("--json", type=nonempty, metavar="PATH",
-                        help="write the results as JSON ('-': print)")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
-    return parser
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    chosen = [opt for opt, on in (("--model", args.model), ("--config", args.config),
-                                  ("--list", args.list)) if on]
-    if len(chosen) != 1:
-        parser.error("give one of --model NAME, --model all, --config PATH or --list"
-                     + (f" (got {' and '.join(chosen)})" if chosen else ""))
-    if args.config and args.data:
-        parser.error("--data is for --model and --list; --config reads its own file")
-    if args.config and args.params is None:
-        parser.error("--config needs --params COUNT to size the weights (model_calculator.py "
-                     "--config prints it)")
-    if args.device and args.gpu_memory is not None:
-        parser.error(f"give --device or --gpu-memory, not both (--device {args.device} has "
-                     f"{DEVICES[args.device]['total_MiB']:,} MiB)")
-    args.gpu_memory_bytes, args.gpu_memory_from = gpu_memory(args)
-    if args.json and args.json != "-":
-        check_output(args.json, "--json", [p for p in (args.config, args.data) if p])
-    return args
-
-
 def read_config(path: str) -> dict:
     """The parsed config.json at ``path``; ScriptError (usage) naming the file otherwise."""
     return parse_json(read_input(path, "--config"), "--config", path)
@@ -541,6 +407,9 @@ def select_models(args: argparse.Namespace) -> list[dict]:
         raise ScriptError(f"--model {args.model!r}: not in {path} (see --list)", EXIT_USAGE)
     return wanted
 
+
+# ---------------------------------------------------------------------------------------------
+# The report
 
 def describe(shape: dict, args: argparse.Namespace) -> dict:
     """Everything the CLI reports about one model, JSON-ready. ScriptError (usage) when
@@ -606,6 +475,95 @@ def report_table(docs: list[dict], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def json_report(docs: list[dict], args: argparse.Namespace) -> dict:
+    """The --json document (tools/schemas/kv_cache_calculator.schema.json): the inputs, the
+    GPU's memory and where its figure comes from, and ``describe``'s dict per model."""
+    return {"benchmark": "kv_cache_calculator", "schema_version": 1,
+            "device": None,  # computed, not measured
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "versions": {"python": platform.python_version()},
+            "units": {"memory": "bytes", "params": "count",
+                      "inputs.gpu_memory": "GB (1e9 bytes): one GPU's memory, "
+                      "--device's or --gpu-memory's (where a bare number is GB)",
+                      "inputs.overhead_gb": "GB (1e9 bytes)"},
+            "inputs": {**{k: getattr(args, k) for k in (
+                "model", "config", "params", "context", "kv_dtype", "weight_dtype", "device")},
+                "gpu_memory": args.gpu_memory_bytes / 1e9,
+                **{k: getattr(args, k) for k in ("gpus", "memory_utilization", "overhead_gb")}},
+            "gpu_memory": {"bytes": args.gpu_memory_bytes,
+                           "device": None if args.gpu_memory else (args.device or DEFAULT_DEVICE),
+                           "from": args.gpu_memory_from},
+            "results": docs}
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="KV-cache bytes per token and per sequence of a decoder-only LLM, "
+        "and how many sequences fit on a GPU after the weights (decimal units: 1 GB = 1e9 bytes).")
+    parser.add_argument("--model", type=nonempty, metavar="NAME",
+                        help='a model of the data file (see --list; case, spaces and dashes do '
+                        'not matter), or "all"')
+    parser.add_argument("--config", type=nonempty, metavar="PATH",
+                        help="a Hugging Face config.json instead of the data file (needs --params)")
+    parser.add_argument("--data", type=nonempty, metavar="PATH",
+                        help="the data file (default: data/models/architectures.yml of the book)")
+    parser.add_argument("--list", action="store_true", help="list the data file's models and exit")
+    parser.add_argument("--params", type=argparse_count, metavar="COUNT",
+                        help="parameters, e.g. 70.6B or 7.24e9 (default with --model: the "
+                        "publisher's count in the data file)")
+    parser.add_argument("--context", type=number(int, 1, 10**8), default=8192, metavar="TOKENS",
+                        help="tokens per sequence, prompt plus output (default 8192)")
+    parser.add_argument("--kv-dtype", choices=sorted(ELEMENT_BYTES), default="bf16",
+                        help="KV-cache element type (default bf16)")
+    parser.add_argument("--weight-dtype", choices=sorted(ELEMENT_BYTES), default="bf16",
+                        help="weight element type (default bf16)")
+    parser.add_argument("--device", choices=sorted(DEVICES), metavar="GPU",
+                        help="the GPU, for its memory as the driver reports it: "
+                        f"{', '.join(sorted(DEVICES))} (default {DEFAULT_DEVICE}, whose "
+                        "vendor's 80 GB are 85.52e9 bytes)")
+    parser.add_argument("--gpu-memory", type=argparse_memory, metavar="SIZE",
+                        help="memory of one GPU instead of --device's, with a unit: 80GiB "
+                        "(2^30 bytes), 85.5GB (1e9 bytes), 81559MiB; a bare number is GB "
+                        "(80 = 80e9 bytes)")
+    parser.add_argument("--gpus", type=number(int, 1, 1024), default=1, metavar="N",
+                        help="GPUs the model is split over with tensor parallelism (default 1)")
+    parser.add_argument("--memory-utilization", type=number(float, 0, 1, lo_open=True),
+                        default=0.9, metavar="FRACTION",
+                        help="fraction of the GPU's memory the server may use (default 0.9)")
+    parser.add_argument("--overhead-gb", type=number(float, 0, 10**5), default=0.0, metavar="GB",
+                        help="memory per GPU for activations, CUDA graphs and buffers (default 0)")
+    parser.add_argument("--json", type=nonempty, metavar="PATH",
+                        help="write the results as JSON ('-': print)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    chosen = [opt for opt, on in (("--model", args.model), ("--config", args.config),
+                                  ("--list", args.list)) if on]
+    if len(chosen) != 1:
+        parser.error("give one of --model NAME, --model all, --config PATH or --list"
+                     + (f" (got {' and '.join(chosen)})" if chosen else ""))
+    if args.config and args.data:
+        parser.error("--data is for --model and --list; --config reads its own file")
+    if args.config and args.params is None:
+        parser.error("--config needs --params COUNT to size the weights (model_calculator.py "
+                     "--config prints it)")
+    if args.device and args.gpu_memory is not None:
+        parser.error(f"give --device or --gpu-memory, not both (--device {args.device} has "
+                     f"{DEVICES[args.device]['total_MiB']:,} MiB)")
+    args.gpu_memory_bytes, args.gpu_memory_from = gpu_memory(args)
+    if args.json and args.json != "-":
+        check_output(args.json, "--json", [p for p in (args.config, args.data) if p])
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     models = select_models(args)
@@ -617,28 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     docs = [describe(m, args) for m in models]
     print(report_one(docs[0], args) if len(docs) == 1 else report_table(docs, args))
     if args.json:
-        text = json.dumps({"benchmark": "kv_cache_calculator", "schema_version": 1,
-                           "device": None,  # computed, not measured
-                           "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
-                               "%Y-%m-%dT%H:%M:%SZ"),
-                           "command": "python " + shlex.join(
-                               [os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-                           "versions": {"python": platform.python_version()},
-                           "units": {"memory": "bytes", "params": "count",
-                                     "inputs.gpu_memory": "GB (1e9 bytes): one GPU's memory, "
-                                     "--device's or --gpu-memory's (where a bare number is GB)",
-                                     "inputs.overhead_gb": "GB (1e9 bytes)"},
-                           "inputs": {**{k: getattr(args, k) for k in (
-                               "model", "config", "params", "context", "kv_dtype",
-                               "weight_dtype", "device")},
-                               "gpu_memory": args.gpu_memory_bytes / 1e9,
-                               **{k: getattr(args, k) for k in (
-                                   "gpus", "memory_utilization", "overhead_gb")}},
-                           "gpu_memory": {"bytes": args.gpu_memory_bytes,
-                                          "device": None if args.gpu_memory else (
-                                              args.device or DEFAULT_DEVICE),
-                                          "from": args.gpu_memory_from},
-                           "results": docs}, indent=2)
+        text = json.dumps(json_report(docs, args), indent=2)
         if args.json == "-":
             print(text)
         else:

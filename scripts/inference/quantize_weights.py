@@ -1,134 +1,33 @@
 #!/usr/bin/env python
 """quantize_weights.py: weight-only quantization of a small trained LM, and what it costs in quality.
 
-What it does
-------------
-1. Trains a small byte-level causal language model (vocabulary = the 256 byte values; default
-   2 pre-LayerNorm transformer blocks of width 128, 4 heads, learned positions, GELU MLP, tied
-   input/output embedding) by next-byte cross-entropy with AdamW (linear warm-up, cosine decay)
-   on random windows of a JSONL corpus (``--corpus``, default the book's
-   ``data/training/corpus.jsonl``; one JSON object per line with a ``text`` string). Documents
-   are split first: every 10th is held out and never trained on. The default size is what one
-   CPU core trains well in about a minute (held-out 1.47 bits/byte); 4 blocks of 128 get only
-   about 600 steps in that time and are still near the byte-frequency plateau (about 3.6
-   bits/byte), where weights hardly matter and quantizing them costs almost nothing.
-2. Measures the model on ALL the held-out text: every byte of every held-out document except its
-   first is predicted once, in windows of ``--context`` bytes that do not overlap (a document's
-   last window is moved back to end with the document and counts only the bytes not counted
-   yet). The result is bits per byte, the mean of -log2 p(byte | previous bytes of its window).
-3. For each scheme of ``--schemes`` it replaces the weights by their quantized-then-dequantized
-   values, measures the held-out text again, and puts the original weights back.
+Trains a small byte-level causal LM (default 2 transformer blocks of width 128) on a JSONL corpus
+(``--corpus``, default the book's ``data/training/corpus.jsonl``; every 10th document held out),
+measures its held-out bits per byte, then, for each scheme of ``--schemes``, replaces the weight
+of every nn.Linear by its round-to-nearest quantized-then-dequantized value, measures again and
+puts the weights back. Schemes: ``int<B>`` (2..8 bits, one scale per output channel),
+``int<B>-g<N>`` (one scale per group of N inputs), ``-asym`` (a zero-point), ``bf16``, ``fp16``.
+Per scheme: bits per byte and its change from fp32, perplexity per byte, the relative weight
+error ||W - W'||_F / ||W||_F, the stored bytes and bits per weight, scales included (bits per
+byte of text, 1 MB = 1e6 bytes). The model runs in fp32 (fake quantization): quality and bytes,
+not kernel speed. The method in full: book/en/inference/quantization.md.
 
-Schemes (``--schemes``, a comma list)
--------------------------------------
-``int<B>``: B-bit integers (2 <= B <= 8), one scale per output channel (one row of the weight
-matrix W, shape out x in). ``int<B>-g<N>``: one scale per group of N consecutive inputs of a row
-(N must divide every quantized layer's input width, which is ``--width`` or 4 x ``--width``; a
-group size that does not divide ``--width`` is refused, naming the first layer it does not fit:
-no padding). ``int<B>-gG`` stands for one scheme per size of ``--group-sizes``. The suffix
-``-asym`` adds a zero-point. ``bf16`` and ``fp16`` round the weights to that format (the
-16-bit baseline the savings are measured against). The default set: bf16, int8, int8-g128, int4,
-int4-g32, int4-g64, int4-g128, int4-asym, int4-g128-asym.
-
-Round-to-nearest (RTN), per group g of a row (a whole row for per-channel):
-
-* symmetric (absmax): s = max|w_g| / (2^(B-1) - 1), q = clamp(round(w / s), -2^(B-1),
-  2^(B-1) - 1), w' = s q. For int4, q in -7..7 (-8 is never produced), for int8 -127..127.
-* asymmetric (zero-point): lo = min(min w_g, 0), hi = max(max w_g, 0), s = (hi - lo) / (2^B - 1),
-  z = round(-lo / s), q = clamp(round(w / s) + z, 0, 2^B - 1), w' = s (q - z). The range always
-  contains 0, so z is an integer in 0..2^B-1 and an exact zero weight stays exactly zero.
-
-Both are the absmax and zeropoint quantization described in Section 2.1 of Dettmers et al.
-2022, "LLM.int8(): 8-bit Matrix Multiplication for Transformers at Scale",
-https://arxiv.org/abs/2208.07339, applied to weights one row or one group at a time. The scale s
-is stored as ``--scale-dtype`` (default fp16) and rounded UP to that format before w / s is
-computed, so no value leaves the integer range: every element's error is at most s / 2.
-
-Only RTN is implemented. Better methods keep the same storage format and choose the integers more
-cleverly: GPTQ (Frantar et al. 2022, https://arxiv.org/abs/2210.17323) quantizes a layer one
-input column at a time and updates the columns not yet quantized to compensate the error, using
-second-order information (the Hessian of the layer's squared output error, from calibration
-inputs); AWQ (Lin et al. 2023, https://arxiv.org/abs/2306.00978) rescales the input channels that
-meet large activations, found on calibration data, so that their weights lose less precision.
-Both use RTN as their baseline at 3 and 4 bits, AWQ with groups of 128. Large models also carry
-"outlier features", a few hidden dimensions with activations far larger than the rest (LLM.int8(),
-Section 4); those hurt activation quantization, which this script does not do (activations stay
-fp32). For weights, one large value in a row sets the scale of the whole row under per-channel
-RTN; groups confine it to its group (the tests construct such a row).
-
-This is fake quantization: the integers are dequantized back to fp32 and the model runs in fp32.
-The point is the quality cost and the bytes, not a fast kernel; real int4/int8 kernels
-(dequantizing in registers, or int8 matrix multiplication) are not measured here.
-
-Quantized: the weight of every nn.Linear (attention qkv and output projections, both MLP
-layers; 8 matrices in the default model). With ``--include-embedding`` also the token
-embedding, which is tied to the output head (one scale per token row, groups along the width).
-Never quantized: biases, LayerNorms, learned positions (and the embedding without the option);
-the whole-model byte count (``model_bytes`` in the JSON) keeps them at bf16, 2 bytes each.
-
-Reported per scheme
--------------------
-* held-out bits per byte, its change from fp32 (absolute, and relative in %), perplexity per byte
-  = 2^(bits per byte) (the number of equally likely bytes the model hesitates between);
-* relative weight error per quantized matrix, ||W - W'||_F / ||W||_F (Frobenius norm): mean over
-  the matrices, maximum and the matrix where it is largest;
-* bytes of the quantized matrices as stored: B bits per weight (two int4 in a byte) plus, per
-  group or row, one scale of ``--scale-dtype`` (fp16: 2 bytes) and, for ``-asym``, one B-bit
-  zero-point (packed like the weights). Effective bits per weight = B + (scale bits + zero-point
-  bits) / group size, e.g. int4-g128 with fp16 scales 4 + 16/128 = 4.125, int4-g128-asym
-  4 + (16 + 4)/128 = 4.156; per-channel rows count the layer's input width as the group. Memory
-  saved = 1 - bytes / (bytes of the same matrices in bf16).
-
-Units: bytes in decimal units (1 MB = 1e6 bytes); bits per byte in bits of information per byte of
-text (log base 2; nats / ln 2); times in seconds (wall clock, with torch.cuda.synchronize on
-CUDA).
-
-What is simplified compared with quantizing a real LLM: bytes instead of a tokenizer, a model of
-0.45 M parameters trained for a minute instead of billions trained for months, 25.6 kB of
-held-out text, RTN only, far too small for the outlier features of large LLMs. The bytes hold for
-any model of these shapes; the quality changes are this model's own. With
-the default width of 128, a per-channel row of the qkv, output and first MLP matrices is exactly
-one group of 128, so int4 and int4-g128 differ only in the second MLP matrix (input 512).
-
-How to launch
--------------
-Plain ``python`` on CPU (deterministic for a given seed, ``--threads`` and torch build), or on
-one GPU with ``--device cuda``::
+Plain ``python`` on CPU (deterministic for a seed), or on one GPU with ``--device cuda``::
 
     python quantize_weights.py                                   # defaults, about 80 s on one core
     python quantize_weights.py --schemes int8,int4,int4-gG,int3-g64,int2-g32 --group-sizes 16,32,64
     python quantize_weights.py --include-embedding --scale-dtype bf16 --json q.json
-    python quantize_weights.py --device cuda --layers 8 --width 512 --steps 3000 --batch 32
 
-Example output (the run recorded as results/inference/quantize_weights-cpu.json)::
+Example output (4 of its 10 schemes; results/inference/quantize_weights-cpu.json)::
 
-    $ python scripts/inference/quantize_weights.py --json results/inference/quantize_weights-cpu.json
-    # quantize_weights.py: 2 x 128 byte-level LM, 445952 parameters, 187 training / 21 held-out documents, cpu, 1 thread(s)
-    # trained 1500 steps of 8 x 128 bytes in 75.3 s, loss 5.509 -> 0.666 nats/byte
-    # quantized: 8 weight matrices, 393216 values (every nn.Linear; embedding, biases, LayerNorms, positions not); scales fp16; held-out text: 25642 bytes
     scheme          bits/w weight MB   saved bits/byte   change       % ppl/byte err mean  err max
     fp32            32.000    1.5729 -100.0%    1.4659  +0.0000  +0.00%   2.7623  0.00000  0.00000
-    bf16            16.000    0.7864    0.0%    1.4659  -0.0000  -0.00%   2.7623  0.00166  0.00169
     int8             8.094    0.3978   49.4%    1.4659  -0.0000  -0.00%   2.7623  0.00705  0.00847
-    int8-g128        8.125    0.3994   49.2%    1.4659  +0.0000  +0.00%   2.7623  0.00675  0.00718
     int4             4.094    0.2012   74.4%    1.5555  +0.0896  +6.11%   2.9393  0.12792  0.15322
     int4-g32         4.500    0.2212   71.9%    1.5146  +0.0487  +3.32%   2.8572  0.09840  0.10432
-    int4-g64         4.250    0.2089   73.4%    1.5301  +0.0642  +4.38%   2.8881  0.11069  0.11733
-    int4-g128        4.125    0.2028   74.2%    1.5529  +0.0870  +5.94%   2.9341  0.12232  0.12976
-    int4-asym        4.117    0.2024   74.3%    1.5205  +0.0546  +3.73%   2.8689  0.10920  0.13177
-    int4-g128-asym   4.156    0.2043   74.0%    1.5175  +0.0516  +3.52%   2.8629  0.10376  0.10892
-    # bits/w: stored bits per quantized weight (scales and zero-points included); saved: 1 - bytes / (bytes of the same weights in bf16)
-    # change, %: held-out bits/byte minus fp32's; ppl/byte = 2^(bits/byte); err: ||W - W'||_F / ||W||_F, mean and max over the matrices (max of int4 in blocks.0.mlp.2.weight)
-    # 80.1 s in all
-    # wrote results/inference/quantize_weights-cpu.json
 
-Exit status: 0 done; 2 usage error (an unknown or repeated scheme, a group size that does not
-divide ``--width``, a non-finite or out-of-range number, a corpus that is missing, empty, not
-JSONL or too small, a ``--json`` path that cannot be written or names the corpus, ``--device
-cuda`` without CUDA), checked before any training; 130/143 Ctrl-C or SIGTERM (during the schemes:
-the rows done so far are printed and written with ``"interrupted": true``; during training:
-nothing written); 1 any other failure.
-Errors are one line ``quantize_weights.py: error: ...``; ``--debug`` adds the traceback.
+Exit status: 0 ok, 1 failure, 2 usage (checked before training), 130/143 interrupted by
+Ctrl-C/SIGTERM (during the schemes, the rows done are printed and written, "interrupted": true).
 """
 
 from __future__ import annotations
@@ -160,6 +59,10 @@ VOCAB = 256
 SCALE_BITS = {"fp16": 16, "bf16": 16, "fp32": 32}
 FLOAT_SCHEMES = {"bf16": 16, "fp16": 16}
 DEFAULT_SCHEMES = "bf16,int8,int8-g128,int4,int4-gG,int4-asym,int4-g128-asym"
+SCHEME_RE = re.compile(r"int(\d+)(?:-g(\d+|G))?(-asym)?")
+# The corpus is held in memory: at most this much of it, and no line longer than a document can be.
+MAX_CORPUS_BYTES = 256 << 20
+MAX_LINE_CHARS = 16 << 20
 
 
 # --- quantization: pure functions of one weight matrix ---
@@ -174,9 +77,6 @@ class Scheme:
     group_size: int | None = None
     asymmetric: bool = False
     float_dtype: str | None = None
-
-
-SCHEME_RE = re.compile(r"int(\d+)(?:-g(\d+|G))?(-asym)?")
 
 
 def parse_scheme(name: str, group_sizes: list[int]) -> list[Scheme]:
@@ -301,12 +201,7 @@ def scheme_bytes(shape: tuple[int, int], scheme: Scheme, scale_bits: int) -> flo
     return storage_bytes(shape, scheme.bits, scheme.group_size, scheme.asymmetric, scale_bits)
 
 
-# --- data and model ---
-
-# The corpus is held in memory: at most this much of it, and no line longer than a document can be.
-MAX_CORPUS_BYTES = 256 << 20
-MAX_LINE_CHARS = 16 << 20
-
+# --- data, model, training and the measurement ---
 
 def load_corpus(path: str, min_len: int) -> list[str]:
     """The ``text`` of every JSON line of ``path`` at least ``min_len`` bytes long. Raises
@@ -480,6 +375,154 @@ def bits_per_byte(model, x, mask, batch: int = 64) -> float:
     return total / int(mask.sum()) / math.log(2)
 
 
+def train_and_measure(model, train: list[bytes], x, mask, args, rng: random.Random, sync,
+                      stopped_by: list[int]) -> tuple[list[float], float, float, float]:
+    """Train the model, then measure its fp32 held-out bits per byte. Returns (the loss of every
+    step, training seconds, bits per byte, measuring seconds); an interruption is an error, with
+    nothing written."""
+    losses: list[float] = []
+    try:
+        sync()
+        t0 = time.perf_counter()
+        train_lm(model, train, args.steps, args.batch, args.lr, rng, args.device, done=losses)
+        sync()
+        train_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        base = bits_per_byte(model, x, mask)
+        sync()
+        base_eval_s = time.perf_counter() - t0
+    except KeyboardInterrupt:
+        signum = stopped_by[0] if stopped_by else signal.SIGINT
+        raise ScriptError(f"interrupted during training (step {len(losses)} of {args.steps}) or the "
+                          "fp32 measurement; nothing written", 128 + signum) from None
+    return losses, train_s, base, base_eval_s
+
+
+def measure_scheme(model, x, mask, scheme: Scheme, targets: dict, originals: dict, scale_dtype,
+                   scale_bits: int, sync) -> tuple[float, float, dict, float, float]:
+    """Store every weight of ``targets`` as ``scheme`` and read it back, measure the held-out
+    bits per byte, then put the ``originals`` back. Returns (bits per byte, bytes as stored,
+    relative error per matrix, seconds to quantize, seconds to measure)."""
+    import torch
+    sync()
+    t0 = time.perf_counter()
+    errs, qbytes = {}, 0.0
+    with torch.no_grad():
+        for name, p in targets.items():
+            w = originals[name]
+            wq = fake_quantize(w, scheme, scale_dtype)
+            errs[name] = (torch.linalg.norm(w.float() - wq) / torch.linalg.norm(w.float())).item()
+            qbytes += scheme_bytes(tuple(w.shape), scheme, scale_bits)
+            p.copy_(wq)
+    sync()
+    quantize_s = time.perf_counter() - t0
+    try:
+        t0 = time.perf_counter()
+        bpb = bits_per_byte(model, x, mask)
+        sync()
+        eval_s = time.perf_counter() - t0
+    finally:
+        with torch.no_grad():
+            for name, p in targets.items():
+                p.copy_(originals[name])
+    return bpb, qbytes, errs, quantize_s, eval_s
+
+
+def catch_stop_signals() -> list[int]:
+    """Ctrl-C, scancel and a job's time limit raise KeyboardInterrupt; the returned list receives
+    the signal."""
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    return stopped_by
+
+
+# --- the report ---
+
+HEADER = (f"{'scheme':<15} {'bits/w':>6} {'weight MB':>9} {'saved':>7} {'bits/byte':>9} "
+          f"{'change':>8} {'%':>7} {'ppl/byte':>8} {'err mean':>8} {'err max':>8}")
+
+
+def format_row(r: dict) -> str:
+    return (f"{r['scheme']:<15} {r['effective_bits']:>6.3f} {r['quantized_bytes'] / 1e6:>9.4f} "
+            f"{100 * r['saved_vs_bf16']:>6.1f}% {r['bits_per_byte']:>9.4f} "
+            f"{r['delta_bits_per_byte']:>+8.4f} {r['delta_pct']:>+6.2f}% {r['ppl_per_byte']:>8.4f} "
+            f"{r['rel_err_mean']:>8.5f} {r['rel_err_max']:>8.5f}")
+
+
+def scheme_result(run: dict, name: str, bpb: float, qbytes: float, errs: dict, **extra) -> dict:
+    """One row of the table and the JSON: scheme ``name`` measured at ``bpb`` bits per byte,
+    stored in ``qbytes``, with relative errors ``errs`` per matrix, against the fp32 ``run``."""
+    base, n_weights, bf16_bytes = run["base"], run["n_weights"], 2 * run["n_weights"]
+    worst = max(errs, key=errs.get) if errs else None
+    return {"scheme": name, **extra, "bits_per_byte": bpb, "delta_bits_per_byte": bpb - base,
+            "delta_pct": 100 * (bpb - base) / base, "ppl_per_byte": 2 ** bpb,
+            "nats_per_byte": bpb * math.log(2),
+            "rel_err_mean": sum(errs.values()) / len(errs) if errs else 0.0,
+            "rel_err_max": errs[worst] if errs else 0.0, "rel_err_worst_layer": worst,
+            "rel_err_per_layer": errs, "quantized_bytes": qbytes,
+            "effective_bits": 8 * qbytes / n_weights, "bf16_bytes": bf16_bytes,
+            "saved_vs_bf16": 1 - qbytes / bf16_bytes,
+            "model_bytes": qbytes + 2 * (run["n_params"] - n_weights)}
+
+
+def print_header(args, run: dict) -> None:
+    losses = run["losses"]
+    print(f"# {PROG}: {args.layers} x {args.width} byte-level LM, {run['n_params']} parameters, "
+          f"{run['train_docs']} training / {run['held_docs']} held-out documents, {args.device}, "
+          f"{args.threads} thread(s)")
+    print(f"# trained {args.steps} steps of {args.batch} x {args.context} bytes in {run['train_s']:.1f} s, "
+          + (f"loss {losses[0]:.3f} -> {sum(losses[-10:]) / len(losses[-10:]):.3f} nats/byte"
+             if losses else "untrained"))
+    print(f"# quantized: {len(run['targets'])} weight matrices, {run['n_weights']} values"
+          + (" (nn.Linear + tied embedding)" if args.include_embedding else
+             " (every nn.Linear; embedding, biases, LayerNorms, positions not)")
+          + f"; scales {args.scale_dtype}; held-out text: {run['eval_bytes']} bytes")
+    print(HEADER)
+
+
+def print_footer(rows: list[dict], elapsed: float, interrupted: bool) -> None:
+    worst = max(rows[1:], key=lambda r: r["delta_bits_per_byte"], default=None)
+    print("# bits/w: stored bits per quantized weight (scales and zero-points included); saved: "
+          "1 - bytes / (bytes of the same weights in bf16)")
+    print("# change, %: held-out bits/byte minus fp32's; ppl/byte = 2^(bits/byte); err: "
+          "||W - W'||_F / ||W||_F, mean and max over the matrices"
+          + (f" (max of {worst['scheme']} in {worst['rel_err_worst_layer']})" if worst else ""))
+    print(f"# {elapsed:.1f} s in all" + (" (interrupted)" if interrupted else ""))
+
+
+def json_report(args, run: dict, rows: list[dict], interrupted: bool, elapsed: float) -> dict:
+    """The --json document (tools/schemas/quantize_weights.schema.json)."""
+    torch_version, device_name, losses = run["torch_version"], run["device_name"], run["losses"]
+    settings = {k: getattr(args, k) for k in (
+        "schemes", "group_sizes", "scale_dtype", "include_embedding", "layers", "width", "heads",
+        "context", "steps", "batch", "lr", "seed", "threads", "device")}
+    settings["corpus"] = os.path.basename(args.corpus)
+    return {"benchmark": "quantize_weights", "schema_version": 1,
+            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "torch_version": torch_version, "device_name": device_name, "device": device_name,
+            "versions": {"python": platform.python_version(), "torch": torch_version},
+            "settings": settings,
+            "documents": {"train": run["train_docs"], "held_out": run["held_docs"]},
+            "model": {"parameters": run["n_params"], "quantized_weights": run["n_weights"],
+                      "quantized_matrices": list(run["targets"]),
+                      "train_loss_first": losses[0] if losses else None,
+                      "train_loss_last10": sum(losses[-10:]) / len(losses[-10:]) if losses else None,
+                      "train_s": round(run["train_s"], 2)},
+            "eval": {"bytes": run["eval_bytes"], "windows": run["windows"], "context": args.context},
+            "units": {"bits_per_byte": "bits (log2) per byte of held-out text",
+                      "ppl_per_byte": "2^bits_per_byte", "bytes": "bytes (1 MB = 1e6 bytes)",
+                      "effective_bits": "stored bits per quantized weight, scales and zero-points included",
+                      "rel_err": "||W - W'||_F / ||W||_F", "times": "seconds (wall clock)",
+                      "model_bytes": "quantized matrices as stored + every other parameter in bf16"},
+            "results": rows, "interrupted": interrupted, "elapsed_s": round(elapsed, 2)}
+
+
 # --- command line ---
 
 def int_list(text: str, what: str, lo: int, hi: int, most: int) -> list[int]:
@@ -578,17 +621,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-HEADER = (f"{'scheme':<15} {'bits/w':>6} {'weight MB':>9} {'saved':>7} {'bits/byte':>9} "
-          f"{'change':>8} {'%':>7} {'ppl/byte':>8} {'err mean':>8} {'err max':>8}")
-
-
-def format_row(r: dict) -> str:
-    return (f"{r['scheme']:<15} {r['effective_bits']:>6.3f} {r['quantized_bytes'] / 1e6:>9.4f} "
-            f"{100 * r['saved_vs_bf16']:>6.1f}% {r['bits_per_byte']:>9.4f} "
-            f"{r['delta_bits_per_byte']:>+8.4f} {r['delta_pct']:>+6.2f}% {r['ppl_per_byte']:>8.4f} "
-            f"{r['rel_err_mean']:>8.5f} {r['rel_err_max']:>8.5f}")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     texts = load_corpus(args.corpus, args.context + 1)  # before torch: a bad corpus fails fast
@@ -609,131 +641,41 @@ def main(argv: list[str] | None = None) -> int:
         if device == "cuda":
             torch.cuda.synchronize()
 
-    stopped_by: list[int] = []
-
-    def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit
-        stopped_by.append(signum)
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-
+    stopped_by = catch_stop_signals()
     train, held = split_documents(texts)
     model = build_model(args.layers, args.width, args.heads, args.context).to(device)
-    n_params = sum(p.numel() for p in model.parameters())
-    losses: list[float] = []
     x, mask = eval_windows(held, args.context)
     x = x.to(device)
-    eval_bytes = int(mask.sum())
-    try:
-        sync()
-        t0 = time.perf_counter()
-        train_lm(model, train, args.steps, args.batch, args.lr, rng, device, done=losses)
-        sync()
-        train_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        base = bits_per_byte(model, x, mask)
-        sync()
-        base_eval_s = time.perf_counter() - t0
-    except KeyboardInterrupt:
-        signum = stopped_by[0] if stopped_by else signal.SIGINT
-        raise ScriptError(f"interrupted during training (step {len(losses)} of {args.steps}) or the "
-                          "fp32 measurement; nothing written", 128 + signum) from None
+    losses, train_s, base, base_eval_s = train_and_measure(model, train, x, mask, args, rng, sync,
+                                                           stopped_by)
     targets = quantized_tensors(model, args.include_embedding)
-    n_weights = sum(p.numel() for p in targets.values())
-    other_bf16_bytes = 2 * (n_params - n_weights)
-    bf16_bytes = 2 * n_weights
-
-    def result(name: str, bpb: float, qbytes: float, errs: dict, **extra) -> dict:
-        worst = max(errs, key=errs.get) if errs else None
-        return {"scheme": name, **extra, "bits_per_byte": bpb, "delta_bits_per_byte": bpb - base,
-                "delta_pct": 100 * (bpb - base) / base, "ppl_per_byte": 2 ** bpb,
-                "nats_per_byte": bpb * math.log(2),
-                "rel_err_mean": sum(errs.values()) / len(errs) if errs else 0.0,
-                "rel_err_max": errs[worst] if errs else 0.0, "rel_err_worst_layer": worst,
-                "rel_err_per_layer": errs, "quantized_bytes": qbytes,
-                "effective_bits": 8 * qbytes / n_weights, "bf16_bytes": bf16_bytes,
-                "saved_vs_bf16": 1 - qbytes / bf16_bytes, "model_bytes": qbytes + other_bf16_bytes}
-
-    rows = [result("fp32", base, 4 * n_weights, {}, bits=32, group_size=None, asymmetric=False,
-                   quantize_s=0.0, eval_s=base_eval_s)]
-    print(f"# {PROG}: {args.layers} x {args.width} byte-level LM, {n_params} parameters, "
-          f"{len(train)} training / {len(held)} held-out documents, {device}, {args.threads} thread(s)")
-    print(f"# trained {args.steps} steps of {args.batch} x {args.context} bytes in {train_s:.1f} s, "
-          + (f"loss {losses[0]:.3f} -> {sum(losses[-10:]) / len(losses[-10:]):.3f} nats/byte"
-             if losses else "untrained"))
-    print(f"# quantized: {len(targets)} weight matrices, {n_weights} values"
-          + (" (nn.Linear + tied embedding)" if args.include_embedding else
-             " (every nn.Linear; embedding, biases, LayerNorms, positions not)")
-          + f"; scales {args.scale_dtype}; held-out text: {eval_bytes} bytes")
-    print(HEADER)
+    run = {"n_params": sum(p.numel() for p in model.parameters()),
+           "n_weights": sum(p.numel() for p in targets.values()), "targets": targets, "base": base,
+           "losses": losses, "train_s": train_s, "train_docs": len(train), "held_docs": len(held),
+           "eval_bytes": int(mask.sum()), "windows": int(x.shape[0]), "torch_version": torch.__version__,
+           "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
+    rows = [scheme_result(run, "fp32", base, 4 * run["n_weights"], {}, bits=32, group_size=None,
+                          asymmetric=False, quantize_s=0.0, eval_s=base_eval_s)]
+    print_header(args, run)
     print(format_row(rows[0]), flush=True)
 
     originals = {name: p.detach().clone() for name, p in targets.items()}
     try:
         for scheme in args.scheme_list:
-            sync()
-            t0 = time.perf_counter()
-            errs, qbytes = {}, 0.0
-            with torch.no_grad():
-                for name, p in targets.items():
-                    w = originals[name]
-                    wq = fake_quantize(w, scheme, scale_dtype)
-                    errs[name] = (torch.linalg.norm(w.float() - wq) / torch.linalg.norm(w.float())).item()
-                    qbytes += scheme_bytes(tuple(w.shape), scheme, scale_bits)
-                    p.copy_(wq)
-            sync()
-            quantize_s = time.perf_counter() - t0
-            try:
-                t0 = time.perf_counter()
-                bpb = bits_per_byte(model, x, mask)
-                sync()
-                eval_s = time.perf_counter() - t0
-            finally:
-                with torch.no_grad():
-                    for name, p in targets.items():
-                        p.copy_(originals[name])
-            rows.append(result(scheme.name, bpb, qbytes, errs, bits=scheme.bits, group_size=scheme.group_size,
-                               asymmetric=scheme.asymmetric, quantize_s=quantize_s, eval_s=eval_s))
+            bpb, qbytes, errs, quantize_s, eval_s = measure_scheme(
+                model, x, mask, scheme, targets, originals, scale_dtype, scale_bits, sync)
+            rows.append(scheme_result(run, scheme.name, bpb, qbytes, errs, bits=scheme.bits,
+                                      group_size=scheme.group_size, asymmetric=scheme.asymmetric,
+                                      quantize_s=quantize_s, eval_s=eval_s))
             print(format_row(rows[-1]), flush=True)
     except KeyboardInterrupt:
         if not stopped_by:
             stopped_by.append(signal.SIGINT)
         print(f"# interrupted: {len(rows) - 1} of {len(args.scheme_list)} schemes done")
     elapsed = time.monotonic() - started
-    worst = max(rows[1:], key=lambda r: r["delta_bits_per_byte"], default=None)
-    print("# bits/w: stored bits per quantized weight (scales and zero-points included); saved: "
-          "1 - bytes / (bytes of the same weights in bf16)")
-    print("# change, %: held-out bits/byte minus fp32's; ppl/byte = 2^(bits/byte); err: "
-          "||W - W'||_F / ||W||_F, mean and max over the matrices"
-          + (f" (max of {worst['scheme']} in {worst['rel_err_worst_layer']})" if worst else ""))
-    print(f"# {elapsed:.1f} s in all" + (" (interrupted)" if stopped_by else ""))
+    print_footer(rows, elapsed, bool(stopped_by))
     if args.json:
-        settings = {k: getattr(args, k) for k in (
-            "schemes", "group_sizes", "scale_dtype", "include_embedding", "layers", "width", "heads",
-            "context", "steps", "batch", "lr", "seed", "threads", "device")}
-        settings["corpus"] = os.path.basename(args.corpus)
-        doc = {"benchmark": "quantize_weights", "schema_version": 1,
-               "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-               "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "torch_version": torch.__version__,
-               "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-               "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-               "versions": {"python": platform.python_version(), "torch": torch.__version__},
-               "settings": settings,
-               "documents": {"train": len(train), "held_out": len(held)},
-               "model": {"parameters": n_params, "quantized_weights": n_weights,
-                         "quantized_matrices": list(targets),
-                         "train_loss_first": losses[0] if losses else None,
-                         "train_loss_last10": sum(losses[-10:]) / len(losses[-10:]) if losses else None,
-                         "train_s": round(train_s, 2)},
-               "eval": {"bytes": eval_bytes, "windows": int(x.shape[0]), "context": args.context},
-               "units": {"bits_per_byte": "bits (log2) per byte of held-out text",
-                         "ppl_per_byte": "2^bits_per_byte", "bytes": "bytes (1 MB = 1e6 bytes)",
-                         "effective_bits": "stored bits per quantized weight, scales and zero-points included",
-                         "rel_err": "||W - W'||_F / ||W||_F", "times": "seconds (wall clock)",
-                         "model_bytes": "quantized matrices as stored + every other parameter in bf16"},
-               "results": rows, "interrupted": bool(stopped_by), "elapsed_s": round(elapsed, 2)}
-        text = json.dumps(doc, indent=1)
+        text = json.dumps(json_report(args, run, rows, bool(stopped_by), elapsed), indent=1)
         if args.json == "-":
             print(text)
         else:

@@ -1,176 +1,33 @@
 #!/usr/bin/env python
 """serving_simulator.py: latency-throughput curves of an LLM server, by discrete-event simulation.
 
-What it simulates
------------------
-One model replica serving a stream of requests. Each request has an arrival time, a prompt of
-``P`` tokens and an output of ``L`` tokens. The server runs *steps*; a step that prefills a prompt
-emits that request's first token, every later step emits one more token per running sequence.
-The simulator advances a clock from step to step (nothing is executed): the recorded sweep
-below, 20 rows of 2,200 requests, takes about 2 s on one CPU core.
+One model replica serves a stream of requests (Poisson or evenly spaced arrivals at each rate of
+``--rates``; prompt and output lengths from ``--prompt-len`` / ``--output-len``) with ``static``
+(request-level) or ``continuous`` (iteration-level, Orca) batching, a KV cache of ``--kv-tokens``
+with recompute preemption and optional ``--chunked-prefill``. A step takes decode ``a + b*B +
+c*context`` plus prefill ``p0 + p1*tokens`` seconds: ``--step-model`` (default: a roofline
+estimate of Llama 2 7B on one H100) or ``--fit`` to a ``decode_bench.py`` result. Per rate and
+policy: requests/s, output tokens/s, TTFT p50/p90/p99, TPOT and end-to-end p50/p99, mean batch,
+preemptions and goodput (requests/s meeting ``--slo-ttft`` and ``--slo-tpot``), with DistServe's
+knee per policy. Units: seconds (ms in the table), tokens, requests/s. Nothing is executed: 20
+rows of 2,200 requests take about 2 s. The model in full: book/en/inference/batching.md.
 
-Workload, per rate of ``--rates`` (requests per second):
-
-* arrivals ``--arrival poisson`` (exponential gaps, mean 1/rate) or ``uniform`` (gaps exactly
-  1/rate);
-* prompt and output lengths drawn from ``--prompt-len`` / ``--output-len``:
-  ``fixed:N``; ``uniform:LO:HI`` (integers, both included); ``lognormal:MEAN:SIGMA`` (MEAN in
-  tokens, SIGMA of the underlying normal, so mu = ln MEAN - SIGMA^2/2, rounded); ``exponential:MEAN``
-  (geometric on 1, 2, 3, ... with that mean: the integer version of an exponential). Every length
-  is clipped to [1, ``--max-len``];
-* ``--warmup-requests`` are simulated first and not counted, then ``--requests`` are measured;
-  requests keep arriving (not counted) until the last measured one has finished, so the server
-  is never measured while it drains. The same ``--seed`` and rate give both policies the same
-  requests.
-
-Scheduler, ``--policy`` (``static,continuous`` runs both; the JSON rows carry a ``policy``
-column):
-
-* ``static``: request-level batching. When the server is idle it takes up to ``--max-batch``
-  waiting requests, first come first served (after waiting at most ``--batch-timeout`` s, counted
-  from the oldest request's arrival, for the batch to fill), prefills their prompts in one step
-  and decodes until the longest output is done. A finished sequence keeps its slot (and its share
-  of each step's work: the batch is padded) until the batch ends, and requests that arrive
-  meanwhile wait for the whole batch. Tokens are streamed as they come, so a short request's
-  latency ends at its own last token: this is the kindest form of static batching. Each request
-  reserves KV cache for its prompt plus the longest possible output (the server cannot know the
-  real one); the batch takes requests while the reservations fit in ``--kv-tokens``.
-* ``continuous``: iteration-level scheduling (Orca, Yu et al., OSDI 2022,
-  https://www.usenix.org/conference/osdi22/presentation/yu, section 3: a request joins the batch
-  at the next step and leaves as soon as it is done). Before each step, waiting requests are
-  admitted in arrival order while the batch holds fewer than ``--max-batch`` sequences and the KV
-  cache has room for the new prompt plus the token every sequence adds in this step. A step
-  prefills what was admitted and decodes one token of every running sequence (a mixed step).
-  With ``--chunked-prefill T`` at most T prompt tokens are prefilled per step, a long prompt
-  being split over several steps while the decodes go on (chunked prefills, Sarathi-Serve,
-  Agrawal et al. 2024, https://arxiv.org/abs/2403.02310). The KV cache holds ``--kv-tokens``
-  tokens in all (prompt plus generated tokens of every running sequence). When the running
-  sequences would outgrow it, the most recently admitted one is preempted: its cache is freed,
-  it goes back to the head of the queue and, when readmitted, its prompt and the tokens it had
-  generated are prefilled again (vLLM's recompute preemption, Kwon et al. 2023,
-  https://arxiv.org/abs/2309.06180, section 4.5). Preemptions are counted.
-
-Step time, in seconds (``--step-model a,b,c,p0,p1``)::
-
-    t_decode  = a + b * B + c * (context tokens of the B decoding sequences, summed)
-    t_prefill = p0 + p1 * (prompt tokens prefilled in the step)
-    mixed step = t_prefill + t_decode        (a part with no work costs 0)
-
-``a`` is the fixed cost of a decode step (reading the weights once), ``b`` the per-sequence
-cost (the matmuls grow with the batch), ``c`` the cost of attention per token attended to
-(reading the KV cache); a sequence's context in a step is its prompt plus the tokens it has
-generated so far. The default, ``4.0e-3,1.4e-5,1.57e-7,4.0e-3,2.7e-5``, is a roofline
-estimate, not a measurement, for Llama 2 7B in bf16 on one H100 SXM (3.35 TB/s, 989 TFLOP/s
-dense bf16, NVIDIA's data sheet): a = 13.5 GB of weights / 3.35 TB/s, b = 2 x 6.7e9 FLOPs per
-token / 989 TFLOP/s, c = 524,288 KV bytes per token / 3.35 TB/s, p0 = a, p1 = b at 50% of peak.
-The default ``--kv-tokens 100000`` (x 524,288 bytes = 52 GB) is about what 80 GB leaves
-for that cache after the weights and some room for activations.
-
-``--fit PATH`` instead fits the coefficients to a ``decode_bench.py`` result (the JSON of
-``scripts/inference/decode_bench.py``): each of its points (batch B, prompt length C, new tokens
-n) gives one TPOT, modelled as ``a + b*B + c*B*(C + (n+1)/2)`` (its decode step i attends to
-C + i tokens, C + (n+1)/2 on average), and one TTFT, modelled as ``p0 + p1*B*C``. Both are
-fitted by least squares on the *relative* error (weights 1/y^2, so a 2 ms point counts as much
-as a 200 ms one), solving the normal equations ``(X'WX) beta = X'Wy`` by Gaussian elimination;
-coefficients are kept >= 0 by solving on every subset of them and keeping the best non-negative
-solution (exact non-negative least squares for 2 or 3 unknowns). The relative error of every
-point is printed and written.
-
-Units: seconds (milliseconds in the table), tokens, requests/s; 1 GB = 1e9 bytes.
-
-Measured per rate and policy (over the counted requests):
-
-* throughput: output tokens/s and requests/s, counted requests over the window from the first
-  counted arrival to the last counted completion;
-* TTFT (arrival to first token) p50/p90/p99; TPOT = (e2e - TTFT) / (L - 1) p50/p99 (requests
-  with L = 1 have none); end-to-end latency (e2e, arrival to last token) p50/p99 and mean;
-  queueing delay mean (arrival to first admission);
-* mean batch size (sequences in the batch, averaged over busy time), busy fraction, preemptions
-  and recomputed tokens; mean number of requests in the system (time average; Little's law says
-  it equals the arrival rate times the mean e2e, a check the tests make);
-* goodput: requests/s that met both ``--slo-ttft`` and ``--slo-tpot``, and the fraction that
-  did (SLO attainment). DistServe (Zhong et al. 2024, https://arxiv.org/abs/2401.09670) calls the
-  highest rate at which 90% of requests meet both SLOs the goodput of a system; the summary line
-  gives that rate per policy (``--attainment`` sets the 90%), the knee of the curves.
-
-Bounds: at most 64 rates, 200,000 requests per rate, 2,000,000 requests in a sweep. A rate is
-"overloaded" when more than ``--max-queue`` requests wait at once: its run stops there, the row
-is marked ``"overloaded": true`` and gives the throughput reached, over every request served
-(the saturated server's capacity), but no latencies (they grow without bound). A rate that needs more than 20,000,000 steps stops as well
-(``"complete": false``). Neither is an error.
-
-What it leaves out: the tokenizer, sampling and network time, prefix caching, paging
-granularity, CPU scheduling overhead between steps, speculative decoding, several replicas, and
-the attention cost of a prefill (p1 is a flat cost per prompt token).
-
-How to launch
--------------
-Plain ``python``, standard library only; no torch, no GPU (it simulates one)::
+Plain ``python``, standard library only; no torch, no GPU::
 
     python serving_simulator.py                                        # default model and workload
     python serving_simulator.py --policy static,continuous --rates 1,2,4,8,16 --json sim.json
     python serving_simulator.py --fit decode_bench.json --prompt-len uniform:64:512 \\
         --output-len exponential:128 --max-batch 16 --kv-tokens 8192 --chunked-prefill 256
 
-Example output (the run recorded as results/inference/serving_simulator-cpu.json)::
+Example output (3 of the 20 rows of results/inference/serving_simulator-cpu.json)::
 
-    $ python scripts/inference/serving_simulator.py --fit results/inference/decode_bench-cpu.json \\
-        --policy static,continuous --rates 0.5,1,1.5,2,3,4,5,5.5,6,8 --prompt-len uniform:32:512 \\
-        --output-len exponential:64 --max-len 512 --max-batch 16 --kv-tokens 16384 --slo-ttft 1 \\
-        --slo-tpot 0.04 --requests 2000 --warmup-requests 200 --json results/inference/serving_simulator-cpu.json
-    # serving_simulator.py: step model fitted to results/inference/decode_bench-cpu.json
-    #   decode  = 0.007385 + 0.0004222*B + 8.868e-07*context  s
-    #   prefill = 0 + 0.0002842*tokens  s
-    #   fit residuals, per decode_bench point (err = model / measured - 1):
-    #   batch context  tpot ms   model     err  ttft ms   model     err
-    #       1     128     6.71    7.94  +18.3%     37.7    36.4   -3.4%
-    #       2     128    10.89    8.49  -22.1%     69.6    72.8   +4.6%
-    #       4     128     9.95    9.59   -3.6%    128.8   145.5  +13.0%
-    #       8     128    11.47   11.79   +2.7%    251.4   291.1  +15.8%
-    #      16     128    16.05   16.19   +0.9%    596.1   582.1   -2.3%
-    #       1     512     7.52    8.28  +10.1%    154.1   145.5   -5.5%
-    #       2     512    11.92    9.17  -23.1%    298.5   291.1   -2.5%
-    #       4     512    11.27   10.95   -2.9%    596.3   582.1   -2.4%
-    #       8     512    14.50   14.51   +0.1%   1332.9  1164.2  -12.7%
-    #      16     512    20.70   21.64   +4.5%   2669.3  2328.4  -12.8%
-    # workload: poisson arrivals, prompt uniform:32:512, output exponential:64, max-len 512, 2000 requests (+200 warm-up) per rate
-    # server: max-batch 16, kv-tokens 16384, chunked-prefill off, batch-timeout 0 s; SLO ttft 1 s, tpot 0.04 s
-    # times in ms; req/s and tok/s achieved; goodput = req/s meeting both SLOs; slo% = share of requests meeting both
     policy        rate   req/s    tok/s   ttft50   ttft90   ttft99  tpot50  tpot99    e2e50    e2e99  batch preempt goodput  slo%
-    static         0.5    0.49       31    100.0    679.6   1864.8     8.1     9.8    562.3   2918.5    1.1       0    0.47    95
-    static           1    0.98       62    147.1   1227.9   3785.4     8.2    12.7    762.9   4741.5    1.6       0    0.84    86
-    static         1.5    1.55       96    526.0   1826.1   4139.2     8.8    14.6   1083.4   5303.4    2.4       0    1.11    71
     static           2    2.00      130    956.9   3050.7   8757.4    10.0    18.6   1621.4  10224.8    4.3       0    1.02    51
-    static           3    2.85      186  18742.6  29941.1  33600.1    18.3    20.3  19981.2  34978.7   14.6       0    0.09     3
-    static           4    2.68      173 146237.4 238744.2 255055.9    18.5    20.5 146922.0 256137.0   16.0       0    0.00     0
-    static           5    3.05      190        -        -        -       -       -        -        -   16.0       0       -     -  overloaded
-    static         5.5    2.87      190        -        -        -       -       -        -        -   16.0       0       -     -  overloaded
-    static           6    3.03      197        -        -        -       -       -        -        -   16.0       0       -     -  overloaded
-    static           8    2.85      187        -        -        -       -       -        -        -   16.0       0       -     -  overloaded
-    continuous     0.5    0.49       31     81.3    136.7    183.6     8.2    16.3    458.7   2647.9    1.2       0    0.49   100
-    continuous       1    0.98       62     86.1    141.5    208.2     8.7    23.9    490.6   2812.9    1.4       0    0.98   100
-    continuous     1.5    1.55       96     91.8    147.7    249.8     9.4    31.2    524.6   3020.5    1.8       0    1.54    99
     continuous       2    2.00      130     94.7    156.2    296.6    10.2    35.1    589.6   3584.8    2.1       0    1.98    99
-    continuous       3    2.96      193    103.3    190.9    339.2    12.4    49.5    714.1   4273.9    3.3       0    2.91    98
-    continuous       4    4.09      263    121.3    242.7    453.9    16.5    69.3    884.2   5556.3    5.2       0    3.92    96
-    continuous       5    4.87      310    129.5    272.5    636.6    20.6    87.2   1070.1   6321.5    7.3       0    4.52    93
-    continuous     5.5    5.70      375    166.1   2870.9   3979.2    27.8    91.8   1773.1  10149.0   11.1       0    4.13    72
-    continuous       6    6.15      392   2447.3   4995.2   6208.0    35.0    83.9   4503.2  14130.6   14.7       0    1.39    23
     continuous       8    6.32      396  33531.4  54355.4  59506.2    36.9    72.3  35189.6  63606.5   16.0       0    0.00     0
-    # static: highest rate with >= 90% of requests meeting both SLOs (DistServe's goodput): 0.5 req/s
-    # static at 5 req/s: overloaded, more than 1000 requests waiting after 478.1 s; saturated, the server made 190 output tokens/s
-    # static at 5.5 req/s: overloaded, more than 1000 requests waiting after 316.7 s; saturated, the server made 190 output tokens/s
-    # static at 6 req/s: overloaded, more than 1000 requests waiting after 269.4 s; saturated, the server made 197 output tokens/s
-    # static at 8 req/s: overloaded, more than 1000 requests waiting after 174.2 s; saturated, the server made 187 output tokens/s
-    # continuous: highest rate with >= 90% of requests meeting both SLOs (DistServe's goodput): 5 req/s
-    # wrote results/inference/serving_simulator-cpu.json
 
-Exit status: 0 done (overloaded rates included); 2 usage error (a malformed distribution, a
-number that is not finite or out of range, too many rates or requests, ``--kv-tokens`` too small
-for the longest request, a ``--fit`` file that is missing or not a decode_bench result, a
-``--json`` path that cannot be written), checked before simulating; 130/143 Ctrl-C or SIGTERM
-(the rows done so far are printed and written with ``"interrupted": true``); 1 any other failure.
-Errors are one line ``serving_simulator.py: error: ...``; ``--debug`` adds the traceback.
+Exit status: 0 ok (overloaded rates included), 1 failure, 2 usage (checked before simulating),
+130/143 interrupted by Ctrl-C/SIGTERM (the rows done are printed and written).
 """
 
 from __future__ import annotations
@@ -199,6 +56,12 @@ MAX_STEPS = 20_000_000
 MAX_LEN = 1_048_576
 DEFAULT_STEP_MODEL = "4.0e-3,1.4e-5,1.57e-7,4.0e-3,2.7e-5"
 POLICIES = ("static", "continuous")
+# Key names accepted in a decode_bench result, first match wins (times in s or ms).
+BATCH_KEYS = ("batch", "batch_size")
+CONTEXT_KEYS = ("context", "prompt_len", "prompt_tokens", "ctx")
+TPOT_KEYS = (("tpot_s", 1.0), ("tpot_mean_s", 1.0), ("tpot_ms", 1e-3), ("tpot_mean_ms", 1e-3))
+TTFT_KEYS = (("ttft_s", 1.0), ("ttft_ms", 1e-3))
+NEW_TOKEN_KEYS = ("new_tokens", "decode_tokens", "new-tokens")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -241,66 +104,6 @@ class Dist:
         return max_len
 
 
-def parse_dist(text: str) -> Dist:
-    """argparse type for a length distribution; errors say what the accepted forms are."""
-    forms = "fixed:N, uniform:LO:HI, lognormal:MEAN:SIGMA or exponential:MEAN"
-    shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
-    kind, _, rest = text.strip().partition(":")
-    parts = rest.split(":") if rest else []
-    arity = {"fixed": 1, "uniform": 2, "lognormal": 2, "exponential": 1}
-    if kind not in arity:
-        raise argparse.ArgumentTypeError(f"{shown!r}: unknown distribution; use {forms}")
-    if len(parts) != arity[kind]:
-        raise argparse.ArgumentTypeError(f"{shown!r}: {kind} takes {arity[kind]} number(s); use {forms}")
-    values = []
-    for i, part in enumerate(parts):
-        integer = kind in ("fixed", "uniform")
-        try:
-            value = int(part) if integer else float(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{shown!r}: {part!r} is not {'an integer' if integer else 'a number'}") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{shown!r}: {part!r} is not a finite number")
-        values.append(value)
-    if kind in ("fixed", "uniform") and not all(1 <= v <= MAX_LEN for v in values):
-        raise argparse.ArgumentTypeError(f"{shown!r}: lengths must be in [1, {MAX_LEN}]")
-    if kind == "uniform" and values[0] > values[1]:
-        raise argparse.ArgumentTypeError(f"{shown!r}: LO must be <= HI")
-    if kind in ("lognormal", "exponential") and not 1 <= values[0] <= MAX_LEN:
-        raise argparse.ArgumentTypeError(f"{shown!r}: MEAN must be in [1, {MAX_LEN}] tokens")
-    if kind == "lognormal" and not 0 <= values[1] <= 4:
-        raise argparse.ArgumentTypeError(f"{shown!r}: SIGMA must be in [0, 4]")
-    return Dist(kind, tuple(values), text.strip())
-
-
-parse_dist.__name__ = "distribution"
-
-
-def parse_rates(text: str) -> list[float]:
-    """argparse type for ``--rates``: a comma list of request rates, positive and finite."""
-    items = [t for t in text.split(",") if t.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError("empty list; give rates in requests/s, e.g. 1,2,4")
-    if len(items) > MAX_RATES:
-        raise argparse.ArgumentTypeError(f"{len(items)} rates; at most {MAX_RATES} per sweep")
-    return [number(float, 0, 1e6, lo_open=True)(t.strip()) for t in items]
-
-
-parse_rates.__name__ = "rates"
-
-
-def parse_policies(text: str) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [t for t in items if t not in POLICIES]
-    if not items or bad:
-        raise argparse.ArgumentTypeError(f"{text!r}: use static, continuous or static,continuous")
-    return list(dict.fromkeys(items))
-
-
-parse_policies.__name__ = "policy"
-
-
 # ----------------------------------------------------------------------------------------------
 # Step-time model and its fit
 # ----------------------------------------------------------------------------------------------
@@ -322,19 +125,6 @@ class StepModel:
         if batch:
             t += self.a + self.b * batch + self.c * context
         return t
-
-
-def parse_step_model(text: str) -> StepModel:
-    parts = text.split(",")
-    if len(parts) != 5:
-        raise argparse.ArgumentTypeError(f"{text!r}: give 5 numbers a,b,c,p0,p1 in seconds")
-    values = [number(float, 0, 1e3)(p.strip()) for p in parts]
-    if not any(values):
-        raise argparse.ArgumentTypeError(f"{text!r}: every coefficient is 0; steps would take no time")
-    return StepModel(*values)
-
-
-parse_step_model.__name__ = "step model"
 
 
 def solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
@@ -391,14 +181,6 @@ def nonnegative_fit(rows: list[list[float]], y: list[float]) -> list[float] | No
             if err < best_err * (1 - 1e-12):
                 best, best_err = beta, err
     return best
-
-
-# Key names accepted in a decode_bench result, first match wins (times in s or ms).
-BATCH_KEYS = ("batch", "batch_size")
-CONTEXT_KEYS = ("context", "prompt_len", "prompt_tokens", "ctx")
-TPOT_KEYS = (("tpot_s", 1.0), ("tpot_mean_s", 1.0), ("tpot_ms", 1e-3), ("tpot_mean_ms", 1e-3))
-TTFT_KEYS = (("ttft_s", 1.0), ("ttft_ms", 1e-3))
-NEW_TOKEN_KEYS = ("new_tokens", "decode_tokens", "new-tokens")
 
 
 def _first(row: dict, keys):
@@ -801,9 +583,216 @@ def knee(rows: list[dict], attainment: float) -> float | None:
     return best
 
 
+def run_sweep(args, model: StepModel, rows: list[dict]) -> None:
+    """Simulate every policy at every rate, appending each row to ``rows`` and printing it (an
+    interruption leaves the rows done in ``rows``)."""
+    for policy in args.policy:
+        cfg = Config(prompt=args.prompt_len, output=args.output_len, model=model,
+                     requests=args.requests, warmup=args.warmup_requests, arrival=args.arrival,
+                     seed=args.seed, max_len=args.max_len, policy=policy,
+                     max_batch=args.max_batch, kv_tokens=args.kv_tokens,
+                     batch_timeout=args.batch_timeout, chunked_prefill=args.chunked_prefill,
+                     max_queue=args.max_queue, slo_ttft=args.slo_ttft, slo_tpot=args.slo_tpot)
+        for rate in args.rates:
+            row, _ = simulate(cfg, rate)
+            rows.append(row)
+            print(format_row(row), flush=True)
+
+
+def catch_stop_signals() -> list[int]:
+    """Ctrl-C, scancel and a job's time limit raise KeyboardInterrupt, so that the rows done are
+    kept; the returned list receives the signal."""
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit: keep the rows done
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    return stopped_by
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
+def ms(value: float | None, width: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value * 1e3:>{width}.1f}"
+
+
+def num(value: float | None, width: int, digits: int = 2) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
+
+
+HEADER = (f"{'policy':<10} {'rate':>7} {'req/s':>7} {'tok/s':>8} {'ttft50':>8} {'ttft90':>8} "
+          f"{'ttft99':>8} {'tpot50':>7} {'tpot99':>7} {'e2e50':>8} {'e2e99':>8} {'batch':>6} "
+          f"{'preempt':>7} {'goodput':>7} {'slo%':>5}")
+
+
+def format_row(row: dict) -> str:
+    att = row["slo_attainment"]
+    line = (f"{row['policy']:<10} {row['rate']:>7g} {num(row['throughput_req_s'], 7)} "
+            f"{num(row['throughput_tok_s'], 8, 0)} {ms(row['ttft_p50_s'], 8)} "
+            f"{ms(row['ttft_p90_s'], 8)} {ms(row['ttft_p99_s'], 8)} {ms(row['tpot_p50_s'], 7)} "
+            f"{ms(row['tpot_p99_s'], 7)} {ms(row['e2e_p50_s'], 8)} {ms(row['e2e_p99_s'], 8)} "
+            f"{num(row['mean_batch'], 6, 1)} {row['preemptions']:>7} "
+            f"{num(row['goodput_req_s'], 7)} {num(None if att is None else 100 * att, 5, 0)}")
+    if row["overloaded"]:
+        line += "  overloaded"
+    elif not row["complete"]:
+        line += f"  stopped: {row['stop_reason']}"
+    return line
+
+
+def print_setup(args, model: StepModel, source: str, residuals: list[dict] | None) -> None:
+    """The step model (and its fit), the workload, the server and the table's header."""
+    coef = model.as_dict()
+    print(f"# {PROG}: step model {source}")
+    print(f"#   decode  = {coef['a']:.4g} + {coef['b']:.4g}*B + {coef['c']:.4g}*context  s")
+    print(f"#   prefill = {coef['p0']:.4g} + {coef['p1']:.4g}*tokens  s")
+    if residuals:
+        print("#   fit residuals, per decode_bench point (err = model / measured - 1):")
+        print(f"#   {'batch':>5} {'context':>7} {'tpot ms':>8} {'model':>7} {'err':>7} "
+              f"{'ttft ms':>8} {'model':>7} {'err':>7}")
+        for r in residuals:
+            print(f"#   {r['batch']:>5g} {r['context']:>7g} {1e3 * r['tpot_s']:>8.2f} "
+                  f"{1e3 * r['tpot_model_s']:>7.2f} {100 * r['tpot_rel_err']:>+6.1f}% "
+                  f"{1e3 * r['ttft_s']:>8.1f} {1e3 * r['ttft_model_s']:>7.1f} "
+                  f"{100 * r['ttft_rel_err']:>+6.1f}%")
+    print(f"# workload: {args.arrival} arrivals, prompt {args.prompt_len}, output {args.output_len}, "
+          f"max-len {args.max_len}, {args.requests} requests (+{args.warmup_requests} warm-up) per rate")
+    print(f"# server: max-batch {args.max_batch}, kv-tokens {args.kv_tokens}, "
+          f"chunked-prefill {args.chunked_prefill or 'off'}, batch-timeout {args.batch_timeout:g} s; "
+          f"SLO ttft {args.slo_ttft:g} s, tpot {args.slo_tpot:g} s")
+    print("# times in ms; req/s and tok/s achieved; goodput = req/s meeting both SLOs; "
+          "slo% = share of requests meeting both")
+    print(HEADER, flush=True)
+
+
+def print_knees(args, rows: list[dict]) -> dict:
+    """Print each policy's knee (DistServe's goodput) and its overloaded rates; returns the knees."""
+    knees = {}
+    for policy in args.policy:
+        done = [r for r in rows if r["policy"] == policy]
+        if done:
+            knees[policy] = knee(done, args.attainment)
+            value = knees[policy]
+            print(f"# {policy}: highest rate with >= {100 * args.attainment:g}% of requests meeting "
+                  f"both SLOs (DistServe's goodput): "
+                  + (f"{value:g} req/s" if value is not None else "none of the rates"))
+        for row in done:
+            if row["overloaded"]:
+                print(f"# {policy} at {row['rate']:g} req/s: overloaded, more than {args.max_queue} "
+                      f"requests waiting after {row['window_s']:.1f} s; saturated, the server made "
+                      f"{row['throughput_tok_s'] or 0:.0f} output tokens/s")
+    return knees
+
+
+def json_report(args, model: StepModel, residuals: list[dict] | None, knees: dict,
+                rows: list[dict], interrupted: bool) -> dict:
+    """The --json document (tools/schemas/serving_simulator.schema.json)."""
+    settings = {k: getattr(args, k) for k in (
+        "rates", "policy", "arrival", "requests", "warmup_requests", "max_len", "seed",
+        "max_batch", "kv_tokens", "batch_timeout", "chunked_prefill", "slo_ttft", "slo_tpot",
+        "attainment", "max_queue")}
+    settings["prompt_len"] = args.prompt_len.text
+    settings["output_len"] = args.output_len.text
+    step_model = {"source": "fit" if args.fit else ("given" if args.step_model else "default"),
+                  **model.as_dict(), "units": "seconds; decode = a + b*B + c*context tokens, "
+                  "prefill = p0 + p1*prompt tokens"}
+    if args.fit:
+        step_model["fit_file"] = args.fit
+        step_model["residuals"] = residuals
+        step_model["max_abs_rel_err"] = {
+            "tpot": max(abs(r["tpot_rel_err"]) for r in residuals),
+            "ttft": max(abs(r["ttft_rel_err"]) for r in residuals)}
+    return {"benchmark": "serving_simulator", "schema_version": 1,
+            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "device": None, "versions": {"python": platform.python_version()},
+            "settings": settings, "step_model": step_model,
+            "knee_req_s": knees, "interrupted": interrupted,
+            "units": {"times": "seconds", "throughput_tok_s": "output tokens per second",
+                      "rates": "requests per second"},
+            "results": rows}
+
+
 # ----------------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------------
+
+def parse_dist(text: str) -> Dist:
+    """argparse type for a length distribution; errors say what the accepted forms are."""
+    forms = "fixed:N, uniform:LO:HI, lognormal:MEAN:SIGMA or exponential:MEAN"
+    shown = text if len(text) <= 40 else f"{text[:12]}... ({len(text)} characters)"
+    kind, _, rest = text.strip().partition(":")
+    parts = rest.split(":") if rest else []
+    arity = {"fixed": 1, "uniform": 2, "lognormal": 2, "exponential": 1}
+    if kind not in arity:
+        raise argparse.ArgumentTypeError(f"{shown!r}: unknown distribution; use {forms}")
+    if len(parts) != arity[kind]:
+        raise argparse.ArgumentTypeError(f"{shown!r}: {kind} takes {arity[kind]} number(s); use {forms}")
+    values = []
+    for i, part in enumerate(parts):
+        integer = kind in ("fixed", "uniform")
+        try:
+            value = int(part) if integer else float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{shown!r}: {part!r} is not {'an integer' if integer else 'a number'}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{shown!r}: {part!r} is not a finite number")
+        values.append(value)
+    if kind in ("fixed", "uniform") and not all(1 <= v <= MAX_LEN for v in values):
+        raise argparse.ArgumentTypeError(f"{shown!r}: lengths must be in [1, {MAX_LEN}]")
+    if kind == "uniform" and values[0] > values[1]:
+        raise argparse.ArgumentTypeError(f"{shown!r}: LO must be <= HI")
+    if kind in ("lognormal", "exponential") and not 1 <= values[0] <= MAX_LEN:
+        raise argparse.ArgumentTypeError(f"{shown!r}: MEAN must be in [1, {MAX_LEN}] tokens")
+    if kind == "lognormal" and not 0 <= values[1] <= 4:
+        raise argparse.ArgumentTypeError(f"{shown!r}: SIGMA must be in [0, 4]")
+    return Dist(kind, tuple(values), text.strip())
+
+
+parse_dist.__name__ = "distribution"
+
+
+def parse_rates(text: str) -> list[float]:
+    """argparse type for ``--rates``: a comma list of request rates, positive and finite."""
+    items = [t for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("empty list; give rates in requests/s, e.g. 1,2,4")
+    if len(items) > MAX_RATES:
+        raise argparse.ArgumentTypeError(f"{len(items)} rates; at most {MAX_RATES} per sweep")
+    return [number(float, 0, 1e6, lo_open=True)(t.strip()) for t in items]
+
+
+parse_rates.__name__ = "rates"
+
+
+def parse_policies(text: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in items if t not in POLICIES]
+    if not items or bad:
+        raise argparse.ArgumentTypeError(f"{text!r}: use static, continuous or static,continuous")
+    return list(dict.fromkeys(items))
+
+
+parse_policies.__name__ = "policy"
+
+
+def parse_step_model(text: str) -> StepModel:
+    parts = text.split(",")
+    if len(parts) != 5:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 5 numbers a,b,c,p0,p1 in seconds")
+    values = [number(float, 0, 1e3)(p.strip()) for p in parts]
+    if not any(values):
+        raise argparse.ArgumentTypeError(f"{text!r}: every coefficient is 0; steps would take no time")
+    return StepModel(*values)
+
+
+parse_step_model.__name__ = "step model"
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -880,44 +869,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def ms(value: float | None, width: int) -> str:
-    return f"{'-':>{width}}" if value is None else f"{value * 1e3:>{width}.1f}"
-
-
-def num(value: float | None, width: int, digits: int = 2) -> str:
-    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
-
-
-HEADER = (f"{'policy':<10} {'rate':>7} {'req/s':>7} {'tok/s':>8} {'ttft50':>8} {'ttft90':>8} "
-          f"{'ttft99':>8} {'tpot50':>7} {'tpot99':>7} {'e2e50':>8} {'e2e99':>8} {'batch':>6} "
-          f"{'preempt':>7} {'goodput':>7} {'slo%':>5}")
-
-
-def format_row(row: dict) -> str:
-    att = row["slo_attainment"]
-    line = (f"{row['policy']:<10} {row['rate']:>7g} {num(row['throughput_req_s'], 7)} "
-            f"{num(row['throughput_tok_s'], 8, 0)} {ms(row['ttft_p50_s'], 8)} "
-            f"{ms(row['ttft_p90_s'], 8)} {ms(row['ttft_p99_s'], 8)} {ms(row['tpot_p50_s'], 7)} "
-            f"{ms(row['tpot_p99_s'], 7)} {ms(row['e2e_p50_s'], 8)} {ms(row['e2e_p99_s'], 8)} "
-            f"{num(row['mean_batch'], 6, 1)} {row['preemptions']:>7} "
-            f"{num(row['goodput_req_s'], 7)} {num(None if att is None else 100 * att, 5, 0)}")
-    if row["overloaded"]:
-        line += "  overloaded"
-    elif not row["complete"]:
-        line += f"  stopped: {row['stop_reason']}"
-    return line
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stopped_by: list[int] = []
-
-    def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit: keep the rows done
-        stopped_by.append(signum)
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-
+    stopped_by = catch_stop_signals()
     residuals = None
     if args.fit:
         model, residuals = fit_step_model(args.fit_points)
@@ -925,84 +879,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model = args.step_model or parse_step_model(DEFAULT_STEP_MODEL)
         source = "--step-model" if args.step_model else "default (roofline estimate, Llama 2 7B on one H100)"
-    coef = model.as_dict()
-    print(f"# {PROG}: step model {source}")
-    print(f"#   decode  = {coef['a']:.4g} + {coef['b']:.4g}*B + {coef['c']:.4g}*context  s")
-    print(f"#   prefill = {coef['p0']:.4g} + {coef['p1']:.4g}*tokens  s")
-    if residuals:
-        print("#   fit residuals, per decode_bench point (err = model / measured - 1):")
-        print(f"#   {'batch':>5} {'context':>7} {'tpot ms':>8} {'model':>7} {'err':>7} "
-              f"{'ttft ms':>8} {'model':>7} {'err':>7}")
-        for r in residuals:
-            print(f"#   {r['batch']:>5g} {r['context']:>7g} {1e3 * r['tpot_s']:>8.2f} "
-                  f"{1e3 * r['tpot_model_s']:>7.2f} {100 * r['tpot_rel_err']:>+6.1f}% "
-                  f"{1e3 * r['ttft_s']:>8.1f} {1e3 * r['ttft_model_s']:>7.1f} "
-                  f"{100 * r['ttft_rel_err']:>+6.1f}%")
-    print(f"# workload: {args.arrival} arrivals, prompt {args.prompt_len}, output {args.output_len}, "
-          f"max-len {args.max_len}, {args.requests} requests (+{args.warmup_requests} warm-up) per rate")
-    print(f"# server: max-batch {args.max_batch}, kv-tokens {args.kv_tokens}, "
-          f"chunked-prefill {args.chunked_prefill or 'off'}, batch-timeout {args.batch_timeout:g} s; "
-          f"SLO ttft {args.slo_ttft:g} s, tpot {args.slo_tpot:g} s")
-    print("# times in ms; req/s and tok/s achieved; goodput = req/s meeting both SLOs; "
-          "slo% = share of requests meeting both")
-    print(HEADER, flush=True)
+    print_setup(args, model, source, residuals)
     rows: list[dict] = []
     try:
-        for policy in args.policy:
-            cfg = Config(prompt=args.prompt_len, output=args.output_len, model=model,
-                         requests=args.requests, warmup=args.warmup_requests, arrival=args.arrival,
-                         seed=args.seed, max_len=args.max_len, policy=policy,
-                         max_batch=args.max_batch, kv_tokens=args.kv_tokens,
-                         batch_timeout=args.batch_timeout, chunked_prefill=args.chunked_prefill,
-                         max_queue=args.max_queue, slo_ttft=args.slo_ttft, slo_tpot=args.slo_tpot)
-            for rate in args.rates:
-                row, _ = simulate(cfg, rate)
-                rows.append(row)
-                print(format_row(row), flush=True)
+        run_sweep(args, model, rows)
     except KeyboardInterrupt:
         if not stopped_by:
             stopped_by.append(signal.SIGINT)
         print(f"# interrupted: {len(rows)} of {len(args.rates) * len(args.policy)} rows done")
-    knees = {}
-    for policy in args.policy:
-        done = [r for r in rows if r["policy"] == policy]
-        if done:
-            knees[policy] = knee(done, args.attainment)
-            value = knees[policy]
-            print(f"# {policy}: highest rate with >= {100 * args.attainment:g}% of requests meeting "
-                  f"both SLOs (DistServe's goodput): "
-                  + (f"{value:g} req/s" if value is not None else "none of the rates"))
-        for row in done:
-            if row["overloaded"]:
-                print(f"# {policy} at {row['rate']:g} req/s: overloaded, more than {args.max_queue} "
-                      f"requests waiting after {row['window_s']:.1f} s; saturated, the server made "
-                      f"{row['throughput_tok_s'] or 0:.0f} output tokens/s")
+    knees = print_knees(args, rows)
     if args.json:
-        settings = {k: getattr(args, k) for k in (
-            "rates", "policy", "arrival", "requests", "warmup_requests", "max_len", "seed",
-            "max_batch", "kv_tokens", "batch_timeout", "chunked_prefill", "slo_ttft", "slo_tpot",
-            "attainment", "max_queue")}
-        settings["prompt_len"] = args.prompt_len.text
-        settings["output_len"] = args.output_len.text
-        step_model = {"source": "fit" if args.fit else ("given" if args.step_model else "default"),
-                      **coef, "units": "seconds; decode = a + b*B + c*context tokens, "
-                      "prefill = p0 + p1*prompt tokens"}
-        if args.fit:
-            step_model["fit_file"] = args.fit
-            step_model["residuals"] = residuals
-            step_model["max_abs_rel_err"] = {
-                "tpot": max(abs(r["tpot_rel_err"]) for r in residuals),
-                "ttft": max(abs(r["ttft_rel_err"]) for r in residuals)}
-        doc = {"benchmark": "serving_simulator", "schema_version": 1,
-               "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-               "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "device": None, "versions": {"python": platform.python_version()},
-               "settings": settings, "step_model": step_model,
-               "knee_req_s": knees, "interrupted": bool(stopped_by),
-               "units": {"times": "seconds", "throughput_tok_s": "output tokens per second",
-                         "rates": "requests per second"},
-               "results": rows}
-        text = json.dumps(doc, indent=1)
+        text = json.dumps(json_report(args, model, residuals, knees, rows, bool(stopped_by)), indent=1)
         if args.json == "-":
             print(text)
         else:

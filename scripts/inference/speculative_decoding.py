@@ -1,122 +1,33 @@
 #!/usr/bin/env python
 """speculative_decoding.py: real speculative decoding with a small draft and a larger target LM.
 
-What it does
-------------
-1. Trains two byte-level causal language models (vocabulary = the 256 byte values, pre-LayerNorm
-   transformer blocks, learned positions, tied input/output embedding) on a JSONL corpus
-   (``--corpus``, default the book's ``data/training/corpus.jsonl``; one JSON object per line with
-   a ``text`` string): a *target* (``--target-layers`` x ``--target-dim``, default 4 x 64) and a
-   *draft* (``--draft-layers`` x ``--draft-dim``, default 1 x 64), both by next-byte
-   cross-entropy with AdamW (linear warm-up, cosine decay) on random windows of the training
-   documents as long as prompt + new bytes (the learned positions are all trained). Documents are
-   split first (every 10th held out); the ``--prompts`` prompts are ``--prompt-len`` bytes of
-   held-out documents, text neither model has seen, so the acceptance rates are those of text the
-   models did not memorise. The default sizes are what one CPU core trains in under a minute to a
-   target clearly better than its draft (held-out loss about 1.0 against 1.2 nats/byte); a
-   4 x 128 target trains too slowly to get there in that time.
-2. Decodes ``--new-tokens`` bytes after every prompt four ways: target alone, draft alone (only to
-   measure the cost ratio c), and speculative decoding with each draft length k of
-   ``--draft-lens``. One speculative round (Leviathan, Kalman, Matias 2023, "Fast Inference from
-   Transformers via Speculative Decoding", https://arxiv.org/abs/2211.17192, Algorithm 1; Chen et
-   al. 2023, "Accelerating Large Language Model Decoding with Speculative Sampling",
-   https://arxiv.org/abs/2302.01318, Algorithm 2):
+Trains two byte-level causal LMs on a JSONL corpus (``--corpus``, default the book's
+``data/training/corpus.jsonl``; every 10th document held out): a target (default 4 x 64) and a
+draft (1 x 64). Then decodes ``--new-tokens`` bytes after each of ``--prompts`` held-out prompts
+with the target alone, the draft alone (for the cost ratio c) and speculative decoding at each
+draft length k of ``--draft-lens`` (Leviathan et al. 2023, https://arxiv.org/abs/2211.17192,
+Algorithm 1; Chen et al. 2023, https://arxiv.org/abs/2302.01318): the draft proposes k bytes, the
+target scores them in one pass, ``--mode greedy`` keeps them while they equal the target's argmax
+(the output is the target's own), ``--mode sample`` accepts with min(1, p/q) and resamples from
+norm(max(0, p - q)). Per k: the acceptance rate alpha, bytes per target pass next to Eq. 1
+(1 - alpha^(k+1)) / (1 - alpha), target and draft passes, wall time and speedup next to Theorem
+3.8's prediction, and v_cost (a target pass over k+1 positions / over 1). Units: seconds, nats
+per byte; one token = one byte. The method in full: book/en/inference/speculative-decoding.md.
 
-   * the draft proposes k bytes x_1..x_k one at a time, from its distributions q_1..q_k;
-   * the target scores all of them in ONE forward pass over k+1 positions, giving p_1..p_{k+1};
-   * ``--mode sample``: x_i is accepted with probability min(1, p_i(x_i) / q_i(x_i)), in order;
-     at the first rejection one byte is drawn from norm(max(0, p_i - q_i)) instead and the round
-     ends; if all k are accepted a bonus byte is drawn from p_{k+1}. Every round emits between 1
-     and k+1 bytes, and the bytes emitted follow the target's distribution exactly (Leviathan et
-     al., Appendix A.1; Chen et al., Theorem 1). Both models sample at ``--temperature``
-     (softmax(logits / T)).
-   * ``--mode greedy``: x_i = argmax q_i is accepted while it equals argmax p_i; the first
-     mismatch is replaced by the target's argmax; all accepted gives the bonus argmax p_{k+1}. The
-     output is the target's own greedy output, byte for byte.
-
-   Near the end of a sequence k is cut to the bytes still wanted minus one, so no byte is drafted
-   past ``--new-tokens``. Both models keep a KV cache (keys and values of every layer, preallocated
-   for prompt + new tokens); after a rejection each cache is cut back to the last accepted byte.
-
-Measured per k (over all prompts):
-
-* alpha, the per-byte acceptance rate: accepted drafts / drafts that reached the acceptance test.
-  A round stops at its first rejection, so the drafts after it are never tested; dividing by all
-  drafted bytes instead (reported as ``accepted_per_drafted``) mixes alpha with k and
-  underestimates it more the larger k is.
-* bytes emitted per target forward pass (measured), next to Leviathan et al.'s Eq. 1 (Section
-  3.1), the expected bytes per round if every draft is accepted independently with probability
-  alpha::
-
-      E[bytes per target pass] = (1 - alpha^(k+1)) / (1 - alpha)        (k + 1 when alpha = 1)
-
-  Real acceptances are not independent (easy stretches of text accept runs of bytes), so the
-  measured value can sit above the formula; the last rounds of each sequence (k cut short) pull
-  it below.
-* target and draft forward passes, wall time, and speedup = wall time of target-only decoding /
-  wall time of speculative decoding, for the same prompts and byte counts. Next to it the
-  speedup the paper predicts (Theorem 3.8, Section 3.3) from alpha and the cost coefficient c =
-  (draft-only decoding time) / (target-only decoding time), measured here::
-
-      predicted speedup = (1 - alpha^(k+1)) / ((1 - alpha) (k c + 1))
-
-* v_cost: the time of one target pass over k+1 new positions divided by that of a pass over one
-  (both after a cached prompt; best of 3 x 20 passes). Theorem 3.8 takes it to be 1 (on
-  memory-bound hardware scoring a few more positions is almost free); where it is not, a round
-  costs v_cost + k c single target steps instead of 1 + k c, and the column ``+v`` gives
-  (1 - alpha^(k+1)) / ((1 - alpha) (k c + v_cost)), the same prediction with that cost.
-
-* ``--mode greedy`` only: how many prompts' speculative output equals the target-only output
-  (all of them, up to floating-point near-ties: the target's verification pass scores k+1
-  positions at once, single-step decoding one, and float32 sums in another order can flip an
-  argmax between two logits equal to ~1e-6).
-
-Units: times in seconds (wall clock, ``time.perf_counter``, around each whole decode, with
-``torch.cuda.synchronize`` on CUDA); losses in nats per byte; rates and speedups dimensionless;
-one token = one byte.
-
-What is simplified compared with a real deployment: bytes instead of a tokenizer, models of
-0.22 M and 0.07 M parameters instead of billions, batch size 1, no tree or multi-draft
-verification, the two models trained independently (no distillation of the draft). A forward
-pass of models this small on a CPU costs mostly fixed per-operator overhead (about 0.1 ms per
-transformer block), so c follows the ratio of depths (1 block against 4, c of about 0.35) and the
-wall-clock gains are small; a large target on a GPU is memory-bound at batch 1, its verification
-pass costs about as much as one decoding step, and a draft tens of times smaller gives c of a
-few percent, so the same alpha buys much more there. The tokens per target pass do not depend on the hardware.
-
-How to launch
--------------
-Plain ``python`` on CPU (deterministic for a given seed, ``--threads`` and torch build), or on
-one GPU with ``--device cuda``::
+Plain ``python`` on CPU (deterministic for a seed), or on one GPU with ``--device cuda``::
 
     python speculative_decoding.py                                  # defaults, about 60 s on one core
     python speculative_decoding.py --mode sample --temperature 0.8 --draft-lens 1,2,3,4,6,8
     python speculative_decoding.py --device cuda --target-layers 8 --target-dim 256 --json spec.json
 
-Example output (the run recorded as results/inference/speculative_decoding-cpu.json)::
+Example output (k = 1 and 4 of results/inference/speculative_decoding-cpu.json)::
 
-    $ python scripts/inference/speculative_decoding.py --json results/inference/speculative_decoding-cpu.json
-    # speculative_decoding.py: greedy, 8 held-out prompts of 32 bytes, 64 new bytes each, cpu, 1 thread(s)
-    # target: 4 x 64, 222592 parameters, 1700 steps in 45.1 s, held-out loss 0.980 nats/byte
-    # draft: 1 x 64, 72640 parameters, 1500 steps in 12.4 s, held-out loss 1.195 nats/byte
-    # target alone: 512 passes in 0.248 s (0.48 ms/pass); draft alone: 0.084 s; c = 0.340
       k  alpha tok/pass   Eq.1 t_pass d_pass v_cost  wall_s speedup  Thm3.8     +v
       1  0.646    1.636  1.646    313    308   1.16   0.245   1.01x   1.23x  1.09x  same as target 8/8
-      2  0.661    2.040  2.097    251    488   1.22   0.244   1.02x   1.25x  1.10x  same as target 8/8
       4  0.683    2.535  2.685    202    769   1.28   0.272   0.91x   1.14x  1.02x  same as target 8/8
-      8  0.680    2.860  3.025    179   1318   1.35   0.348   0.71x   0.81x  0.74x  same as target 8/8
-    # alpha: accepted / tested drafts; tok/pass: bytes per target pass, Eq.1 at that alpha; t_pass, d_pass: target, draft passes
-    # v_cost: target pass over k+1 positions / over 1; speedup: target-only / speculative wall time; Thm3.8: predicted, +v: with v_cost
-    # 59.2 s in all
-    # wrote results/inference/speculative_decoding-cpu.json
 
-Exit status: 0 done; 2 usage error (a non-finite or out-of-range number, a draft length of 0,
-above the cap or not below ``--new-tokens``, ``--temperature`` without ``--mode sample``, a
-corpus that is missing, empty, not JSONL or too small, a ``--json`` path that cannot be written
-or names the corpus, ``--device cuda`` without CUDA), checked before any training; 130/143 Ctrl-C
-or SIGTERM (during the sweep over k: the rows done so far are printed and written with
-``"interrupted": true``; during training: nothing written); 1 any other failure.
-Errors are one line ``speculative_decoding.py: error: ...``; ``--debug`` adds the traceback.
+Exit status: 0 ok, 1 failure, 2 usage (checked before training), 130/143 interrupted by
+Ctrl-C/SIGTERM (during the sweep over k, the rows done are printed and written).
 """
 
 from __future__ import annotations
@@ -144,12 +55,12 @@ MAX_STEPS = 100_000
 MAX_K = 32           # longest draft accepted by --draft-lens
 MAX_KS = 16          # most draft lengths in one sweep
 VOCAB = 256
-
-
 # The corpus is held in memory: at most this much of it, and no line longer than a document can be.
 MAX_CORPUS_BYTES = 256 << 20
 MAX_LINE_CHARS = 16 << 20
 
+
+# --- the corpus, the models and their training ---
 
 def load_corpus(path: str, min_len: int) -> list[str]:
     """The ``text`` of every JSON line of ``path`` at least ``min_len`` bytes long. Raises
@@ -349,6 +260,26 @@ def held_out_loss(model, docs: list[bytes], windows: int, rng: random.Random, de
                                                  x[:, 1:].reshape(-1)).item()
 
 
+def train_models(args, train: list[bytes], held: list[bytes], context: int,
+                 rng: random.Random) -> tuple[dict, dict]:
+    """Build and train the target and the draft: (models, their sizes and losses), by name."""
+    models, info = {}, {}
+    for name in ("target", "draft"):
+        layers, width, steps = (getattr(args, f"{name}_{x}") for x in ("layers", "dim", "steps"))
+        t0 = time.monotonic()
+        model = build_model(layers, width, args.heads, context).to(args.device)
+        losses = train_lm(model, train, steps, args.batch, args.lr, rng, args.device)
+        models[name] = model
+        info[name] = {"layers": layers, "dim": width, "heads": args.heads, "train_steps": steps,
+                      "parameters": sum(p.numel() for p in model.parameters()),
+                      "train_loss_first": losses[0] if losses else None,
+                      "train_loss_last10": sum(losses[-10:]) / len(losses[-10:]) if losses else None,
+                      "held_out_loss": held_out_loss(model, held, 64, random.Random(args.seed + 1),
+                                                     args.device),
+                      "train_s": round(time.monotonic() - t0, 2)}
+    return models, info
+
+
 # --- the speculative step: pure functions of the two distributions (float64 on the CPU) ---
 
 def distribution(logits, temperature: float):
@@ -389,6 +320,8 @@ def predicted_speedup(alpha: float, k: int, c: float, verify_cost: float = 1.0) 
     ``verify_cost`` (a target pass over k+1 positions / over 1) in place of the 1."""
     return expected_tokens_per_call(alpha, k) / (k * c + verify_cost)
 
+
+# --- decoding: plain and speculative, and the measurement of one draft length ---
 
 class Decoder:
     """A model and the KV cache of the one sequence it decodes."""
@@ -510,6 +443,121 @@ def speculative_generate(target, draft, prompt: list[int], new_tokens: int, k: i
     return seq[len(prompt):], stats
 
 
+def timed(fn, prompts: list[list[int]], seed: int, seed_offset: int, sync):
+    """Run ``fn(prompt, gen)`` over every prompt; (outputs, results, seconds)."""
+    import torch
+    outs, results = [], []
+    sync()
+    t0 = time.perf_counter()
+    for i, prompt in enumerate(prompts):
+        gen = torch.Generator().manual_seed(seed * 1000 + seed_offset * 100_000 + i)
+        out, res = fn(prompt, gen)
+        outs.append(out)
+        results.append(res)
+    sync()
+    return outs, results, time.perf_counter() - t0
+
+
+def measure_k(args, target, draft, prompts: list[list[int]], k: int, seed_offset: int,
+              temperature: float | None, base_out: list, baseline: dict, sync) -> dict:
+    """Speculative decoding of every prompt with draft length ``k``: one row of the table."""
+    outs, stats, wall = timed(lambda pr, g: speculative_generate(
+        target, draft, pr, args.new_tokens, k, temperature, g, args.device), prompts, args.seed,
+        seed_offset, sync)
+    n_tokens = args.prompts * args.new_tokens
+    c = baseline["c"]
+    tot = {key: sum(s[key] for s in stats) for key in stats[0]}
+    alpha = tot["accepted"] / tot["tested"] if tot["tested"] else 0.0
+    row = {"k": k, "alpha": alpha,
+           "accepted_per_drafted": tot["accepted"] / tot["drafted"] if tot["drafted"] else 0.0,
+           "tokens_per_target_pass": n_tokens / tot["target_calls"],
+           "formula_tokens_per_pass": expected_tokens_per_call(alpha, k),
+           "target_passes": tot["target_calls"], "draft_passes": tot["draft_calls"],
+           "rounds": tot["rounds"], "drafted": tot["drafted"], "tested": tot["tested"],
+           "accepted": tot["accepted"], "tokens": n_tokens, "prompts": args.prompts,
+           "wall_s": wall, "speedup": baseline["target_only_s"] / wall,
+           "predicted_speedup": predicted_speedup(alpha, k, c),
+           "verify_pass_cost": pass_cost_ratio(target, prompts[0], k + 1, args.device),
+           "identical_to_target": (sum(a == b for a, b in zip(outs, base_out))
+                                   if temperature is None else None)}
+    row["predicted_speedup_v"] = predicted_speedup(alpha, k, c, row["verify_pass_cost"])
+    return row
+
+
+def catch_stop_signals() -> list[int]:
+    """From now on Ctrl-C, scancel and a job's time limit raise KeyboardInterrupt, so that the
+    rows done are kept; the returned list receives the signal."""
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit: keep the rows done
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    return stopped_by
+
+
+# --- the report ---
+
+HEADER = (f"{'k':>3} {'alpha':>6} {'tok/pass':>8} {'Eq.1':>6} {'t_pass':>6} {'d_pass':>6} "
+          f"{'v_cost':>6} {'wall_s':>7} {'speedup':>7} {'Thm3.8':>7} {'+v':>6}")
+
+
+def format_row(r: dict) -> str:
+    line = (f"{r['k']:>3} {r['alpha']:>6.3f} {r['tokens_per_target_pass']:>8.3f} "
+            f"{r['formula_tokens_per_pass']:>6.3f} {r['target_passes']:>6} {r['draft_passes']:>6} "
+            f"{r['verify_pass_cost']:>6.2f} {r['wall_s']:>7.3f} {r['speedup']:>6.2f}x "
+            f"{r['predicted_speedup']:>6.2f}x {r['predicted_speedup_v']:>5.2f}x")
+    if r.get("identical_to_target") is not None:
+        line += f"  same as target {r['identical_to_target']}/{r['prompts']}"
+    return line
+
+
+def print_header(args, info: dict, temperature: float | None, baseline: dict) -> None:
+    print(f"# {PROG}: {args.mode}" + (f" at temperature {temperature:g}" if temperature else "")
+          + f", {args.prompts} held-out prompts of {args.prompt_len} bytes, {args.new_tokens} new bytes "
+          f"each, {args.device}, {args.threads} thread(s)")
+    for name in ("target", "draft"):
+        m = info[name]
+        print(f"# {name}: {m['layers']} x {m['dim']}, {m['parameters']} parameters, {m['train_steps']} "
+              f"steps in {m['train_s']:.1f} s, held-out loss {m['held_out_loss']:.3f} nats/byte")
+    base_s, passes = baseline["target_only_s"], baseline["target_passes"]
+    print(f"# target alone: {passes} passes in {base_s:.3f} s "
+          f"({1e3 * base_s / passes:.2f} ms/pass); draft alone: {baseline['draft_only_s']:.3f} s; "
+          f"c = {baseline['c']:.3f}")
+    print(HEADER, flush=True)
+
+
+def print_footer(elapsed: float, interrupted: bool) -> None:
+    print("# alpha: accepted / tested drafts; tok/pass: bytes per target pass, Eq.1 at that alpha; "
+          "t_pass, d_pass: target, draft passes")
+    print("# v_cost: target pass over k+1 positions / over 1; speedup: target-only / speculative wall "
+          "time; Thm3.8: predicted, +v: with v_cost")
+    print(f"# {elapsed:.1f} s in all" + (" (interrupted)" if interrupted else ""))
+
+
+def json_report(args, run: dict, info: dict, baseline: dict, rows: list[dict], interrupted: bool,
+                elapsed: float) -> dict:
+    """The --json document (tools/schemas/speculative_decoding.schema.json)."""
+    settings = {k: getattr(args, k) for k in (
+        "target_layers", "target_dim", "draft_layers", "draft_dim", "heads", "target_steps",
+        "draft_steps", "batch", "lr", "draft_lens", "mode", "temperature", "prompts",
+        "prompt_len", "new_tokens", "seed", "threads", "device")}
+    settings["corpus"] = os.path.basename(args.corpus)
+    return {"benchmark": "speculative_decoding", "schema_version": 1,
+            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "torch": run["torch"], "settings": settings, "device": run["device"],
+            "versions": {"python": platform.python_version(), "torch": run["torch"]},
+            "documents": {"train": run["train_docs"], "held_out": run["held_docs"]},
+            "models": info, "baseline": baseline,
+            "units": {"times": "seconds (wall clock)", "loss": "nats per byte",
+                      "tokens": "bytes (one token = one byte)"},
+            "results": rows, "interrupted": interrupted, "elapsed_s": round(elapsed, 2)}
+
+
+# --- command line ---
+
 def draft_lens(text: str) -> list[int]:
     """argparse type of --draft-lens: a comma list of distinct integers in [1, MAX_K]."""
     items = [s.strip() for s in text.split(",")]
@@ -590,20 +638,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-HEADER = (f"{'k':>3} {'alpha':>6} {'tok/pass':>8} {'Eq.1':>6} {'t_pass':>6} {'d_pass':>6} "
-          f"{'v_cost':>6} {'wall_s':>7} {'speedup':>7} {'Thm3.8':>7} {'+v':>6}")
-
-
-def format_row(r: dict) -> str:
-    line = (f"{r['k']:>3} {r['alpha']:>6.3f} {r['tokens_per_target_pass']:>8.3f} "
-            f"{r['formula_tokens_per_pass']:>6.3f} {r['target_passes']:>6} {r['draft_passes']:>6} "
-            f"{r['verify_pass_cost']:>6.2f} {r['wall_s']:>7.3f} {r['speedup']:>6.2f}x "
-            f"{r['predicted_speedup']:>6.2f}x {r['predicted_speedup_v']:>5.2f}x")
-    if r.get("identical_to_target") is not None:
-        line += f"  same as target {r['identical_to_target']}/{r['prompts']}"
-    return line
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     context = args.prompt_len + args.new_tokens
@@ -625,115 +659,41 @@ def main(argv: list[str] | None = None) -> int:
 
     train, held = split_documents(texts)
     prompts = make_prompts(held, args.prompts, args.prompt_len, rng)
-    models, info = {}, {}
-    for name in ("target", "draft"):
-        layers, width, steps = (getattr(args, f"{name}_{x}") for x in ("layers", "dim", "steps"))
-        t0 = time.monotonic()
-        model = build_model(layers, width, args.heads, context).to(device)
-        losses = train_lm(model, train, steps, args.batch, args.lr, rng, device)
-        models[name] = model
-        info[name] = {"layers": layers, "dim": width, "heads": args.heads, "train_steps": steps,
-                      "parameters": sum(p.numel() for p in model.parameters()),
-                      "train_loss_first": losses[0] if losses else None,
-                      "train_loss_last10": sum(losses[-10:]) / len(losses[-10:]) if losses else None,
-                      "held_out_loss": held_out_loss(model, held, 64, random.Random(args.seed + 1), device),
-                      "train_s": round(time.monotonic() - t0, 2)}
+    models, info = train_models(args, train, held, context, rng)
     temperature = args.temperature if args.mode == "sample" else None
     target, draft = models["target"], models["draft"]
-
-    def timed(fn, seed_offset: int):
-        """Run ``fn(prompt, gen)`` over every prompt; (outputs, results, seconds)."""
-        outs, results = [], []
-        sync()
-        t0 = time.perf_counter()
-        for i, prompt in enumerate(prompts):
-            gen = torch.Generator().manual_seed(args.seed * 1000 + seed_offset * 100_000 + i)
-            out, res = fn(prompt, gen)
-            outs.append(out)
-            results.append(res)
-        sync()
-        return outs, results, time.perf_counter() - t0
 
     # warm-up: the first forward passes of a process pay for allocations and thread start-up
     for model in (target, draft):
         autoregressive_generate(model, prompts[0], min(4, args.new_tokens), temperature,
                                 torch.Generator().manual_seed(0), device)
     base_out, base_calls, base_s = timed(
-        lambda pr, g: autoregressive_generate(target, pr, args.new_tokens, temperature, g, device), 0)
+        lambda pr, g: autoregressive_generate(target, pr, args.new_tokens, temperature, g, device),
+        prompts, args.seed, 0, sync)
     _, _, draft_s = timed(
-        lambda pr, g: autoregressive_generate(draft, pr, args.new_tokens, temperature, g, device), 1)
-    c = draft_s / base_s
-    n_tokens = args.prompts * args.new_tokens
-
-    print(f"# {PROG}: {args.mode}" + (f" at temperature {temperature:g}" if temperature else "")
-          + f", {args.prompts} held-out prompts of {args.prompt_len} bytes, {args.new_tokens} new bytes "
-          f"each, {device}, {args.threads} thread(s)")
-    for name in ("target", "draft"):
-        m = info[name]
-        print(f"# {name}: {m['layers']} x {m['dim']}, {m['parameters']} parameters, {m['train_steps']} "
-              f"steps in {m['train_s']:.1f} s, held-out loss {m['held_out_loss']:.3f} nats/byte")
-    print(f"# target alone: {sum(base_calls)} passes in {base_s:.3f} s "
-          f"({1e3 * base_s / sum(base_calls):.2f} ms/pass); draft alone: {draft_s:.3f} s; c = {c:.3f}")
-    print(HEADER, flush=True)
+        lambda pr, g: autoregressive_generate(draft, pr, args.new_tokens, temperature, g, device),
+        prompts, args.seed, 1, sync)
+    baseline = {"target_only_s": base_s, "target_passes": sum(base_calls),
+                "draft_only_s": draft_s, "c": draft_s / base_s}
+    print_header(args, info, temperature, baseline)
     rows: list[dict] = []
-    stopped_by: list[int] = []
-
-    def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit: keep the rows done
-        stopped_by.append(signum)
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    stopped_by = catch_stop_signals()
     try:
         for j, k in enumerate(args.draft_lens):
-            outs, stats, wall = timed(lambda pr, g: speculative_generate(
-                target, draft, pr, args.new_tokens, k, temperature, g, device), 2 + j)
-            tot = {key: sum(s[key] for s in stats) for key in stats[0]}
-            alpha = tot["accepted"] / tot["tested"] if tot["tested"] else 0.0
-            row = {"k": k, "alpha": alpha,
-                   "accepted_per_drafted": tot["accepted"] / tot["drafted"] if tot["drafted"] else 0.0,
-                   "tokens_per_target_pass": n_tokens / tot["target_calls"],
-                   "formula_tokens_per_pass": expected_tokens_per_call(alpha, k),
-                   "target_passes": tot["target_calls"], "draft_passes": tot["draft_calls"],
-                   "rounds": tot["rounds"], "drafted": tot["drafted"], "tested": tot["tested"],
-                   "accepted": tot["accepted"], "tokens": n_tokens, "prompts": args.prompts,
-                   "wall_s": wall, "speedup": base_s / wall,
-                   "predicted_speedup": predicted_speedup(alpha, k, c),
-                   "verify_pass_cost": pass_cost_ratio(target, prompts[0], k + 1, device),
-                   "identical_to_target": (sum(a == b for a, b in zip(outs, base_out))
-                                           if temperature is None else None)}
-            row["predicted_speedup_v"] = predicted_speedup(alpha, k, c, row["verify_pass_cost"])
-            rows.append(row)
-            print(format_row(row), flush=True)
+            rows.append(measure_k(args, target, draft, prompts, k, 2 + j, temperature, base_out,
+                                  baseline, sync))
+            print(format_row(rows[-1]), flush=True)
     except KeyboardInterrupt:
         if not stopped_by:
             stopped_by.append(signal.SIGINT)
         print(f"# interrupted: {len(rows)} of {len(args.draft_lens)} draft lengths done")
     elapsed = time.monotonic() - started
-    print("# alpha: accepted / tested drafts; tok/pass: bytes per target pass, Eq.1 at that alpha; "
-          "t_pass, d_pass: target, draft passes")
-    print("# v_cost: target pass over k+1 positions / over 1; speedup: target-only / speculative wall "
-          "time; Thm3.8: predicted, +v: with v_cost")
-    print(f"# {elapsed:.1f} s in all" + (" (interrupted)" if stopped_by else ""))
+    print_footer(elapsed, bool(stopped_by))
     if args.json:
-        settings = {k: getattr(args, k) for k in (
-            "target_layers", "target_dim", "draft_layers", "draft_dim", "heads", "target_steps",
-            "draft_steps", "batch", "lr", "draft_lens", "mode", "temperature", "prompts",
-            "prompt_len", "new_tokens", "seed", "threads", "device")}
-        settings["corpus"] = os.path.basename(args.corpus)
-        doc = {"benchmark": "speculative_decoding", "schema_version": 1,
-               "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-               "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "torch": torch.__version__, "settings": settings,
-               "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-               "versions": {"python": platform.python_version(), "torch": torch.__version__},
-               "documents": {"train": len(train), "held_out": len(held)},
-               "models": info,
-               "baseline": {"target_only_s": base_s, "target_passes": sum(base_calls),
-                            "draft_only_s": draft_s, "c": c},
-               "units": {"times": "seconds (wall clock)", "loss": "nats per byte",
-                         "tokens": "bytes (one token = one byte)"},
-               "results": rows, "interrupted": bool(stopped_by), "elapsed_s": round(elapsed, 2)}
-        text = json.dumps(doc, indent=1)
+        run = {"torch": torch.__version__, "train_docs": len(train), "held_docs": len(held),
+               "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
+        text = json.dumps(json_report(args, run, info, baseline, rows, bool(stopped_by), elapsed),
+                          indent=1)
         if args.json == "-":
             print(text)
         else:

@@ -1,78 +1,31 @@
 #!/usr/bin/env python
 """loss_spike_experiment.py: train a tiny transformer on CPU with settings that do and do not spike.
 
-What it does
-------------
 Trains a small decoder-only transformer (pre-LayerNorm, causal self-attention, GELU MLP, AdamW) on
-a synthetic, seeded language: token sequences drawn from a random sparse Markov chain, so the
-lowest achievable loss is known (the chain's entropy rate, printed as ``floor``). Each named
-*configuration* changes only the training recipe (learning rate, warmup, clipping, AdamW epsilon,
-QK-layernorm, z-loss, injected bad batches); model initialisation and data order come from the same
-seed, so two configurations differ only by what their names say. A run is deterministic on one
-machine: same seed, same torch build -> the same numbers.
+a synthetic, seeded language: sequences from a random sparse Markov chain, whose entropy rate is
+the lowest achievable loss (printed as the floor). Each configuration of ``--configs`` changes only
+the training recipe (learning rate, warmup, clipping, QK-layernorm, z-loss, injected bad batches,
+skipping them); initialisation and data order come from the same seed, so two runs differ only by
+what their names say. Per step: the loss (nats/token), the gradient norm before clipping, the
+largest |attention logit|, log Z of the output softmax and each block's gradient norm. A spike
+starts where the loss is more than ``--z-threshold`` standard deviations above the mean of the
+previous ``--window`` steps (a rolling z-score; also computed on the gradient norm). The recipes
+and how to read a run: book/en/instabilities/index.md.
 
-Per step it records, for the chapter's plots and the detector:
-
-* ``loss``         - mean cross-entropy of the batch, nats per token;
-* ``grad_norm``    - global L2 norm of all gradients before clipping;
-* ``max_attn_logit`` - largest |q.k|/sqrt(d_head) over all heads and layers (attention logit growth,
-  the instability of Dehghani et al. 2023, https://arxiv.org/abs/2302.05442);
-* ``log_z``        - mean log of the softmax normaliser of the output logits (what z-loss, PaLM,
-  https://arxiv.org/abs/2204.02311 section 5, pushes towards 0);
-* ``layer_grad_norms`` - per transformer block, the L2 norm of its parameters' gradients.
-
-After training, a spike detector marks step t when the loss is more than ``--z-threshold`` standard
-deviations above the mean of the previous ``--window`` steps (a rolling z-score; the same is
-computed on the gradient norm). The JSON holds every step's values and, per run, ``max_loss_z``,
-``max_grad_z``, the spike steps, ``final_loss`` (mean of the last 20 steps) and whether the run
-ended non-finite.
-
-Configurations (``--configs``, comma-separated; ``--list`` prints every setting):
-
-* ``baseline``    - lr 1e-3, 50 warmup steps, gradient clipping at 1.0, AdamW betas (0.9, 0.95):
-  the recipe that trains quietly;
-* ``bad_batches`` - the baseline without clipping, and at 35% and 60% of the run four consecutive
-  batches are replaced by "bad" ones (one token repeated over the whole sequence): data-caused
-  spikes that recover quickly;
-* ``bad_batches_skipped`` - the same, but a batch whose loss z-score (against the last ``--window``
-  accepted batches) exceeds 6 gets no optimizer step: the skip-the-batch mitigation;
-* ``high_lr``     - lr 0.1, no warmup, no clipping: attention logits grow without bound and the
-  loss stalls far above the floor (divergence, not a spike);
-* ``high_lr_qknorm_zloss`` - the same lr with QK-layernorm and z-loss 1e-4: trains;
-* ``high_lr_warmup_clip``  - the same lr with 200 warmup steps and clipping at 1.0: trains, but
-  the attention logits still grow.
-
-Units: loss in nats/token, gradient norms dimensionless (L2 of the gradient), attention logits and
-log Z dimensionless.
-
-Exit status: 0 done; 2 usage error (an option out of range, an unknown or repeated configuration, a
-``--window`` that would hide the injected bad batches from the detector, a run too large for the
-CPU it is sized for, a ``--device`` that cannot run, a ``--json`` that cannot be written; all but
-the device checked before torch is imported); 1 any other failure; 130 Ctrl-C or 143 SIGTERM,
-after printing the runs that finished and writing them to ``--json`` (``"interrupted": true``).
-Errors are one line ``loss_spike_experiment.py: error: ...``; ``--debug`` adds the traceback.
-
-How to launch
--------------
-One process, CPU (torch picks its threads; the experiment is sized for a laptop core)::
+One process, CPU (sized for a laptop core; ``--device cuda`` runs the same code)::
 
     python loss_spike_experiment.py --json results.json
     python loss_spike_experiment.py --configs baseline,high_lr --steps 300 --json quick.json
 
-On a GPU machine ``--device cuda`` runs the same code (numbers will differ from CPU in the last
-digits, and the spikes may fall on other steps).
+Example output (3 of the 6 runs of results/instabilities/loss_spike_experiment.json)::
 
-Example output (the run committed as results/instabilities/loss_spike_experiment.json, on a 2-core
-cloud VM shared with other jobs, hence the long time; about 9 s per run when idle)::
-
-    $ python scripts/instabilities/loss_spike_experiment.py --json results/instabilities/loss_spike_experiment.json
     baseline               final_loss 1.371  max_loss_z     2.8  max_grad_z     3.8  spikes  0  max|attn logit|    5.9  diverged False
     bad_batches            final_loss 1.376  max_loss_z   182.2  max_grad_z   560.0  spikes  3  max|attn logit|    6.2  diverged False
-    bad_batches_skipped    final_loss 1.371  max_loss_z   185.9  max_grad_z   560.0  spikes  3  max|attn logit|    5.9  diverged False
     high_lr                final_loss 3.546  max_loss_z     3.9  max_grad_z    17.0  spikes  0  max|attn logit| 36411.4  diverged False
-    high_lr_qknorm_zloss   final_loss 1.654  max_loss_z     3.8  max_grad_z     4.1  spikes  0  max|attn logit|   48.9  diverged False
-    high_lr_warmup_clip    final_loss 1.566  max_loss_z     4.5  max_grad_z    12.5  spikes  0  max|attn logit| 2704.6  diverged False
     # loss floor (entropy rate of the data) 1.310 nats/token; 6 runs x 700 steps in 381 s
+
+Exit status: 0 ok, 1 failure, 2 usage (all but the device checked before torch is imported),
+130/143 interrupted by Ctrl-C/SIGTERM (the runs that finished are printed and written).
 """
 
 from __future__ import annotations
@@ -106,12 +59,16 @@ CONFIGS = {
                              "z_loss": 1e-4},
     "high_lr_warmup_clip": {"lr": 1e-1, "warmup": 200, "clip": 1.0},
 }
+# What one CPU process can hold: float32 elements of the logits and of the attention scores of a
+# batch, parameters (AdamW keeps three more copies), and per-step values kept for --json.
+MAX_ACTIVATION = 1 << 27
+MAX_PARAMS = 200_000_000
+MAX_RECORDS = 50_000_000
 
 
-def fail(msg: str) -> None:
-    """Stop with a one-line usage error (exit status 2) naming the problem."""
-    raise ScriptError(msg, EXIT_USAGE)
-
+# ----------------------------------------------------------------------------------------------
+# The detector
+# ----------------------------------------------------------------------------------------------
 
 def rolling_z(values: list[float], window: int) -> list[float]:
     """Rolling z-score of each value against the ``window`` values before it.
@@ -152,11 +109,242 @@ def bad_steps(cfg: dict, steps: int) -> list[int]:
     return sorted({int(f * steps) + i for f in cfg["bad_at"] for i in range(cfg["bad_len"])})
 
 
-# What one CPU process can hold: float32 elements of the logits and of the attention scores of a
-# batch, parameters (AdamW keeps three more copies), and per-step values kept for --json.
-MAX_ACTIVATION = 1 << 27
-MAX_PARAMS = 200_000_000
-MAX_RECORDS = 50_000_000
+# ----------------------------------------------------------------------------------------------
+# The model, the language and one run
+# ----------------------------------------------------------------------------------------------
+
+def build_model(vocab: int, d: int, layers: int, heads: int, seq: int, qk_norm: bool):
+    """A pre-LN decoder-only transformer whose forward returns (logits, the largest |attention
+    logit| of any head and layer); with ``qk_norm`` queries and keys are layer-normalised per head
+    before their dot product."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        """Pre-LN block; returns the block output and the largest |attention logit| it saw."""
+
+        def __init__(self, d: int, heads: int, qk_norm: bool):
+            super().__init__()
+            self.heads, self.dh = heads, d // heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d, bias=False)
+            self.proj = nn.Linear(d, d, bias=False)
+            self.fc1 = nn.Linear(d, 4 * d, bias=False)
+            self.fc2 = nn.Linear(4 * d, d, bias=False)
+            # QK-layernorm: normalise queries and keys per head before the dot product.
+            self.q_ln = nn.LayerNorm(self.dh) if qk_norm else nn.Identity()
+            self.k_ln = nn.LayerNorm(self.dh) if qk_norm else nn.Identity()
+
+        def forward(self, x: torch.Tensor, mask: torch.Tensor):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+            q, k, v = (y.view(b, t, self.heads, self.dh).transpose(1, 2) for y in (q, k, v))
+            q, k = self.q_ln(q), self.k_ln(k)
+            logits = (q @ k.transpose(-1, -2)) / math.sqrt(self.dh)
+            peak = logits.detach().abs().max()
+            att = logits.masked_fill(mask, float("-inf")).softmax(-1)
+            y = (att @ v).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(y)
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)))), peak
+
+    class TinyLM(nn.Module):
+        def __init__(self, vocab: int, d: int, layers: int, heads: int, seq: int, qk_norm: bool):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d)
+            self.pos = nn.Embedding(seq, d)
+            self.blocks = nn.ModuleList(Block(d, heads, qk_norm) for _ in range(layers))
+            self.ln_f = nn.LayerNorm(d)
+            self.head = nn.Linear(d, vocab, bias=False)
+            self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
+
+        def forward(self, idx: torch.Tensor):
+            t = idx.shape[1]
+            x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+            peaks = []
+            for blk in self.blocks:
+                x, peak = blk(x, self.mask[:t, :t])
+                peaks.append(peak)
+            return self.head(self.ln_f(x)), torch.stack(peaks).max()
+
+    return TinyLM(vocab, d, layers, heads, seq, qk_norm)
+
+
+def markov_language(vocab: int, seed: int):
+    """The language: a Markov chain where each token has 4 possible successors with random
+    probabilities. Returns (successors [vocab, 4], their probabilities, the chain's entropy rate
+    in nats/token: the loss floor)."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    succ = torch.stack([torch.randperm(vocab, generator=gen)[:4] for _ in range(vocab)])
+    probs = torch.rand(vocab, 4, generator=gen) + 0.2
+    probs = probs / probs.sum(-1, keepdim=True)
+    stationary = torch.full((vocab,), 1.0 / vocab)
+    trans = torch.zeros(vocab, vocab).scatter_(1, succ, probs)
+    for _ in range(200):
+        stationary = stationary @ trans
+    floor = float(-(stationary[:, None] * probs * probs.log()).sum())
+    return succ, probs, floor
+
+
+def make_batch(succ, probs, args: argparse.Namespace, step_gen):
+    """--batch-size sequences of --seq-len + 1 tokens of the chain, from the generator ``step_gen``."""
+    import torch
+    seq = torch.empty(args.batch_size, args.seq_len + 1, dtype=torch.long)
+    seq[:, 0] = torch.randint(args.vocab, (args.batch_size,), generator=step_gen)
+    for i in range(args.seq_len):
+        choice = torch.multinomial(probs[seq[:, i]], 1, generator=step_gen).squeeze(1)
+        seq[:, i + 1] = succ[seq[:, i], choice]
+    return seq
+
+
+def train_run(cfg: dict, args: argparse.Namespace, device, succ, probs) -> tuple[dict, list[int]]:
+    """Train one configuration from the shared seed for --steps steps (fewer when the loss turns
+    non-finite). Returns (every step's values, the steps whose batch was a bad one)."""
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(args.seed)
+    model = build_model(args.vocab, args.d_model, args.layers, args.heads, args.seq_len,
+                        cfg["qk_norm"]).to(device)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=cfg["lr"], betas=(0.9, cfg["beta2"]), eps=cfg["eps"])
+    data_gen = torch.Generator().manual_seed(args.seed + 1)
+    bad = bad_steps(cfg, args.steps)
+    accepted: list[float] = []      # losses of the batches that were not skipped
+    rec = {"loss": [], "grad_norm": [], "max_attn_logit": [], "log_z": [],
+           "layer_grad_norms": [], "skipped_steps": []}
+    for step in range(args.steps):
+        seq = make_batch(succ, probs, args, data_gen)
+        if step in bad:
+            seq = torch.full_like(seq, step % args.vocab)   # one token, repeated
+        seq = seq.to(device)
+        lr = cfg["lr"] * min(1.0, (step + 1) / cfg["warmup"]) if cfg["warmup"] else cfg["lr"]
+        for group in opt.param_groups:
+            group["lr"] = lr
+        logits, peak = model(seq[:, :-1])
+        flat = logits.reshape(-1, args.vocab).float()
+        loss = F.cross_entropy(flat, seq[:, 1:].reshape(-1))
+        log_z = torch.logsumexp(flat, dim=-1)
+        total = loss + cfg["z_loss"] * (log_z ** 2).mean() if cfg["z_loss"] else loss
+        opt.zero_grad(set_to_none=True)
+        total.backward()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        gnorm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g)
+                                                      for g in grads]))
+        layer_norms = [float(torch.linalg.vector_norm(torch.stack(
+            [torch.linalg.vector_norm(p.grad) for p in blk.parameters()])))
+            for blk in model.blocks]
+        # Skipping decision: z-score against recent *accepted* batches, so that a run of bad
+        # batches does not raise the mean and hide the next one.
+        z_now = rolling_z(accepted[-args.window:] + [float(loss.detach())], args.window)[-1]
+        if cfg["skip_z"] and z_now > cfg["skip_z"]:
+            rec["skipped_steps"].append(step)      # drop this batch: no update
+        else:
+            accepted.append(float(loss.detach()))
+            if cfg["clip"]:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["clip"])
+            opt.step()
+        rec["loss"].append(float(loss.detach()))
+        rec["grad_norm"].append(float(gnorm))
+        rec["max_attn_logit"].append(float(peak))
+        rec["log_z"].append(float(log_z.detach().mean()))
+        rec["layer_grad_norms"].append(layer_norms)
+        if not math.isfinite(rec["loss"][-1]):
+            break
+    return rec, bad
+
+
+def summarize_run(cfg: dict, rec: dict, bad: list[int], args: argparse.Namespace) -> dict:
+    """A run as --json keeps it: its summary (the detector's z-scores and spike steps, the final
+    loss, divergence), every step's values and the z-scores of loss and gradient norm."""
+    loss_z = rolling_z(rec["loss"], args.window)
+    grad_z = rolling_z(rec["grad_norm"], args.window)
+    finite_z = [z for z in loss_z if math.isfinite(z)]
+    tail = rec["loss"][-20:]
+    summary = {
+        "config": cfg,
+        "steps_run": len(rec["loss"]),
+        "diverged": not all(math.isfinite(v) for v in rec["loss"]),
+        "final_loss": sum(tail) / len(tail),
+        "min_loss": min(v for v in rec["loss"] if math.isfinite(v)),
+        "max_loss_z": max(loss_z) if loss_z else 0.0,
+        "max_finite_loss_z": max(finite_z) if finite_z else 0.0,
+        "max_grad_z": max(grad_z) if grad_z else 0.0,
+        "loss_spike_steps": spike_steps(loss_z, args.z_threshold),
+        "grad_spike_steps": spike_steps(grad_z, args.z_threshold),
+        "max_attn_logit": max(rec["max_attn_logit"]),
+        "bad_steps": bad,
+        "skipped_steps": rec["skipped_steps"],
+    }
+    return {"summary": summary, **rec, "loss_z": loss_z, "grad_z": grad_z}
+
+
+def open_device(args: argparse.Namespace):
+    """Import torch, set --threads and check that --device can hold a tensor (a usage error
+    otherwise). Returns the torch device."""
+    import torch
+    torch.set_num_threads(args.threads)
+    try:
+        device = torch.device(args.device)
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as exc:
+        fail(f"device {args.device!r} is not usable: {str(exc).splitlines()[0]}")
+    return device
+
+
+def catch_stop_signals() -> list:
+    """Ctrl-C (even where a shell started us with SIGINT ignored) and SIGTERM (scancel, a time
+    limit) stop the sweep between steps; the runs that finished are still printed and written.
+    Returns [the signal that stopped it]."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    stopped_by = [signal.SIGINT]
+
+    def on_sigterm(signum, frame):
+        stopped_by[0] = signal.SIGTERM
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_sigterm)
+    return stopped_by
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
+def print_run(name: str, summary: dict) -> None:
+    print(f"{name:22s} final_loss {summary['final_loss']:.3f}  max_loss_z "
+          f"{summary['max_loss_z']:7.1f}  max_grad_z {summary['max_grad_z']:7.1f}  "
+          f"spikes {len(summary['loss_spike_steps']):2d}  max|attn logit| "
+          f"{summary['max_attn_logit']:6.1f}  diverged {summary['diverged']}", flush=True)
+
+
+def json_report(args: argparse.Namespace, argv: list[str] | None, device, floor: float,
+                elapsed: float, interrupted: bool, runs: dict) -> dict:
+    """The --json document: settings, the loss floor and every run."""
+    import platform
+
+    import torch
+    return {
+        "experiment": "loss_spike", "schema_version": 1, "torch_version": torch.__version__,
+        "python_version": platform.python_version(), "device": str(device),
+        "command": " ".join([PROG, *(sys.argv[1:] if argv is None else argv)]),
+        "settings": {k: getattr(args, k) for k in ("steps", "batch_size", "seq_len", "vocab",
+                                                   "d_model", "layers", "heads", "seed",
+                                                   "window", "z_threshold", "threads")},
+        "loss_floor": floor, "elapsed_s": round(elapsed, 1), "interrupted": interrupted,
+        "runs": runs,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
+def fail(msg: str) -> None:
+    """Stop with a one-line usage error (exit status 2) naming the problem."""
+    raise ScriptError(msg, EXIT_USAGE)
 
 
 def check_size(args: argparse.Namespace) -> None:
@@ -248,175 +436,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:22s} {json.dumps({**DEFAULTS, **cfg})}")
         return 0
 
-    # Ctrl-C (even where a shell started us with SIGINT ignored) and SIGTERM (scancel, a time
-    # limit) stop the sweep between steps; the runs that finished are still printed and written.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    stopped_by = [signal.SIGINT]
-
-    def on_sigterm(signum, frame):
-        stopped_by[0] = signal.SIGTERM
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_sigterm)
-
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    torch.set_num_threads(args.threads)
-    try:
-        device = torch.device(args.device)
-        torch.empty(1, device=device)
-    except (RuntimeError, AssertionError) as exc:
-        fail(f"device {args.device!r} is not usable: {str(exc).splitlines()[0]}")
-
-    class Block(nn.Module):
-        """Pre-LN block; returns the block output and the largest |attention logit| it saw."""
-
-        def __init__(self, d: int, heads: int, qk_norm: bool):
-            super().__init__()
-            self.heads, self.dh = heads, d // heads
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv = nn.Linear(d, 3 * d, bias=False)
-            self.proj = nn.Linear(d, d, bias=False)
-            self.fc1 = nn.Linear(d, 4 * d, bias=False)
-            self.fc2 = nn.Linear(4 * d, d, bias=False)
-            # QK-layernorm: normalise queries and keys per head before the dot product.
-            self.q_ln = nn.LayerNorm(self.dh) if qk_norm else nn.Identity()
-            self.k_ln = nn.LayerNorm(self.dh) if qk_norm else nn.Identity()
-
-        def forward(self, x: torch.Tensor, mask: torch.Tensor):
-            b, t, d = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-            q, k, v = (y.view(b, t, self.heads, self.dh).transpose(1, 2) for y in (q, k, v))
-            q, k = self.q_ln(q), self.k_ln(k)
-            logits = (q @ k.transpose(-1, -2)) / math.sqrt(self.dh)
-            peak = logits.detach().abs().max()
-            att = logits.masked_fill(mask, float("-inf")).softmax(-1)
-            y = (att @ v).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(y)
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)))), peak
-
-    class TinyLM(nn.Module):
-        def __init__(self, vocab: int, d: int, layers: int, heads: int, seq: int, qk_norm: bool):
-            super().__init__()
-            self.tok = nn.Embedding(vocab, d)
-            self.pos = nn.Embedding(seq, d)
-            self.blocks = nn.ModuleList(Block(d, heads, qk_norm) for _ in range(layers))
-            self.ln_f = nn.LayerNorm(d)
-            self.head = nn.Linear(d, vocab, bias=False)
-            self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
-
-        def forward(self, idx: torch.Tensor):
-            t = idx.shape[1]
-            x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
-            peaks = []
-            for blk in self.blocks:
-                x, peak = blk(x, self.mask[:t, :t])
-                peaks.append(peak)
-            return self.head(self.ln_f(x)), torch.stack(peaks).max()
-
-    # The language: a Markov chain where each token has 4 possible successors with random
-    # probabilities. Its entropy rate is the loss floor.
-    gen = torch.Generator().manual_seed(args.seed)
-    succ = torch.stack([torch.randperm(args.vocab, generator=gen)[:4] for _ in range(args.vocab)])
-    probs = torch.rand(args.vocab, 4, generator=gen) + 0.2
-    probs = probs / probs.sum(-1, keepdim=True)
-    stationary = torch.full((args.vocab,), 1.0 / args.vocab)
-    trans = torch.zeros(args.vocab, args.vocab).scatter_(1, succ, probs)
-    for _ in range(200):
-        stationary = stationary @ trans
-    floor = float(-(stationary[:, None] * probs * probs.log()).sum())
-
-    def batch(step_gen: torch.Generator) -> torch.Tensor:
-        seq = torch.empty(args.batch_size, args.seq_len + 1, dtype=torch.long)
-        seq[:, 0] = torch.randint(args.vocab, (args.batch_size,), generator=step_gen)
-        for i in range(args.seq_len):
-            choice = torch.multinomial(probs[seq[:, i]], 1, generator=step_gen).squeeze(1)
-            seq[:, i + 1] = succ[seq[:, i], choice]
-        return seq
-
+    stopped_by = catch_stop_signals()
+    device = open_device(args)
+    succ, probs, floor = markov_language(args.vocab, args.seed)
     runs = {}
     t_start = time.time()
     interrupted = False
     try:
         for name in args.config_names:
             cfg = {**DEFAULTS, **CONFIGS[name]}
-            torch.manual_seed(args.seed)
-            model = TinyLM(args.vocab, args.d_model, args.layers, args.heads, args.seq_len,
-                           cfg["qk_norm"]).to(device)
-            decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-            no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-            opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
-                                     {"params": no_decay, "weight_decay": 0.0}],
-                                    lr=cfg["lr"], betas=(0.9, cfg["beta2"]), eps=cfg["eps"])
-            data_gen = torch.Generator().manual_seed(args.seed + 1)
-            bad = bad_steps(cfg, args.steps)
-            accepted: list[float] = []      # losses of the batches that were not skipped
-            rec = {"loss": [], "grad_norm": [], "max_attn_logit": [], "log_z": [],
-                   "layer_grad_norms": [], "skipped_steps": []}
-            for step in range(args.steps):
-                seq = batch(data_gen)
-                if step in bad:
-                    seq = torch.full_like(seq, step % args.vocab)   # one token, repeated
-                seq = seq.to(device)
-                lr = cfg["lr"] * min(1.0, (step + 1) / cfg["warmup"]) if cfg["warmup"] else cfg["lr"]
-                for group in opt.param_groups:
-                    group["lr"] = lr
-                logits, peak = model(seq[:, :-1])
-                flat = logits.reshape(-1, args.vocab).float()
-                loss = F.cross_entropy(flat, seq[:, 1:].reshape(-1))
-                log_z = torch.logsumexp(flat, dim=-1)
-                total = loss + cfg["z_loss"] * (log_z ** 2).mean() if cfg["z_loss"] else loss
-                opt.zero_grad(set_to_none=True)
-                total.backward()
-                grads = [p.grad for p in model.parameters() if p.grad is not None]
-                gnorm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g)
-                                                              for g in grads]))
-                layer_norms = [float(torch.linalg.vector_norm(torch.stack(
-                    [torch.linalg.vector_norm(p.grad) for p in blk.parameters()])))
-                    for blk in model.blocks]
-                # Skipping decision: z-score against recent *accepted* batches, so that a run of bad
-                # batches does not raise the mean and hide the next one.
-                z_now = rolling_z(accepted[-args.window:] + [float(loss.detach())], args.window)[-1]
-                if cfg["skip_z"] and z_now > cfg["skip_z"]:
-                    rec["skipped_steps"].append(step)      # drop this batch: no update
-                else:
-                    accepted.append(float(loss.detach()))
-                    if cfg["clip"]:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["clip"])
-                    opt.step()
-                rec["loss"].append(float(loss.detach()))
-                rec["grad_norm"].append(float(gnorm))
-                rec["max_attn_logit"].append(float(peak))
-                rec["log_z"].append(float(log_z.detach().mean()))
-                rec["layer_grad_norms"].append(layer_norms)
-                if not math.isfinite(rec["loss"][-1]):
-                    break
-            loss_z = rolling_z(rec["loss"], args.window)
-            grad_z = rolling_z(rec["grad_norm"], args.window)
-            finite_z = [z for z in loss_z if math.isfinite(z)]
-            tail = rec["loss"][-20:]
-            summary = {
-                "config": cfg,
-                "steps_run": len(rec["loss"]),
-                "diverged": not all(math.isfinite(v) for v in rec["loss"]),
-                "final_loss": sum(tail) / len(tail),
-                "min_loss": min(v for v in rec["loss"] if math.isfinite(v)),
-                "max_loss_z": max(loss_z) if loss_z else 0.0,
-                "max_finite_loss_z": max(finite_z) if finite_z else 0.0,
-                "max_grad_z": max(grad_z) if grad_z else 0.0,
-                "loss_spike_steps": spike_steps(loss_z, args.z_threshold),
-                "grad_spike_steps": spike_steps(grad_z, args.z_threshold),
-                "max_attn_logit": max(rec["max_attn_logit"]),
-                "bad_steps": bad,
-                "skipped_steps": rec["skipped_steps"],
-            }
-            runs[name] = {"summary": summary, **rec, "loss_z": loss_z, "grad_z": grad_z}
-            print(f"{name:22s} final_loss {summary['final_loss']:.3f}  max_loss_z "
-                  f"{summary['max_loss_z']:7.1f}  max_grad_z {summary['max_grad_z']:7.1f}  "
-                  f"spikes {len(summary['loss_spike_steps']):2d}  max|attn logit| "
-                  f"{summary['max_attn_logit']:6.1f}  diverged {summary['diverged']}", flush=True)
-
+            rec, bad = train_run(cfg, args, device, succ, probs)
+            runs[name] = summarize_run(cfg, rec, bad, args)
+            print_run(name, runs[name]["summary"])
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep the runs that finished
         interrupted = True
     elapsed = time.time() - t_start
@@ -426,17 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# loss floor (entropy rate of the data) {floor:.3f} nats/token; "
           f"{len(runs)} runs x {args.steps} steps in {elapsed:.0f} s", flush=True)
     if args.json:
-        import platform
-        report = {
-            "experiment": "loss_spike", "schema_version": 1, "torch_version": torch.__version__,
-            "python_version": platform.python_version(), "device": str(device),
-            "command": " ".join([PROG, *(sys.argv[1:] if argv is None else argv)]),
-            "settings": {k: getattr(args, k) for k in ("steps", "batch_size", "seq_len", "vocab",
-                                                       "d_model", "layers", "heads", "seed",
-                                                       "window", "z_threshold", "threads")},
-            "loss_floor": floor, "elapsed_s": round(elapsed, 1), "interrupted": interrupted,
-            "runs": runs,
-        }
+        report = json_report(args, argv, device, floor, elapsed, interrupted, runs)
         write_atomic(args.json, json.dumps(report, allow_nan=True) + "\n")
     return 128 + stopped_by[0] if interrupted else 0
 

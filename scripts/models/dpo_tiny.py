@@ -1,83 +1,33 @@
 #!/usr/bin/env python
 """dpo_tiny.py: a real Direct Preference Optimization run, small enough for one CPU core.
 
-What it does
-------------
-1. Builds a tiny byte-level causal language model (vocabulary = the 256 byte values, pre-LayerNorm
-   transformer blocks, causal self-attention, GELU MLP, tied input/output embedding).
-2. Makes preference pairs from a JSONL corpus (``--corpus``, default the book's
-   ``data/training/corpus.jsonl``; one JSON object per line with a ``text`` string): the prompt
-   is ``--prompt-len`` bytes of a document, *chosen* is the next ``--completion-len`` bytes of
-   the same document, *rejected* is a span of the same length from another document. Documents
-   are split first (every 10th held out), so held-out pairs come from documents never trained on.
-3. Supervised fine-tuning (SFT) warm-up: ``--sft-steps`` steps of next-byte cross-entropy on the
-   training documents. The SFT model, frozen, is the reference policy; its log-probabilities of
-   every pair are computed once, before DPO starts (they never change).
-4. ``--steps`` DPO steps on the policy (a copy of the SFT model) with AdamW, minimising the loss of
-   Rafailov et al. 2023, "Direct Preference Optimization: Your Language Model is Secretly a Reward
-   Model", https://arxiv.org/abs/2305.18290, Eq. 7:
+Builds a tiny byte-level causal LM and makes preference pairs from a JSONL corpus (``--corpus``,
+default the book's ``data/training/corpus.jsonl``; every 10th document held out): the prompt is
+``--prompt-len`` bytes of a document, *chosen* its next ``--completion-len`` bytes, *rejected* a
+span of the same length from another document. After ``--sft-steps`` of supervised fine-tuning,
+the SFT model, frozen, is the reference (its log-probabilities of every pair computed once), and
+``--steps`` DPO steps train the policy with the loss of Rafailov et al. 2023,
+https://arxiv.org/abs/2305.18290, Eq. 7:
 
-       L_DPO = -E[ log sigmoid( beta * log(pi(y_w|x)/pi_ref(y_w|x))
-                                - beta * log(pi(y_l|x)/pi_ref(y_l|x)) ) ]
+    L_DPO = -E[ log sigmoid( beta * log(pi(y_w|x)/pi_ref(y_w|x)) - beta * log(pi(y_l|x)/pi_ref(y_l|x)) ) ]
 
-   where log pi(y|x) is the sum of the log-probabilities of the completion's bytes only (the
-   prompt's bytes are masked out of the sum), y_w the chosen and y_l the rejected completion.
-   The implicit reward of a completion is r = beta * log(pi(y|x)/pi_ref(y|x)) (Section 5 of the
-   paper). At step 0 the policy equals the reference, every reward is 0 and the loss is exactly
-   ln 2 = 0.6931.
+with log pi summed over the completion's bytes only (at step 0 the loss is ln 2 = 0.6931). Per
+step: the DPO loss (nats per pair), the mean implicit rewards beta * log(pi/pi_ref) of the chosen
+and rejected completions, their margin, the reward accuracy. Explained in
+book/en/models/post-training.md.
 
-Per DPO step it records the batch's DPO loss, mean implicit reward of the chosen and of the
-rejected completions, their mean difference (the reward margin) and the reward accuracy (fraction
-of pairs whose chosen reward exceeds the rejected one). The held-out pairs are evaluated the same
-way before the first and after the last DPO step.
-
-Units: loss in nats (per pair); rewards and margins in nats scaled by beta (dimensionless
-log-probability ratios times beta); accuracy a fraction in [0, 1]; SFT loss in nats per byte.
-
-What is simplified compared with a real DPO pipeline: no tokenizer (bytes), a model of about
-0.1 M parameters instead of billions, synthetic preferences (a true continuation against a span of
-another document, where real pipelines use human or AI-judged responses to one prompt), fp32 on
-CPU, one process. Memory at scale: DPO holds the trained policy (weights, gradients and optimizer
-states, 16 bytes per parameter in mixed precision with Adam, see book/en/training/memory.md) plus
-the frozen reference (weights only, 2 bytes per parameter in bf16), so about 18 bytes per
-parameter before activations: 126 GB for a 7B model. Precomputing the reference log-probabilities
-once, as this script does, removes the reference from memory during training.
-
-How to launch
--------------
 Plain ``python`` on CPU; deterministic for a given seed, ``--threads`` and torch build::
 
     python dpo_tiny.py                                  # defaults, about 30 s on one core
     python dpo_tiny.py --beta 0.5 --steps 200 --json dpo.json
-    python dpo_tiny.py --corpus my.jsonl --json -       # JSON on stdout after the table
 
-Example output (the run recorded as results/models/dpo_tiny-cpu.json)::
+Example output (the held-out lines of the run in results/models/dpo_tiny-cpu.json)::
 
-    $ python scripts/models/dpo_tiny.py --json results/models/dpo_tiny-cpu.json
-    # dpo_tiny.py: 119552 parameters, 187 training / 21 held-out documents, beta 0.1, SFT 300 steps (loss 5.529 -> 2.111 nats/byte)
-      step  dpo_loss   r_chosen r_rejected    margin    acc
-         0    0.6931     0.0000     0.0000    0.0000  0.000
-        30    0.5034    -0.9519    -1.5171    0.5652  0.844
-        60    0.4117    -1.0096    -2.1181    1.1085  0.844
-        90    0.3724    -1.6286    -3.3252    1.6966  0.875
-       120    0.3646    -2.1220    -3.5574    1.4355  0.906
-       150    0.2859    -1.9344    -3.5655    1.6311  0.906
-       180    0.2544    -2.2533    -4.2642    2.0109  0.906
-       210    0.1236    -2.9513    -5.7008    2.7496  1.000
-       240    0.1309    -4.5629    -7.8461    3.2832  1.000
-       270    0.1781    -2.8234    -5.2840    2.4607  0.969
-       299    0.1965    -3.4100    -5.8509    2.4410  0.938
      held-out start loss 0.6931  margin 0.0000  accuracy 0.000
        held-out end loss 0.6755  margin 1.0390  accuracy 0.699
-    # 300 DPO steps in 26.4 s on 1 thread(s)
 
-Exit status: 0 done; 2 usage error (a non-finite or out-of-range number, ``--beta`` not > 0,
-``--steps`` above the cap, a corpus that is missing, empty, not JSONL or too small, a ``--json``
-path that cannot be written or names the corpus), checked before torch is imported; 1 any other
-failure; 130 Ctrl-C (during the DPO steps: after evaluating the held-out pairs and writing the
-steps done so far to ``--json``, with ``"interrupted": true``; during the SFT warm-up: nothing
-written).
-Errors are one line ``dpo_tiny.py: error: ...``; ``--debug`` adds the traceback.
+Exit status: 0 ok, 1 failure, 2 usage (checked before torch is imported), 130 Ctrl-C (during
+the DPO steps, after evaluating the held-out pairs and writing the steps done).
 """
 
 from __future__ import annotations
@@ -99,8 +49,6 @@ PROG = "dpo_tiny.py"
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "data" / "training" / "corpus.jsonl"
 MAX_STEPS = 100_000
 HELD_OUT_EVERY = 10  # every 10th usable document is held out
-
-
 # The corpus is held in memory: at most this much of it, and no line longer than a document can be.
 MAX_CORPUS_BYTES = 256 << 20
 MAX_LINE_CHARS = 16 << 20
@@ -240,6 +188,85 @@ def as_floats(terms: dict) -> dict:
     return {k: v.item() for k, v in terms.items()}
 
 
+def pair_tensors(pairs):
+    """(chosen, rejected): the prompt + completion bytes of every pair, as long tensors."""
+    import torch
+    chosen = torch.tensor([list(p + c) for p, c, _ in pairs], dtype=torch.long)
+    rejected = torch.tensor([list(p + r) for p, _, r in pairs], dtype=torch.long)
+    return chosen, rejected
+
+
+def sft_warmup(model, train: list[bytes], args, rng: random.Random, window: int) -> list[float]:
+    """SFT warm-up: ``--sft-steps`` steps of next-byte cross-entropy on random windows of the
+    training documents; returns the loss of every step (nats/byte)."""
+    import torch
+    opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, weight_decay=0.0)
+    sft_log = []
+    for _ in range(args.sft_steps):
+        rows = []
+        for _ in range(args.batch):
+            d = train[rng.randrange(len(train))]
+            s = rng.randrange(len(d) - window + 1)
+            rows.append(list(d[s:s + window]))
+        x = torch.tensor(rows, dtype=torch.long)
+        loss = torch.nn.functional.cross_entropy(model(x[:, :-1]).reshape(-1, 256), x[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sft_log.append(loss.item())
+    return sft_log
+
+
+def dpo_steps(model, chosen, rejected, ref_chosen, ref_rejected, args,
+              rng: random.Random) -> tuple[list[dict], bool]:
+    """``--steps`` DPO steps on the policy (the SFT weights, now trained; the reference stays as
+    its log-probabilities), printing a row every tenth of the run. Returns (the log of every
+    step, whether Ctrl-C stopped it)."""
+    import torch
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    log, interrupted = [], False
+    every = max(1, args.steps // 10)
+    try:
+        for step in range(args.steps):
+            idx = torch.tensor([rng.randrange(len(chosen)) for _ in range(args.batch)])
+            pol = completion_logprob(model, torch.cat([chosen[idx], rejected[idx]]), args.prompt_len)
+            terms = dpo_terms(args.beta, pol[:len(idx)], pol[len(idx):], ref_chosen[idx], ref_rejected[idx])
+            opt.zero_grad(set_to_none=True)
+            terms["loss"].backward()
+            opt.step()
+            entry = {"step": step, **as_floats(terms)}
+            log.append(entry)
+            if step % every == 0 or step == args.steps - 1:
+                print(row(step, entry), flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+    return log, interrupted
+
+
+def row(step, m: dict) -> str:
+    return (f"{step:>6} {m['loss']:>9.4f} {m['reward_chosen']:>10.4f} {m['reward_rejected']:>10.4f}"
+            f" {m['margin']:>9.4f} {m['accuracy']:>6.3f}")
+
+
+def json_report(args, run: dict, sft_log: list[float], held_out: dict, log: list[dict],
+                interrupted: bool, elapsed: float) -> dict:
+    """The --json document: settings, sizes, the SFT loss, the held-out metrics and every step."""
+    settings = {k: getattr(args, k) for k in (
+        "seed", "beta", "steps", "sft_steps", "batch", "lr", "sft_lr", "train_pairs",
+        "eval_pairs", "prompt_len", "completion_len", "layers", "width", "heads", "threads")}
+    settings["corpus"] = os.path.basename(args.corpus)
+    return {"tool": "dpo_tiny", "schema_version": 1,
+            "units": {"loss": "nats per pair", "reward": "beta * nats (log-probability ratio)",
+                      "sft_loss": "nats per byte", "accuracy": "fraction"},
+            "settings": settings, "parameters": run["parameters"],
+            "documents": {"train": run["train_docs"], "held_out": run["held_docs"]},
+            "sft_loss": {"first": sft_log[0] if sft_log else None,
+                         "last": sft_log[-1] if sft_log else None},
+            "held_out": held_out,
+            "log": log, "interrupted": interrupted,
+            "torch": run["torch"], "elapsed_s": round(elapsed, 2)}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Direct Preference Optimization (Rafailov et al. 2023, Eq. 7) of a "
@@ -290,11 +317,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def row(step, m: dict) -> str:
-    return (f"{step:>6} {m['loss']:>9.4f} {m['reward_chosen']:>10.4f} {m['reward_rejected']:>10.4f}"
-            f" {m['margin']:>9.4f} {m['accuracy']:>6.3f}")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored:
@@ -314,35 +336,16 @@ def main(argv: list[str] | None = None) -> int:
     train = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY != 0]
     train_pairs = make_pairs(train, train, args.train_pairs, args.prompt_len, args.completion_len, rng)
     eval_pairs = make_pairs(held, held, args.eval_pairs, args.prompt_len, args.completion_len, rng)
-
-    def tensors(pairs):
-        chosen = torch.tensor([list(p + c) for p, c, _ in pairs], dtype=torch.long)
-        rejected = torch.tensor([list(p + r) for p, _, r in pairs], dtype=torch.long)
-        return chosen, rejected
-
     model = build_model(args.layers, args.width, args.heads, min_len)
     n_params = sum(p.numel() for p in model.parameters())
 
     # 1. SFT warm-up: next-byte cross-entropy on random windows of the training documents.
-    opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, weight_decay=0.0)
-    sft_log = []
-    for step in range(args.sft_steps):
-        rows = []
-        for _ in range(args.batch):
-            d = train[rng.randrange(len(train))]
-            s = rng.randrange(len(d) - min_len + 1)
-            rows.append(list(d[s:s + min_len]))
-        x = torch.tensor(rows, dtype=torch.long)
-        loss = torch.nn.functional.cross_entropy(model(x[:, :-1]).reshape(-1, 256), x[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sft_log.append(loss.item())
+    sft_log = sft_warmup(model, train, args, rng, min_len)
 
     # 2. Reference = the SFT model, frozen; its log-probs of every pair are computed once.
     model.eval()
-    train_c, train_r = tensors(train_pairs)
-    eval_c, eval_r = tensors(eval_pairs)
+    train_c, train_r = pair_tensors(train_pairs)
+    eval_c, eval_r = pair_tensors(eval_pairs)
     with torch.no_grad():
         ref_train_c = completion_logprob(model, train_c, args.prompt_len)
         ref_train_r = completion_logprob(model, train_r, args.prompt_len)
@@ -357,27 +360,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # 3. DPO on the policy (the same weights, now trained; the reference stays as log-probs).
     eval_start = evaluate()
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-    log, interrupted = [], False
     print(f"# {PROG}: {n_params} parameters, {len(train)} training / {len(held)} held-out documents, "
           f"beta {args.beta:g}, SFT {args.sft_steps} steps"
           + (f" (loss {sft_log[0]:.3f} -> {sft_log[-1]:.3f} nats/byte)" if sft_log else ""))
     print(f"{'step':>6} {'dpo_loss':>9} {'r_chosen':>10} {'r_rejected':>10} {'margin':>9} {'acc':>6}")
-    every = max(1, args.steps // 10)
-    try:
-        for step in range(args.steps):
-            idx = torch.tensor([rng.randrange(len(train_pairs)) for _ in range(args.batch)])
-            pol = completion_logprob(model, torch.cat([train_c[idx], train_r[idx]]), args.prompt_len)
-            terms = dpo_terms(args.beta, pol[:len(idx)], pol[len(idx):], ref_train_c[idx], ref_train_r[idx])
-            opt.zero_grad(set_to_none=True)
-            terms["loss"].backward()
-            opt.step()
-            entry = {"step": step, **as_floats(terms)}
-            log.append(entry)
-            if step % every == 0 or step == args.steps - 1:
-                print(row(step, entry), flush=True)
-    except KeyboardInterrupt:
-        interrupted = True
+    log, interrupted = dpo_steps(model, train_c, train_r, ref_train_c, ref_train_r, args, rng)
     eval_end = evaluate()
     for name, m in (("start", eval_start), ("end", eval_end)):
         print(f"{'held-out ' + name:>15} loss {m['loss']:.4f}  margin {m['margin']:.4f}  "
@@ -386,20 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {len(log)} DPO steps in {elapsed:.1f} s on {args.threads} thread(s)"
           + (" (interrupted)" if interrupted else ""))
     if args.json:
-        settings = {k: getattr(args, k) for k in (
-            "seed", "beta", "steps", "sft_steps", "batch", "lr", "sft_lr", "train_pairs",
-            "eval_pairs", "prompt_len", "completion_len", "layers", "width", "heads", "threads")}
-        settings["corpus"] = os.path.basename(args.corpus)
-        doc = {"tool": "dpo_tiny", "schema_version": 1,
-               "units": {"loss": "nats per pair", "reward": "beta * nats (log-probability ratio)",
-                         "sft_loss": "nats per byte", "accuracy": "fraction"},
-               "settings": settings, "parameters": n_params,
-               "documents": {"train": len(train), "held_out": len(held)},
-               "sft_loss": {"first": sft_log[0] if sft_log else None,
-                            "last": sft_log[-1] if sft_log else None},
-               "held_out": {"start": eval_start, "end": eval_end},
-               "log": log, "interrupted": interrupted,
-               "torch": torch.__version__, "elapsed_s": round(elapsed, 2)}
+        run = {"parameters": n_params, "train_docs": len(train), "held_docs": len(held),
+               "torch": torch.__version__}
+        doc = json_report(args, run, sft_log, {"start": eval_start, "end": eval_end}, log,
+                          interrupted, elapsed)
         text = json.dumps(doc, indent=1)
         if args.json == "-":
             print(text)

@@ -2,91 +2,31 @@
 """model_calculator.py: parameters, FLOPs per token and KV-cache bytes of a decoder-only LLM,
 from its Hugging Face ``config.json`` or from a row of the book's ``data/models/architectures.yml``.
 
-What it computes
-----------------
-* **Parameters** by component (plain counts, 1 B = 1e9): input ``embedding``, ``output``
-  projection (0 when tied to the embedding), ``attention``, dense ``mlp``, routed ``experts``,
-  ``shared_experts``, ``router``, ``norms``; their sum ``total``; ``active``, the parameters one
-  token uses (the routed experts it is not sent to left out), with and without the input
-  embedding; ``matmul_active``, the active parameters that take part in matrix multiplications
-  (every layer's weights, router and output projection; not the embedding lookup, norms or
-  biases): the ``N`` of the FLOP formulas.
-* **FLOPs per token** (1 GFLOP = 1e9): training ``6 N + 6 L h (d_qk + d_v) T`` for a sequence of
-  ``T = --context`` tokens, and one forward step of generation with ``--context`` tokens in the
-  cache, ``2 N + 2 L h (d_qk + d_v) c``. ``h`` is the number of query heads, ``d_qk`` and ``d_v``
-  the query/key and value head sizes; a sliding-window layer attends to at most its window.
-* **KV cache** per token and per sequence of ``--context`` tokens, in bytes of ``--kv-dtype``.
+Prints the parameters by component (embedding, output, attention, mlp, experts, shared experts,
+router, norms), the total and the active parameters of one token, the training FLOPs per token
+(6N plus the attention matmuls over a sequence of ``--context`` tokens) and those of one
+generated token with ``--context`` tokens cached, and the KV cache per token and per sequence in
+``--kv-dtype``. Covers MHA, MQA, GQA, MLA, mixtures of experts and sliding windows in the families
+llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, olmo2, olmoe, deepseek_v2 and
+deepseek_v3; any other is refused. Units: plain counts (1 B = 1e9), FLOP (1 GFLOP = 1e9), bytes
+(1 GB = 1e9). Formulas and sources: book/en/models/architecture.md.
 
-Formulas and their sources
---------------------------
-Parameter counts follow the modules of each family in Hugging Face transformers
-(https://github.com/huggingface/transformers, src/transformers/models/<model_type>/): per layer,
-attention ``h_model*(h*d) + 2*h_model*(kv*d) + (h*d)*h_model`` for MHA/MQA/GQA (Ainslie et al.
-2023, https://arxiv.org/abs/2305.13245: ``kv`` key/value heads shared by groups of query heads),
-a gated MLP ``3*h_model*f`` (SwiGLU, Shazeer 2020, https://arxiv.org/abs/2002.05202), and for
-mixture-of-experts layers one such MLP per expert plus a router ``h_model*E``. Multi-head latent
-attention (MLA, DeepSeek-V2, https://arxiv.org/abs/2405.04434, section 2.1) projects the input
-down to a ``kv_lora_rank`` latent (plus a ``qk_rope_head_dim`` shared rotary key) and back up per
-head; queries go through a ``q_lora_rank`` latent. Qwen2 adds biases to q, k, v; OLMo 2, OLMoE
-and Qwen3 normalise queries and keys (QK-norm); Gemma 2 has four norms per layer.
-
-FLOPs: 2 per multiply-add, ``6N`` for a training token (forward 2, backward 4; Kaplan et al.
-2020, https://arxiv.org/abs/2001.08361, section 2.1) plus the attention-score and
-attention-times-value matmuls over the full ``T x T`` matrix, ``12 L a T`` with ``a`` = heads x
-head size (PaLM, Chowdhery et al. 2022, https://arxiv.org/abs/2204.02311, appendix B), written
-here with separate query/key and value widths because MLA's differ. The same convention as
-``scripts/training/flops_mfu_calculator.py``, so its MFU matches.
-
-KV cache: ``2 * kv * d`` values per layer and token for MHA/MQA/GQA; for MLA the latent and the
-rotary key, ``kv_lora_rank + qk_rope_head_dim`` values (DeepSeek-V2, section 2.1.2: the cache an
-inference engine that absorbs the up-projections keeps; Hugging Face's reference code caches the
-expanded keys and values instead). Sliding-window layers keep at most ``sliding_window`` tokens.
-
-Families it knows (``model_type``): llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2,
-olmo2, olmoe, deepseek_v2, deepseek_v3. Anything else is refused rather than guessed.
-Multi-token-prediction modules (DeepSeek-V3's ``num_nextn_predict_layers``) are not counted.
-
-How to launch
--------------
-Plain ``python``; no torch, no GPU. The data file needs PyYAML (``pip install pyyaml``); a
-``config.json`` needs nothing but the standard library::
+Plain ``python``; no torch, no GPU (the data file needs PyYAML, a config.json does not)::
 
     python model_calculator.py --list
     python model_calculator.py --model "Llama 3.1 8B" --context 8192
     python model_calculator.py --model all --json models.json
     python model_calculator.py --config path/to/config.json --kv-dtype fp8
 
-``--data PATH`` reads another copy of the data file (default: the book's, found from the
-script's place in the repository). ``--json PATH`` writes every number (``-`` prints it).
-Exit status: 0 success; 2 bad input (an unknown model, an unreadable or inconsistent
-``config.json``, an unusable output path), with one line naming the option, file or key.
+Example output (4 of the 20 lines of ``--model "Mixtral 8x7B" --context 32768``)::
 
-Example output
---------------
-::
-
-    $ python scripts/models/model_calculator.py --model "Mixtral 8x7B" --context 32768
     # model_calculator.py: Mixtral 8x7B (mixtral); 1 B = 1e9, 1 GB = 1e9 bytes
-    parameters                                 B
-      embedding                             0.13
-      output                                0.13
-      attention                             1.34
-      experts                              45.10
-      router                                0.00
-      norms                                 0.00
       total                                46.70
-      active                               12.88
-      active without input embedding       12.75
-      matmul active                        12.75
-      published total                      46.7B
-      published active                     12.9B
-    FLOPs per token                        GFLOP
       training, T = 32768                 128.03
-      training, 6N only                    76.49
-      forward at context 32768             42.68
-    KV cache (bf16)
       bytes per token                     131072
-      GB per sequence of 32768             4.295
+
+Exit status: 0 ok, 2 usage (an unknown model, an unreadable or inconsistent ``config.json``, an
+unusable output path), in one line naming the option, file or key.
 """
 
 from __future__ import annotations
@@ -102,20 +42,21 @@ import traceback
 
 PROG = "model_calculator.py"
 
-
-# ---------------------------------------------------------------------------------------------
-# Reading a configuration
-
-
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma2", "olmo2",
             "olmoe", "deepseek_v2", "deepseek_v3")
 QK_NORM = {"qwen3": "head", "qwen3_moe": "head", "olmo2": "full", "olmoe": "full"}
 NORMS_PER_LAYER = {"gemma2": 4}  # every other family: one before attention, one before the MLP
 KV_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-
-
 MAX_SIZE = 2**31 - 1  # config.json sizes are int32 in every framework that reads them
+# Fields of a data-file row beside the config.json ones: (key, the type it must have, in words).
+ROW_LABELS = (("kind", str, "a string"), ("attention", str, "a string"),
+              ("published_total", str, "a count as printed, such as '6.74B'"),
+              ("published_active", str, "a count as printed, such as '6.74B', or '—'"),
+              ("published_active_excludes_input_embedding", bool, "true or false"))
 
+
+# ---------------------------------------------------------------------------------------------
+# Reading a configuration
 
 def _shown(value) -> str:
     """``value`` for an error line, cut short when long (a hostile file may hold megabytes)."""
@@ -186,7 +127,21 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
     arch["qk_norm"] = QK_NORM.get(family)
     arch["norms_per_layer"] = NORMS_PER_LAYER.get(family, 2)
 
-    # Mixture of experts.
+    _moe_fields(config, arch, where)
+    dense_layers = arch["first_k_dense_replace"]
+    arch["intermediate_size"] = _int(config, "intermediate_size", where)
+    if dense_layers and arch["intermediate_size"] is None:
+        raise ValueError(f"{where}: intermediate_size is missing")
+
+    _mla_fields(config, arch, family, where)
+    _window_fields(config, arch, family, where)
+    return arch
+
+
+def _moe_fields(config: dict, arch: dict, where: str) -> None:
+    """Mixture of experts: the number of experts (whichever the family calls it), the experts per
+    token, their width, the shared experts and the dense layers before the first MoE layer, into
+    ``arch``; zeros for a dense model. Raises ValueError for what the calculator cannot count."""
     spelling = next((k for k in ("num_experts", "num_local_experts", "n_routed_experts")
                      if config.get(k)), "num_experts")
     arch["num_experts"] = _int(config, spelling, where) if config.get(spelling) else 0
@@ -222,12 +177,10 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
     else:
         arch.update(num_experts_per_tok=0, moe_intermediate_size=0, n_shared_experts=0,
                     first_k_dense_replace=arch["num_hidden_layers"], router_bias=False)
-    dense_layers = arch["first_k_dense_replace"]
-    arch["intermediate_size"] = _int(config, "intermediate_size", where)
-    if dense_layers and arch["intermediate_size"] is None:
-        raise ValueError(f"{where}: intermediate_size is missing")
 
-    # Multi-head latent attention (DeepSeek-V2/V3).
+
+def _mla_fields(config: dict, arch: dict, family: str, where: str) -> None:
+    """Multi-head latent attention (DeepSeek-V2/V3): its ranks and head sizes, into ``arch``."""
     arch["mla"] = family.startswith("deepseek")
     if arch["mla"]:
         for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
@@ -236,7 +189,10 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
                 raise ValueError(f"{where}: {key} is missing (multi-head latent attention)")
         arch["q_lora_rank"] = _int(config, "q_lora_rank", where)  # None: a full q projection
 
-    # Sliding windows: which layers keep only the last `sliding_window` tokens.
+
+def _window_fields(config: dict, arch: dict, family: str, where: str) -> None:
+    """Sliding windows: which layers keep only the last ``sliding_window`` tokens, into ``arch``
+    (``sliding_window``, ``sliding_layers``)."""
     use_window = _bool(config, "use_sliding_window", where, None)
     if family == "qwen2" and use_window:
         raise ValueError(f"{where}: use_sliding_window with max_window_layers is not supported")
@@ -255,7 +211,6 @@ def from_config(config: dict, name: str | None = None, where: str = "config") ->
             pattern = _int(config, "sliding_window_pattern", where, 2 if family == "gemma2" else None)
             # Pattern p: every p-th layer (1-based) is global, the others slide (Gemma 2 and 3).
             arch["sliding_layers"] = layers - layers // pattern if pattern else layers
-    return arch
 
 
 def load_architectures(path: str, option: str = "--data") -> list[dict]:
@@ -274,13 +229,6 @@ def load_architectures(path: str, option: str = "--data") -> list[dict]:
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: not UTF-8 text (byte {err.start})") from None
     return parse_architectures(text, path)
-
-
-# Fields of a data-file row beside the config.json ones: (key, the type it must have, in words).
-ROW_LABELS = (("kind", str, "a string"), ("attention", str, "a string"),
-              ("published_total", str, "a count as printed, such as '6.74B'"),
-              ("published_active", str, "a count as printed, such as '6.74B', or '—'"),
-              ("published_active_excludes_input_embedding", bool, "true or false"))
 
 
 def parse_architectures(text: str, where: str = "architectures.yml") -> list[dict]:
@@ -337,7 +285,6 @@ def parse_architectures(text: str, where: str = "architectures.yml") -> list[dic
 # ---------------------------------------------------------------------------------------------
 # Counting
 
-
 def _layer_attention(a: dict) -> tuple[int, int]:
     """(weights and biases, norm weights) of one layer's attention block."""
     h, heads, kv, d = a["hidden_size"], a["num_attention_heads"], a["num_key_value_heads"], a["head_dim"]
@@ -371,7 +318,7 @@ def _attention_widths(a: dict) -> tuple[int, int]:
 def count_params(a: dict) -> dict:
     """Parameters of model ``a`` (from ``from_config``) by component, as ints: embedding,
     output, attention, mlp, experts, shared_experts, router, norms, total, active,
-    active_without_input_embedding and matmul_active (see the module docstring)."""
+    active_without_input_embedding and matmul_active (book/en/models/architecture.md)."""
     h, layers = a["hidden_size"], a["num_hidden_layers"]
     attention, qk_norms = _layer_attention(a)
     dense = a["first_k_dense_replace"]
@@ -414,7 +361,7 @@ def flops_per_token(a: dict, context: int) -> dict:
     """FLOPs per token of model ``a`` for a sequence (or cache) of ``context`` tokens:
     ``training`` (6N plus the attention matmuls forward and backward over the full T x T
     matrix), ``training_6n`` (6N alone), ``forward`` (one generated token attending to
-    ``context`` cached tokens), ``matmul_params`` (N). Formulas: module docstring."""
+    ``context`` cached tokens), ``matmul_params`` (N). Formulas: book/en/models/architecture.md."""
     if context < 1:
         raise ValueError(f"context must be >= 1, got {context}")
     n = count_params(a)["matmul_active"]
@@ -459,8 +406,7 @@ def describe(a: dict, context: int, kv_dtype: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Command line
-
+# Reading the inputs
 
 def default_data_path() -> str:
     return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
@@ -469,43 +415,6 @@ def default_data_path() -> str:
 
 def _key(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="Parameters, FLOPs per token and KV-cache bytes of a decoder-only "
-        "LLM from its config.json or the book's data file (decimal units: 1 B = 1e9).")
-    parser.add_argument("--model", type=nonempty, metavar="NAME",
-                        help='a model of the data file (see --list; case, spaces and dashes '
-                        'do not matter), or "all"')
-    parser.add_argument("--config", type=nonempty, metavar="PATH",
-                        help="a Hugging Face config.json instead of the data file")
-    parser.add_argument("--data", type=nonempty, metavar="PATH",
-                        help="the data file (default: data/models/architectures.yml of the book)")
-    parser.add_argument("--list", action="store_true", help="list the data file's models and exit")
-    parser.add_argument("--context", type=number(int, 1, 10**8), default=4096, metavar="TOKENS",
-                        help="sequence length for training FLOPs, cache length for the forward "
-                        "FLOPs and the KV cache per sequence (default 4096)")
-    parser.add_argument("--kv-dtype", choices=sorted(KV_DTYPES), default="bf16",
-                        help="KV-cache element type (default bf16)")
-    parser.add_argument("--json", type=nonempty, metavar="PATH", help="write the results as JSON ('-': print)")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
-    return parser
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    chosen = [opt for opt, on in (("--model", args.model), ("--config", args.config),
-                                  ("--list", args.list)) if on]
-    if len(chosen) != 1:
-        parser.error("give one of --model NAME, --model all, --config PATH or --list"
-                     + (f" (got {' and '.join(chosen)})" if chosen else ""))
-    if args.config and args.data:
-        parser.error("--data is for --model and --list; --config reads its own file")
-    if args.json and args.json != "-":
-        check_output(args.json, "--json", [p for p in (args.config, args.data) if p])
-    return args
 
 
 def read_config(path: str) -> dict:
@@ -533,6 +442,9 @@ def select_models(args: argparse.Namespace) -> list[dict]:
         raise ScriptError(f"--model {args.model!r}: not in {path} (see --list)", EXIT_USAGE)
     return wanted
 
+
+# ---------------------------------------------------------------------------------------------
+# The report
 
 def _b(count: int) -> str:
     return f"{count / 1e9:.2f}"
@@ -574,6 +486,55 @@ def report_table(docs: list[dict], context: int, kv_dtype: str) -> str:
     return "\n".join(lines)
 
 
+def json_report(docs: list[dict], args: argparse.Namespace) -> dict:
+    """The --json document: the inputs and ``describe``'s dict per model."""
+    return {"tool": "model_calculator", "schema_version": 1,
+            "units": {"params": "count", "flops": "FLOP per token", "kv_cache": "bytes"},
+            "inputs": {"context": args.context, "kv_dtype": args.kv_dtype,
+                       "config": args.config, "model": args.model},
+            "models": docs}
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Parameters, FLOPs per token and KV-cache bytes of a decoder-only "
+        "LLM from its config.json or the book's data file (decimal units: 1 B = 1e9).")
+    parser.add_argument("--model", type=nonempty, metavar="NAME",
+                        help='a model of the data file (see --list; case, spaces and dashes '
+                        'do not matter), or "all"')
+    parser.add_argument("--config", type=nonempty, metavar="PATH",
+                        help="a Hugging Face config.json instead of the data file")
+    parser.add_argument("--data", type=nonempty, metavar="PATH",
+                        help="the data file (default: data/models/architectures.yml of the book)")
+    parser.add_argument("--list", action="store_true", help="list the data file's models and exit")
+    parser.add_argument("--context", type=number(int, 1, 10**8), default=4096, metavar="TOKENS",
+                        help="sequence length for training FLOPs, cache length for the forward "
+                        "FLOPs and the KV cache per sequence (default 4096)")
+    parser.add_argument("--kv-dtype", choices=sorted(KV_DTYPES), default="bf16",
+                        help="KV-cache element type (default bf16)")
+    parser.add_argument("--json", type=nonempty, metavar="PATH", help="write the results as JSON ('-': print)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    chosen = [opt for opt, on in (("--model", args.model), ("--config", args.config),
+                                  ("--list", args.list)) if on]
+    if len(chosen) != 1:
+        parser.error("give one of --model NAME, --model all, --config PATH or --list"
+                     + (f" (got {' and '.join(chosen)})" if chosen else ""))
+    if args.config and args.data:
+        parser.error("--data is for --model and --list; --config reads its own file")
+    if args.json and args.json != "-":
+        check_output(args.json, "--json", [p for p in (args.config, args.data) if p])
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     models = select_models(args)
@@ -584,12 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     docs = [describe(m, args.context, args.kv_dtype) for m in models]
     print(report_one(docs[0]) if len(docs) == 1 else report_table(docs, args.context, args.kv_dtype))
     if args.json:
-        text = json.dumps({"tool": "model_calculator", "schema_version": 1,
-                           "units": {"params": "count", "flops": "FLOP per token",
-                                     "kv_cache": "bytes"},
-                           "inputs": {"context": args.context, "kv_dtype": args.kv_dtype,
-                                      "config": args.config, "model": args.model},
-                           "models": docs}, indent=2)
+        text = json.dumps(json_report(docs, args), indent=2)
         if args.json == "-":
             print(text)
         else:

@@ -2,90 +2,32 @@
 r"""run_watchdog.py: watch a long training from the outside (file systems, the SLURM job and its
 nodes, progress, host memory) and raise an alert when something goes wrong.
 
-What it checks
---------------
-Every ``--interval`` seconds (default 60), each check gives ``ok`` or a finding:
+Every ``--interval`` seconds each check gives ``ok`` or a finding: ``--fs PATH[:MIN_FREE_GB
+[:MIN_FREE_INODES_PCT]]`` (statvfs: free GB, 1 GB = 10^9 bytes, and free inodes; not quotas),
+``--job JOBID`` (squeue, then sacct: requeued, failed, cancelled, vanished; sinfo: its nodes
+draining, down or not responding), ``--heartbeat FILE`` / ``--log FILE`` older than
+``--stale-after`` seconds (a hang SLURM still sees RUNNING), ``--rss-pid PID`` (the slope of its
+resident memory over ``--rss-window`` above ``--rss-slope-mb-per-h``: a slow leak). A finding
+prints ``TIME run_watchdog.py: finding: CHECK: MESSAGE``, runs ``--alert-cmd`` (``/bin/sh -c``,
+the message in ``$WATCHDOG_MESSAGE``, killed after ``--alert-timeout``, repeated only after
+``--realert-after``) and can create a file (``--on-fs-full-touch``, ``--on-alert-touch``: a save
+or kill switch). ``--events`` appends JSON lines, ``--json`` keeps the last status of each check.
+Standard library only. The checks in full: book/en/orchestration/long-trainings.md.
 
-* ``--fs PATH[:MIN_FREE_GB[:MIN_FREE_INODES_PCT]]`` (repeatable): ``os.statvfs(PATH)``; free
-  space (blocks available to non-root users, in GB = 10^9 bytes) below MIN_FREE_GB (default
-  ``--min-free-gb``, 10) or free inodes below MIN_FREE_INODES_PCT percent (default 5) is a
-  finding. File systems that report no inode count (``f_files`` 0, some network file systems)
-  skip the inode test. A user or project *quota* is invisible to statvfs: a volume with 500 TB
-  free still refuses your write when your quota is full; check it with ``lfs quota -u $USER
-  /lustre`` or ``quota -s`` (this script does not).
-* ``--job JOBID``: ``squeue --states=all`` for the job, ``sacct`` when squeue no longer knows
-  it. RUNNING (or COMPLETING, CONFIGURING) is fine; PENDING or REQUEUED after it was seen
-  running is the finding "requeued"; COMPLETED ends the watch with exit 0; FAILED, TIMEOUT,
-  CANCELLED, OUT_OF_MEMORY, NODE_FAIL, PREEMPTED, BOOT_FAIL, DEADLINE are findings and end the
-  watch with exit 3 once seen in two rounds in a row (a job that SLURM requeues after a node
-  failure or a preemption shows PENDING again in between); a job that neither squeue nor sacct
-  knows any more is a finding too. While the job has nodes, ``sinfo`` reports their state: a
-  node that is draining, drained, down, failing or not responding (``*``) is a finding naming
-  the node and SLURM's reason.
-* ``--heartbeat FILE`` with ``--stale-after S`` (default 600): the training touches or rewrites
-  FILE every step; an mtime older than S seconds is "no progress": the hang detector that
-  catches a job SLURM still sees RUNNING. A FILE not created yet counts from the watchdog's
-  start. ``--log FILE``: the same with the training's log, which must keep growing.
-* ``--rss-pid PID``: the resident set size (VmRSS in /proc/PID/status) of a process on this
-  host, sampled every round; over the last ``--rss-window`` seconds (default 3600) a
-  least-squares slope above ``--rss-slope-mb-per-h`` (default 200 MB/hour) is a finding (a slow
-  host-memory leak), once the samples cover half the window. A PID that is gone is a finding.
-
-On a finding
-------------
-A line ``TIME run_watchdog.py: finding: CHECK: MESSAGE`` on stdout, then, if given:
-
-* ``--alert-cmd "COMMAND"``: run with ``/bin/sh -c`` and the environment variables
-  ``WATCHDOG_MESSAGE`` (``HOST: CHECK: MESSAGE``), ``WATCHDOG_CHECK`` and ``WATCHDOG_STATUS``.
-  The message goes in the environment, not on the command line, so a node reason or a path with
-  quotes cannot inject shell syntax. The command runs under ``--alert-timeout`` (default 30 s;
-  its whole process group is killed after it); a failure or timeout is reported (stderr and
-  event log) and the watch goes on. The same finding (same check, same kind) is sent again only
-  after ``--realert-after`` seconds (default 3600); a check that recovered alerts anew.
-* ``--on-fs-full-touch PATH``: a file-system finding creates PATH (point it at the training's
-  save or kill switch: ``train_requeue.py --kill-switch``); ``--on-alert-touch PATH``: any
-  finding does.
-
-``--events PATH`` appends JSON lines ``{"time", "check", "status", "message"}`` whenever a
-check changes status and for every alert sent or failed; ``--json PATH`` holds the last status
-of every check (rewritten atomically every round).
-
-How to run
-----------
 Beside the training, on a login node (in tmux) or as a small job of its own::
 
     python run_watchdog.py --job 4242 --fs /lustre/ckpt:500:5 --heartbeat ckpt/heartbeat \
         --stale-after 900 --interval 60 --events watchdog.jsonl \
         --alert-cmd 'echo "$WATCHDOG_MESSAGE" | mail -s "job 4242" me@example.org'
     python run_watchdog.py --once --fs /scratch:100          # a cron entry: exit 3 on a finding
-    sbatch -J watchdog -p cpu --dependency=singleton --wrap "python run_watchdog.py --job 4242 ..."
 
-Only SLURM's client commands (squeue, sacct, sinfo) are used, each under ``--cmd-timeout``
-seconds (default 20): a slow slurmctld makes a finding, not a stuck watchdog. Standard library
-only; it does not need torch.
+Example output (a job cancelled while watched, on the book's test cluster)::
 
-Example output, from the book's test cluster: ``run_watchdog.py --job 1 --interval 0.5`` on a
-job cancelled with ``scancel`` a second after it started (the watch exits 3)::
-
-    2026-11-25T10:06:25Z run_watchdog.py: watching job 1; every 0.5 s
-    2026-11-25T10:06:25Z job:1: ok: job 1 PENDING
-    2026-11-25T10:06:26Z job:1: ok: job 1 RUNNING on node1
-    2026-11-25T10:06:26Z nodes: ok: node1: fine
     2026-11-25T10:06:27Z run_watchdog.py: finding: job:1: job 1 CANCELLED (squeue)
     2026-11-25T10:06:27Z run_watchdog.py: job 1 ended; exit 3
 
-and, for another job, its node drained with ``scontrol update nodename=node1 state=drain
-reason="test: ECC errors"``, then the watchdog stopped with SIGTERM (exit 143)::
-
-    2026-11-25T10:06:29Z run_watchdog.py: finding: nodes: job 2: node1 is draining: test: ECC errors
-    2026-11-25T10:06:29Z run_watchdog.py: SIGTERM: stopped
-
-Exit status: ``--once``: 0 when every check is fine, 3 on any finding. Looping (the default):
-0 when the job COMPLETED, 3 when it ended otherwise; without ``--job``, at ``--max-runtime`` 0 or
-3 by the last round. 2 usage error (checked before the first round: a --fs path that does not
-exist, a job that squeue does not know, squeue missing while --job is given, a --rss-pid that
-is not running, an output that cannot be written), 1 runtime failure, 130 Ctrl-C, 143 SIGTERM
-(the watch ends cleanly after writing --json).
+Exit status: 0 ok (the job COMPLETED), 1 failure, 2 usage (checked before the first round), 3 a
+finding (--once, or the job ended otherwise), 130/143 interrupted by Ctrl-C/SIGTERM.
 """
 
 from __future__ import annotations
@@ -110,7 +52,6 @@ import traceback
 
 PROG = "run_watchdog.py"
 
-
 OK, FINDING, DONE = "ok", "finding", "done"
 ALIVE = {"RUNNING", "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT", "RESIZING", "SUSPENDED"}
 REQUEUED = {"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
@@ -122,142 +63,6 @@ JOB_ID = re.compile(r"\d+(_\d+)?(\+\d+)?")
 
 def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# -- arguments ---------------------------------------------------------------------------------
-def fs_spec(text: str) -> tuple[str, float | None, float | None]:
-    """``PATH[:MIN_FREE_GB[:MIN_FREE_INODES_PCT]]`` -> (path, gb or None, pct or None). Trailing
-    ``:``-fields are thresholds when they are numbers or empty, so a path may contain colons."""
-    parts, limits = nonempty(text).split(":"), []
-    while len(parts) > 1 and len(limits) < 2 and re.fullmatch(r"[0-9.eE+-]*", parts[-1]):
-        limits.insert(0, parts.pop())
-    path = ":".join(parts)
-    gb = float_or_none(limits[0], "MIN_FREE_GB", 0, None) if limits else None
-    pct = float_or_none(limits[1], "MIN_FREE_INODES_PCT", 0, 100) if len(limits) > 1 else None
-    return path, gb, pct
-
-
-def float_or_none(text: str, what: str, lo: float, hi: float | None) -> float | None:
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{what} {text!r} is not a number") from None
-    if not math.isfinite(value) or value < lo or (hi is not None and value > hi):
-        raise argparse.ArgumentTypeError(f"{what} {text} must be between {lo:g} and "
-                                         f"{'inf' if hi is None else f'{hi:g}'}")
-    return value
-
-
-def job_id(text: str) -> str:
-    if not JOB_ID.fullmatch(text.strip()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a SLURM job id (e.g. 4242 or 4242_7)")
-    return text.strip()
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description="Watch a long training from outside: file systems, a SLURM job and its "
-                    "nodes, a heartbeat or log file, a process's RSS trend; alert on findings.")
-    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    w = p.add_argument_group("what to watch")
-    w.add_argument("--fs", action="append", default=[], type=fs_spec,
-                   metavar="PATH[:MIN_FREE_GB[:MIN_FREE_INODES_PCT]]",
-                   help="a file system to watch (repeatable)")
-    w.add_argument("--min-free-gb", type=number(float, 0), default=10.0,
-                   help="default MIN_FREE_GB of --fs (default 10)")
-    w.add_argument("--min-free-inodes-pct", type=number(float, 0, 100), default=5.0,
-                   help="default MIN_FREE_INODES_PCT of --fs (default 5)")
-    w.add_argument("--job", type=job_id, default=None, help="SLURM job id to follow")
-    w.add_argument("--heartbeat", type=nonempty, default=None, metavar="FILE",
-                   help="file the training touches every step")
-    w.add_argument("--log", type=nonempty, default=None, metavar="FILE",
-                   help="training log that must keep growing")
-    w.add_argument("--stale-after", type=number(float, 0, lo_open=True), default=600.0,
-                   metavar="S", help="--heartbeat/--log older than S seconds: no progress "
-                                     "(default 600)")
-    w.add_argument("--rss-pid", type=number(int, 1), default=None, metavar="PID",
-                   help="process whose resident memory trend to watch (this host)")
-    w.add_argument("--rss-window", type=number(float, 1), default=3600.0, metavar="S",
-                   help="seconds of RSS samples the slope is fitted on (default 3600)")
-    w.add_argument("--rss-slope-mb-per-h", type=number(float, 0, lo_open=True), default=200.0,
-                   help="RSS growth that is a finding, MB/hour (default 200)")
-    a = p.add_argument_group("what to do")
-    a.add_argument("--alert-cmd", type=nonempty, default=None, metavar="COMMAND",
-                   help="shell command run on a finding; message in $WATCHDOG_MESSAGE")
-    a.add_argument("--alert-timeout", type=number(float, 0, 3600, lo_open=True), default=30.0,
-                   metavar="S", help="seconds the alert command may take (default 30)")
-    a.add_argument("--realert-after", type=number(float, 0), default=3600.0, metavar="S",
-                   help="send the same finding again only after S seconds (default 3600)")
-    a.add_argument("--on-fs-full-touch", type=nonempty, default=None, metavar="PATH",
-                   help="create PATH on a file-system finding (e.g. a save or kill switch)")
-    a.add_argument("--on-alert-touch", type=nonempty, default=None, metavar="PATH",
-                   help="create PATH on any finding")
-    a.add_argument("--events", type=nonempty, default=None, metavar="PATH",
-                   help="append events as JSON lines to PATH")
-    a.add_argument("--json", type=nonempty, default=None, metavar="PATH",
-                   help="write the last status of every check to PATH (atomically, each round)")
-    r = p.add_argument_group("how long")
-    r.add_argument("--interval", type=number(float, 0.1, 86400), default=60.0, metavar="S",
-                   help="seconds between rounds, 0.1 to 86400 (default 60)")
-    r.add_argument("--once", action="store_true", help="one round; exit 0 if all fine, 3 if not")
-    r.add_argument("--max-runtime", type=number(float, 0, lo_open=True), default=None,
-                   metavar="S", help="stop after S seconds (default: until the job ends, or "
-                                     "for ever without --job)")
-    r.add_argument("--cmd-timeout", type=number(float, 0.1, 600), default=20.0, metavar="S",
-                   help="timeout of each squeue/sacct/sinfo call (default 20)")
-    return p
-
-
-def check_parent(path: str, option: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ScriptError(f"{option} {path}: folder {folder} does not exist", EXIT_USAGE)
-    if os.path.isdir(path):
-        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    """Parse and validate everything before the first round; problems exit 2 in one line."""
-    args = build_parser().parse_args(argv)
-    if not (args.fs or args.job or args.heartbeat or args.log or args.rss_pid):
-        raise ScriptError("nothing to watch: give --fs, --job, --heartbeat, --log or --rss-pid",
-                          EXIT_USAGE)
-    paths = [path for path, _, _ in args.fs]
-    for path in paths:
-        if paths.count(path) > 1:
-            raise ScriptError(f"--fs {path}: given twice", EXIT_USAGE)
-        if not os.path.exists(path):
-            hint = (" (thresholds must be numbers: PATH[:MIN_FREE_GB[:MIN_FREE_INODES_PCT]])"
-                    if ":" in path else "")
-            raise ScriptError(f"--fs {path}: does not exist{hint}", EXIT_USAGE)
-    for option in ("heartbeat", "log", "on_fs_full_touch", "on_alert_touch"):
-        if getattr(args, option):
-            check_parent(getattr(args, option), "--" + option.replace("_", "-"))
-    if args.rss_pid is not None and not os.path.exists(f"/proc/{args.rss_pid}/status"):
-        raise ScriptError(f"--rss-pid {args.rss_pid}: no such process on this host", EXIT_USAGE)
-    inputs = [p for p in (args.heartbeat, args.log) if p]
-    if args.events:
-        check_output(args.events, "--events", inputs)
-    if args.json:
-        check_output(args.json, "--json", [*inputs, *([args.events] if args.events else [])])
-    if args.job:
-        if shutil.which("squeue") is None:
-            raise ScriptError(f"--job {args.job}: squeue not found on PATH (run this where "
-                              "SLURM's client commands are installed)", EXIT_USAGE)
-        try:
-            state = squeue(args.job, args.cmd_timeout)
-        except subprocess.TimeoutExpired:
-            raise ScriptError(f"--job {args.job}: squeue did not answer within "
-                              f"{args.cmd_timeout:g} s") from None
-        except SlurmError as exc:
-            raise ScriptError(f"--job {args.job}: {exc}") from None
-        if state is None:
-            raise ScriptError(f"--job {args.job}: squeue does not know this job (a typo, or "
-                              "it ended long ago)", EXIT_USAGE)
-    return args
 
 
 # -- checks ------------------------------------------------------------------------------------
@@ -354,6 +159,7 @@ def bad_nodes(nodelist: str, timeout: float) -> list[str]:
     return list(found.values())
 
 
+# -- the watch ---------------------------------------------------------------------------------
 class Watchdog:
     """The checks, their last status, the alert bookkeeping."""
 
@@ -541,6 +347,7 @@ class Watchdog:
                 warn(f"alert command {detail}")
 
 
+# -- alerts ------------------------------------------------------------------------------------
 def warn(text: str) -> None:
     sys.stdout.flush()
     sys.stderr.write(f"{PROG}: warning: {text}\n")
@@ -612,6 +419,142 @@ class Stop:
     def _handler(self, signum, frame) -> None:
         self.signal = signum
         self.wake.set()
+
+
+# -- arguments ---------------------------------------------------------------------------------
+def fs_spec(text: str) -> tuple[str, float | None, float | None]:
+    """``PATH[:MIN_FREE_GB[:MIN_FREE_INODES_PCT]]`` -> (path, gb or None, pct or None). Trailing
+    ``:``-fields are thresholds when they are numbers or empty, so a path may contain colons."""
+    parts, limits = nonempty(text).split(":"), []
+    while len(parts) > 1 and len(limits) < 2 and re.fullmatch(r"[0-9.eE+-]*", parts[-1]):
+        limits.insert(0, parts.pop())
+    path = ":".join(parts)
+    gb = float_or_none(limits[0], "MIN_FREE_GB", 0, None) if limits else None
+    pct = float_or_none(limits[1], "MIN_FREE_INODES_PCT", 0, 100) if len(limits) > 1 else None
+    return path, gb, pct
+
+
+def float_or_none(text: str, what: str, lo: float, hi: float | None) -> float | None:
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what} {text!r} is not a number") from None
+    if not math.isfinite(value) or value < lo or (hi is not None and value > hi):
+        raise argparse.ArgumentTypeError(f"{what} {text} must be between {lo:g} and "
+                                         f"{'inf' if hi is None else f'{hi:g}'}")
+    return value
+
+
+def job_id(text: str) -> str:
+    if not JOB_ID.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a SLURM job id (e.g. 4242 or 4242_7)")
+    return text.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Watch a long training from outside: file systems, a SLURM job and its "
+                    "nodes, a heartbeat or log file, a process's RSS trend; alert on findings.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    w = p.add_argument_group("what to watch")
+    w.add_argument("--fs", action="append", default=[], type=fs_spec,
+                   metavar="PATH[:MIN_FREE_GB[:MIN_FREE_INODES_PCT]]",
+                   help="a file system to watch (repeatable)")
+    w.add_argument("--min-free-gb", type=number(float, 0), default=10.0,
+                   help="default MIN_FREE_GB of --fs (default 10)")
+    w.add_argument("--min-free-inodes-pct", type=number(float, 0, 100), default=5.0,
+                   help="default MIN_FREE_INODES_PCT of --fs (default 5)")
+    w.add_argument("--job", type=job_id, default=None, help="SLURM job id to follow")
+    w.add_argument("--heartbeat", type=nonempty, default=None, metavar="FILE",
+                   help="file the training touches every step")
+    w.add_argument("--log", type=nonempty, default=None, metavar="FILE",
+                   help="training log that must keep growing")
+    w.add_argument("--stale-after", type=number(float, 0, lo_open=True), default=600.0,
+                   metavar="S", help="--heartbeat/--log older than S seconds: no progress "
+                                     "(default 600)")
+    w.add_argument("--rss-pid", type=number(int, 1), default=None, metavar="PID",
+                   help="process whose resident memory trend to watch (this host)")
+    w.add_argument("--rss-window", type=number(float, 1), default=3600.0, metavar="S",
+                   help="seconds of RSS samples the slope is fitted on (default 3600)")
+    w.add_argument("--rss-slope-mb-per-h", type=number(float, 0, lo_open=True), default=200.0,
+                   help="RSS growth that is a finding, MB/hour (default 200)")
+    a = p.add_argument_group("what to do")
+    a.add_argument("--alert-cmd", type=nonempty, default=None, metavar="COMMAND",
+                   help="shell command run on a finding; message in $WATCHDOG_MESSAGE")
+    a.add_argument("--alert-timeout", type=number(float, 0, 3600, lo_open=True), default=30.0,
+                   metavar="S", help="seconds the alert command may take (default 30)")
+    a.add_argument("--realert-after", type=number(float, 0), default=3600.0, metavar="S",
+                   help="send the same finding again only after S seconds (default 3600)")
+    a.add_argument("--on-fs-full-touch", type=nonempty, default=None, metavar="PATH",
+                   help="create PATH on a file-system finding (e.g. a save or kill switch)")
+    a.add_argument("--on-alert-touch", type=nonempty, default=None, metavar="PATH",
+                   help="create PATH on any finding")
+    a.add_argument("--events", type=nonempty, default=None, metavar="PATH",
+                   help="append events as JSON lines to PATH")
+    a.add_argument("--json", type=nonempty, default=None, metavar="PATH",
+                   help="write the last status of every check to PATH (atomically, each round)")
+    r = p.add_argument_group("how long")
+    r.add_argument("--interval", type=number(float, 0.1, 86400), default=60.0, metavar="S",
+                   help="seconds between rounds, 0.1 to 86400 (default 60)")
+    r.add_argument("--once", action="store_true", help="one round; exit 0 if all fine, 3 if not")
+    r.add_argument("--max-runtime", type=number(float, 0, lo_open=True), default=None,
+                   metavar="S", help="stop after S seconds (default: until the job ends, or "
+                                     "for ever without --job)")
+    r.add_argument("--cmd-timeout", type=number(float, 0.1, 600), default=20.0, metavar="S",
+                   help="timeout of each squeue/sacct/sinfo call (default 20)")
+    return p
+
+
+def check_parent(path: str, option: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ScriptError(f"{option} {path}: folder {folder} does not exist", EXIT_USAGE)
+    if os.path.isdir(path):
+        raise ScriptError(f"{option} {path}: is a folder; give a file name", EXIT_USAGE)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """Parse and validate everything before the first round; problems exit 2 in one line."""
+    args = build_parser().parse_args(argv)
+    if not (args.fs or args.job or args.heartbeat or args.log or args.rss_pid):
+        raise ScriptError("nothing to watch: give --fs, --job, --heartbeat, --log or --rss-pid",
+                          EXIT_USAGE)
+    paths = [path for path, _, _ in args.fs]
+    for path in paths:
+        if paths.count(path) > 1:
+            raise ScriptError(f"--fs {path}: given twice", EXIT_USAGE)
+        if not os.path.exists(path):
+            hint = (" (thresholds must be numbers: PATH[:MIN_FREE_GB[:MIN_FREE_INODES_PCT]])"
+                    if ":" in path else "")
+            raise ScriptError(f"--fs {path}: does not exist{hint}", EXIT_USAGE)
+    for option in ("heartbeat", "log", "on_fs_full_touch", "on_alert_touch"):
+        if getattr(args, option):
+            check_parent(getattr(args, option), "--" + option.replace("_", "-"))
+    if args.rss_pid is not None and not os.path.exists(f"/proc/{args.rss_pid}/status"):
+        raise ScriptError(f"--rss-pid {args.rss_pid}: no such process on this host", EXIT_USAGE)
+    inputs = [p for p in (args.heartbeat, args.log) if p]
+    if args.events:
+        check_output(args.events, "--events", inputs)
+    if args.json:
+        check_output(args.json, "--json", [*inputs, *([args.events] if args.events else [])])
+    if args.job:
+        if shutil.which("squeue") is None:
+            raise ScriptError(f"--job {args.job}: squeue not found on PATH (run this where "
+                              "SLURM's client commands are installed)", EXIT_USAGE)
+        try:
+            state = squeue(args.job, args.cmd_timeout)
+        except subprocess.TimeoutExpired:
+            raise ScriptError(f"--job {args.job}: squeue did not answer within "
+                              f"{args.cmd_timeout:g} s") from None
+        except SlurmError as exc:
+            raise ScriptError(f"--job {args.job}: {exc}") from None
+        if state is None:
+            raise ScriptError(f"--job {args.job}: squeue does not know this job (a typo, or "
+                              "it ended long ago)", EXIT_USAGE)
+    return args
 
 
 def main(argv=None) -> int:

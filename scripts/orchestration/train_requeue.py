@@ -2,99 +2,32 @@
 """train_requeue.py: a small CPU training loop that survives time limits, preemption and node
 failures by checkpointing and resuming. A stand-in for your training script.
 
-What it does
-------------
-Fits a linear model y = X·w (``--dim`` features, plus noise) with SGD and momentum on batches
-that are generated from ``(--seed, step)``, so the data a step sees does not depend on whether
-the run was interrupted. It prints the loss every ``--log-every`` steps and, at the end, the final
-loss and a SHA-256 of the weights: a run that was stopped and resumed any number of times ends
-with the same weights hash as one that ran straight through (the checkpoint holds the model, the
-optimizer state and the step).
+Fits a linear model with SGD and momentum on batches generated from ``(--seed, step)``, so the
+data a step sees does not depend on interruptions; a run stopped and resumed any number of times
+ends with the same weights SHA-256 as one that ran straight through. ``--ckpt-dir/checkpoint.pt``
+(model, optimizer, step; written to a temporary file and renamed) is saved every ``--save-every``
+steps and after the current step on SIGUSR1 (then, under SLURM, ``scontrol requeue``), SIGTERM,
+SIGINT, ``--run-steps`` or a switch file: ``--save-switch PATH`` (save, rename PATH to
+PATH.done, go on) and ``--kill-switch PATH`` (save and stop without requeue; a later job will not
+start while PATH exists), looked at every ``--switch-every`` steps by rank 0 only. On start an
+existing checkpoint is resumed. Units: steps; ``--step-time`` adds seconds of sleep per step.
+The contract and the tests on a SLURM cluster: book/en/orchestration/long-trainings.md.
 
-Checkpoints
------------
-``--ckpt-dir/checkpoint.pt`` is written every ``--save-every`` steps, and after the current step
-when one of these happens:
-
-* SIGUSR1 (the signal an sbatch ``--signal=USR1@T`` asks SLURM to send before the time limit,
-  or ``scancel --signal=USR1``): save, then, under SLURM (``SLURM_JOB_ID`` set) and unless
-  ``--no-requeue``, run ``scontrol requeue $SLURM_JOB_ID`` so the job goes back to the queue
-  and starts again from the top; exit 0.
-* SIGTERM (SLURM's first step when it kills a job: time limit reached, ``scancel``, node set
-  down): save and exit 143 (128 + SIGTERM).
-* SIGINT (Ctrl-C): save and exit 130.
-* ``--run-steps N``: this run has done N steps: save and exit 0 (a self-imposed budget, for job
-  chains where each job does a slice of the training).
-* a switch file (below) that an operator created.
-
-Switch files
-------------
-An operator with a shell on the shared file system, but no right to signal the job (another
-user's job, no ``scancel`` permission, a login node without SLURM), can still steer the run:
-
-* ``--save-switch PATH``: when PATH exists, save a checkpoint after the current step, rename
-  PATH to ``PATH.done`` (so it fires once, and its mtime records when it was honoured; a file
-  that cannot be renamed is reported and this switch is ignored for the rest of the run) and
-  go on training.
-* ``--kill-switch PATH``: when PATH exists, save after the current step and exit 0 *without*
-  requeueing: the operator's clean stop. The file is left in place, so a requeued or chained
-  job that starts later stops at once (``kill switch PATH present: not starting``) instead of
-  training on; delete it to let the training continue.
-
-The files are looked at every ``--switch-every N`` steps (default 10) and at start, not every
-step: one stat() is microseconds on a local disk, but on a shared file system every stat is a
-metadata-server request, and thousands of ranks polling each step add a load the whole cluster
-feels. Only the process with ``SLURM_PROCID`` 0 (or no SLURM) looks; this script is one
-process per job step, and in a multi-rank training rank 0 would broadcast its decision to the
-other ranks (one small collective every N steps) so that all of them save and stop at the same
-step.
-
-The file is written to a temporary name and renamed, so a crash mid-write never leaves a torn
-checkpoint. On start, an existing checkpoint is loaded and training resumes after its step (the
-output says ``resumed from step N``); ``SLURM_RESTART_COUNT`` (how many times SLURM requeued the
-job) is printed too. Only the process with ``SLURM_PROCID`` 0 (or no SLURM) requeues.
-
-How to launch
--------------
-::
+Plain ``python``, or as a SLURM job through the template::
 
     python train_requeue.py --ckpt-dir ckpt --steps 200                     # anywhere
     python train_requeue.py --ckpt-dir ckpt --kill-switch ckpt/STOP --save-switch ckpt/SAVE
-    touch ckpt/SAVE                                                         # from any shell
     sbatch scripts/orchestration/train-requeue.sbatch --steps 5000          # see that template
-    srun python train_requeue.py --ckpt-dir "$CKPT_DIR"                     # inside a job
 
-``--json PATH`` writes ``{"final_step", "final_loss", "weights_sha256", "resumed_from", "lr",
-"restart_count"}`` at the end. Units: steps; ``--step-time`` is seconds of simulated extra work
-per step (sleep), to make a short run last long enough to interrupt.
+Example output (a run requeued by SIGUSR1 on the book's test cluster; step lines left out)::
 
-Example output (a run of the train-requeue.sbatch template interrupted by
-``scancel --signal=USR1 --batch`` on the book's test SLURM cluster, then requeued; the output
-file is opened in append mode; step lines left out)::
-
-    job 1 restart 0 on node1 at 2026-11-23T09:16:34Z
     train_requeue.py: start at step 0 of 120 (restart count 0), lr 0.05
-    batch shell: SIGUSR1 received, forwarding it to the training step
     train_requeue.py: SIGUSR1: saved step 24 to /tmp/.../ckpt/checkpoint.pt; requeueing job 1
-    srun: Job step aborted: Waiting up to 7 seconds for job step to finish.
-    slurmstepd-node1: error: *** JOB 1 ON node1 CANCELLED AT 2026-11-23T09:16:43 DUE TO JOB REQUEUE ***
-    job 1 restart 1 on node1 at 2026-11-23T09:16:52Z
     train_requeue.py: resumed from step 24 (restart count 1)
     train_requeue.py: finished step 120 loss 0.015463 weights_sha256 d6d113db38542d35b14f8506cb3de70e2ed1907fd088e464284150d195022a73
 
-A save switch, then a kill switch, created with ``touch`` during a run (``--steps 2000
---step-time 0.02 --log-every 1000 --save-switch ck/SAVE --kill-switch ck/STOP``)::
-
-    train_requeue.py: start at step 0 of 2000 (restart count 0), lr 0.05
-    train_requeue.py: save switch ck/SAVE: saved step 100 to ck/checkpoint.pt; renamed the switch to ck/SAVE.done
-    train_requeue.py: kill switch ck/STOP: saved step 190 to ck/checkpoint.pt; stopping without requeue
-
-Exit status: 0 done (or stopped by SIGUSR1 / ``--run-steps`` / the kill switch after saving), 1 runtime failure
-(an unreadable or foreign checkpoint, a loss that turned nan/inf, a failed requeue), 2 usage
-error (an option, ``SLURM_RESTART_COUNT``/``SLURM_PROCID`` that is not an integer, a
-``--ckpt-dir`` or ``--json`` that cannot be written; checked before torch is imported),
-130 Ctrl-C, 143 SIGTERM. Errors are one line ``train_requeue.py: error: ...``; ``--debug``
-adds the traceback.
+Exit status: 0 done or stopped after saving (SIGUSR1, --run-steps, the kill switch), 1 failure,
+2 usage (checked before torch is imported), 130 Ctrl-C, 143 SIGTERM, each after saving.
 """
 
 from __future__ import annotations
@@ -120,6 +53,237 @@ PROG = "train_requeue.py"
 CKPT_NAME = "checkpoint.pt"
 MAX_STEPS = 100_000_000  # a demonstration loop: more steps than this is a typo
 MAX_BATCH_FLOATS = 100_000_000  # --batch x --dim, float32
+
+
+class Stop:
+    """Remembers the last stop request (a signal name) until the loop reaches a step boundary:
+    saving a checkpoint from inside a signal handler, mid-step, would save a half-updated model."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def install(self) -> None:
+        signal.signal(signal.SIGUSR1, self._handler)
+        signal.signal(signal.SIGTERM, self._handler)
+        signal.signal(signal.SIGINT, self._handler)  # Ctrl-C: save too (set even if inherited ignored)
+
+    def _handler(self, signum, frame) -> None:
+        self.reason = signal.Signals(signum).name
+
+
+def switch_pulled(args: argparse.Namespace) -> str | None:
+    """Which switch file exists now: "kill" (it wins), "save" or None. One stat() per switch."""
+    if args.kill_switch and os.path.exists(args.kill_switch):
+        return "kill"
+    if args.save_switch and os.path.exists(args.save_switch):
+        return "save"
+    return None
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Write ``state`` with torch.save to ``path`` atomically (temporary file, fsync, rename):
+    a job killed mid-save leaves the previous checkpoint whole."""
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    write_atomic(str(path), buffer.getvalue())
+
+
+def read_checkpoint(torch, path: Path) -> dict:
+    """The dict ``save_checkpoint`` wrote to ``path``. Raises ScriptError, in one line, for a
+    truncated or damaged file, a file holding arbitrary Python objects (it is not unpickled:
+    weights_only), or another program's checkpoint, saying what was expected."""
+    try:
+        state = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        if not found:  # the unpickler met bytes that are no pickle at all
+            raise ScriptError(f"checkpoint {path}: truncated or damaged (not a torch.save file); "
+                              "delete it to start over, or restore a copy") from None
+        raise ScriptError(f"checkpoint {path}: holds a {found[1]} object, which this script will "
+                          "not unpickle (its checkpoints hold only tensors and plain "
+                          "containers): another program's checkpoint?") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+        raise ScriptError(f"checkpoint {path}: truncated or damaged ({type(exc).__name__}: "
+                          f"{(str(exc).strip().splitlines() or [''])[0]}); delete it to start "
+                          "over, or restore a copy") from None
+    expected = {"step", "model", "optimizer"}
+    if not isinstance(state, dict) or not expected <= set(state):
+        found = sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__
+        raise ScriptError(f"checkpoint {path}: expected a dict with step, model and optimizer "
+                          f"(a checkpoint of {PROG}); found {found}")
+    if not isinstance(state["step"], int) or state["step"] < 0:
+        raise ScriptError(f"checkpoint {path}: expected a step count (an int >= 0); found "
+                          f"{type(state['step']).__name__} {state['step']!r:.40}")
+    return state
+
+
+def weights_sha256(weights) -> str:
+    """SHA-256 (hex) of a float32 tensor's bytes: equal hashes mean bit-identical weights."""
+    return hashlib.sha256(weights.detach().contiguous().numpy().tobytes()).hexdigest()
+
+
+def requeue(job_id: str) -> None:
+    """``scontrol requeue JOB_ID`` (under a 60 s timeout); the job leaves the node and goes back
+    to the queue. Raises subprocess.CalledProcessError / TimeoutExpired on failure."""
+    subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
+
+
+def build_model(torch, args: argparse.Namespace):
+    """The true weights of the data, the model (initialised from ``--seed``) and its optimizer."""
+    gen = torch.Generator().manual_seed(args.seed)
+    true_w = torch.randn(args.dim, 1, generator=gen)
+    model = torch.nn.Linear(args.dim, 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(torch.randn(1, args.dim, generator=gen) * 0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    return true_w, model, opt
+
+
+def resume(torch, ckpt: Path, model, opt, args: argparse.Namespace) -> tuple[int, int | None]:
+    """Load ``ckpt`` into the model and the optimizer when it exists, and say where the run
+    starts. Returns (the step to start from, the step resumed from or None)."""
+    restarts = args.restarts
+    if not ckpt.exists():
+        print(f"{PROG}: start at step 0 of {args.steps} (restart count {restarts}), "
+              f"lr {args.lr:g}", flush=True)
+        return 0, None
+    state = read_checkpoint(torch, ckpt)
+    try:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as exc:  # a checkpoint we cannot use must
+        first = (str(exc).strip().splitlines() or [""])[0]  # stop the job, loudly
+        raise ScriptError(f"checkpoint {ckpt} does not fit this model (written with another "
+                          f"--dim?): {first}") from None
+    step = state["step"]
+    print(f"{PROG}: resumed from step {step} (restart count {restarts})", flush=True)
+    return step, step
+
+
+def train_step(torch, model, opt, true_w, args: argparse.Namespace, step: int):
+    """One SGD step on the batch of ``step`` (generated from ``--seed`` and the step alone);
+    returns its loss."""
+    batch_gen = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
+    x = torch.randn(args.batch, args.dim, generator=batch_gen)
+    y = x @ true_w + 0.1 * torch.randn(args.batch, 1, generator=batch_gen)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def on_signal(args: argparse.Namespace, reason: str, step: int, ckpt: Path, state_now) -> int:
+    """A stop signal arrived during the step: save, then exit (SIGTERM, SIGINT) or, on SIGUSR1
+    under SLURM, requeue the job. Returns the exit status."""
+    save_checkpoint(ckpt, state_now())
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if reason in ("SIGTERM", "SIGINT"):
+        print(f"{PROG}: {reason}: saved step {step} to {ckpt}; exiting", flush=True)
+        return 128 + signal.Signals[reason]
+    if job_id and args.leader and not args.no_requeue:
+        print(f"{PROG}: SIGUSR1: saved step {step} to {ckpt}; requeueing job {job_id}",
+              flush=True)
+        try:
+            requeue(job_id)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ScriptError(f"scontrol requeue {job_id} failed: {exc}") from None
+    else:
+        print(f"{PROG}: SIGUSR1: saved step {step} to {ckpt}; exiting", flush=True)
+    return 0
+
+
+def on_switch(args: argparse.Namespace, step: int, ckpt: Path, state_now) -> int | None:
+    """Look for the switch files (rank 0, every --switch-every steps). The kill switch saves and
+    stops (returns 0); the save switch saves, is renamed to PATH.done and training goes on
+    (returns None, as when no switch is there)."""
+    pulled = None
+    if args.leader and step % args.switch_every == 0:
+        pulled = switch_pulled(args)
+    if pulled == "kill":
+        save_checkpoint(ckpt, state_now())
+        print(f"{PROG}: kill switch {args.kill_switch}: saved step {step} to {ckpt}; "
+              "stopping without requeue", flush=True)
+        return 0
+    if pulled == "save":
+        save_checkpoint(ckpt, state_now())
+        done = f"{args.save_switch}.done"
+        try:
+            os.replace(args.save_switch, done)
+            handled = f"renamed the switch to {done}"
+        except OSError as exc:  # it would fire at every check: ignore it from now on
+            args.save_switch = None
+            handled = f"cannot rename the switch ({exc.strerror}): save switch ignored from now on"
+        print(f"{PROG}: save switch {done[:-5]}: saved step {step} to {ckpt}; {handled}",
+              flush=True)
+    return None
+
+
+def finish(args: argparse.Namespace, model, ckpt: Path, state_now, step: int, run_start: int,
+           loss, resumed_from: int | None) -> int:
+    """The end of the training: save, print the final loss and the weights' hash, write --json."""
+    digest = weights_sha256(model.weight)
+    if step == run_start:  # a job of a chain that starts after the training already ended
+        print(f"{PROG}: already at step {step} of {args.steps}, nothing to do; "
+              f"weights_sha256 {digest}", flush=True)
+        return 0
+    save_checkpoint(ckpt, state_now())
+    print(f"{PROG}: finished step {step} loss {loss.item():.6f} weights_sha256 {digest}",
+          flush=True)
+    if args.json:
+        write_atomic(args.json, json.dumps({
+            "final_step": step, "final_loss": loss.item(), "weights_sha256": digest,
+            "resumed_from": resumed_from, "lr": args.lr, "restart_count": args.restarts}) + "\n")
+    return 0
+
+
+def train(args: argparse.Namespace) -> int:
+    """Run (or resume) the training; return the process exit status."""
+    stop = Stop()
+    stop.install()  # before importing torch: a signal during the import must not kill us
+    if args.leader and args.kill_switch and os.path.exists(args.kill_switch):
+        print(f"{PROG}: kill switch {args.kill_switch} present: not starting (delete it to let "
+              "the training continue)", flush=True)
+        return 0
+
+    import torch
+
+    ckpt = args.ckpt_dir / CKPT_NAME
+    true_w, model, opt = build_model(torch, args)
+    step, resumed_from = resume(torch, ckpt, model, opt, args)
+
+    def state_now() -> dict:
+        return {"step": step, "model": model.state_dict(), "optimizer": opt.state_dict()}
+
+    loss = torch.tensor(float("nan"))
+    run_start = step
+    while step < args.steps:
+        loss = train_step(torch, model, opt, true_w, args, step)
+        step += 1
+        if not math.isfinite(loss.item()):  # a nan checkpoint would poison every resumption
+            raise ScriptError(f"loss is {loss.item()} at step {step}: the training diverged "
+                              f"(--lr {args.lr:g} too high?); no checkpoint written for it")
+        if args.step_time:
+            time.sleep(args.step_time)
+        if step % args.save_every == 0 and step < args.steps:
+            save_checkpoint(ckpt, state_now())
+        if step % args.log_every == 0:  # after the save: "step N" means N is on disk if due
+            print(f"step {step} loss {loss.item():.6f}", flush=True)
+        if step >= args.steps:  # the last step: nothing to stop, finish() saves it
+            continue
+        if stop.reason is not None:
+            return on_signal(args, stop.reason, step, ckpt, state_now)
+        status = on_switch(args, step, ckpt, state_now)
+        if status is not None:
+            return status
+        if args.run_steps is not None and step - run_start >= args.run_steps:
+            save_checkpoint(ckpt, state_now())
+            print(f"{PROG}: did {args.run_steps} steps in this run: saved step {step} to {ckpt}",
+                  flush=True)
+            return 0
+    return finish(args, model, ckpt, state_now, step, run_start, loss, resumed_from)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,197 +358,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise ScriptError(f"--save-switch and --kill-switch are the same file ({args.kill_switch})",
                           EXIT_USAGE)
     return args
-
-
-def switch_pulled(args: argparse.Namespace) -> str | None:
-    """Which switch file exists now: "kill" (it wins), "save" or None. One stat() per switch."""
-    if args.kill_switch and os.path.exists(args.kill_switch):
-        return "kill"
-    if args.save_switch and os.path.exists(args.save_switch):
-        return "save"
-    return None
-
-
-class Stop:
-    """Remembers the last stop request (a signal name) until the loop reaches a step boundary:
-    saving a checkpoint from inside a signal handler, mid-step, would save a half-updated model."""
-
-    def __init__(self) -> None:
-        self.reason: str | None = None
-
-    def install(self) -> None:
-        signal.signal(signal.SIGUSR1, self._handler)
-        signal.signal(signal.SIGTERM, self._handler)
-        signal.signal(signal.SIGINT, self._handler)  # Ctrl-C: save too (set even if inherited ignored)
-
-    def _handler(self, signum, frame) -> None:
-        self.reason = signal.Signals(signum).name
-
-
-def save_checkpoint(path: Path, state: dict) -> None:
-    """Write ``state`` with torch.save to ``path`` atomically (temporary file, fsync, rename):
-    a job killed mid-save leaves the previous checkpoint whole."""
-    import torch
-
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    write_atomic(str(path), buffer.getvalue())
-
-
-def weights_sha256(weights) -> str:
-    """SHA-256 (hex) of a float32 tensor's bytes: equal hashes mean bit-identical weights."""
-    return hashlib.sha256(weights.detach().contiguous().numpy().tobytes()).hexdigest()
-
-
-def requeue(job_id: str) -> None:
-    """``scontrol requeue JOB_ID`` (under a 60 s timeout); the job leaves the node and goes back
-    to the queue. Raises subprocess.CalledProcessError / TimeoutExpired on failure."""
-    subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
-
-
-def read_checkpoint(torch, path: Path) -> dict:
-    """The dict ``save_checkpoint`` wrote to ``path``. Raises ScriptError, in one line, for a
-    truncated or damaged file, a file holding arbitrary Python objects (it is not unpickled:
-    weights_only), or another program's checkpoint, saying what was expected."""
-    try:
-        state = torch.load(path, weights_only=True)
-    except pickle.UnpicklingError as exc:
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
-        if not found:  # the unpickler met bytes that are no pickle at all
-            raise ScriptError(f"checkpoint {path}: truncated or damaged (not a torch.save file); "
-                              "delete it to start over, or restore a copy") from None
-        raise ScriptError(f"checkpoint {path}: holds a {found[1]} object, which this script will "
-                          "not unpickle (its checkpoints hold only tensors and plain "
-                          "containers): another program's checkpoint?") from None
-    except (RuntimeError, EOFError, OSError, ValueError) as exc:
-        raise ScriptError(f"checkpoint {path}: truncated or damaged ({type(exc).__name__}: "
-                          f"{(str(exc).strip().splitlines() or [''])[0]}); delete it to start "
-                          "over, or restore a copy") from None
-    expected = {"step", "model", "optimizer"}
-    if not isinstance(state, dict) or not expected <= set(state):
-        found = sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__
-        raise ScriptError(f"checkpoint {path}: expected a dict with step, model and optimizer "
-                          f"(a checkpoint of {PROG}); found {found}")
-    if not isinstance(state["step"], int) or state["step"] < 0:
-        raise ScriptError(f"checkpoint {path}: expected a step count (an int >= 0); found "
-                          f"{type(state['step']).__name__} {state['step']!r:.40}")
-    return state
-
-
-def train(args: argparse.Namespace) -> int:
-    """Run (or resume) the training; return the process exit status."""
-    stop = Stop()
-    stop.install()  # before importing torch: a signal during the import must not kill us
-    if args.leader and args.kill_switch and os.path.exists(args.kill_switch):
-        print(f"{PROG}: kill switch {args.kill_switch} present: not starting (delete it to let "
-              "the training continue)", flush=True)
-        return 0
-
-    import torch
-
-    ckpt = args.ckpt_dir / CKPT_NAME
-    restarts = args.restarts
-
-    gen = torch.Generator().manual_seed(args.seed)
-    true_w = torch.randn(args.dim, 1, generator=gen)
-    model = torch.nn.Linear(args.dim, 1, bias=False)
-    with torch.no_grad():
-        model.weight.copy_(torch.randn(1, args.dim, generator=gen) * 0.1)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-
-    step, resumed_from = 0, None
-    if ckpt.exists():
-        state = read_checkpoint(torch, ckpt)
-        try:
-            model.load_state_dict(state["model"])
-            opt.load_state_dict(state["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as exc:  # a checkpoint we cannot use must
-            first = (str(exc).strip().splitlines() or [""])[0]  # stop the job, loudly
-            raise ScriptError(f"checkpoint {ckpt} does not fit this model (written with another "
-                              f"--dim?): {first}") from None
-        step = resumed_from = state["step"]
-        print(f"{PROG}: resumed from step {step} (restart count {restarts})", flush=True)
-    else:
-        print(f"{PROG}: start at step 0 of {args.steps} (restart count {restarts}), "
-              f"lr {args.lr:g}", flush=True)
-
-    def state_now() -> dict:
-        return {"step": step, "model": model.state_dict(), "optimizer": opt.state_dict()}
-
-    loss = torch.tensor(float("nan"))
-    run_start = step
-    while step < args.steps:
-        batch_gen = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
-        x = torch.randn(args.batch, args.dim, generator=batch_gen)
-        y = x @ true_w + 0.1 * torch.randn(args.batch, 1, generator=batch_gen)
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        step += 1
-        if not math.isfinite(loss.item()):  # a nan checkpoint would poison every resumption
-            raise ScriptError(f"loss is {loss.item()} at step {step}: the training diverged "
-                              f"(--lr {args.lr:g} too high?); no checkpoint written for it")
-        if args.step_time:
-            time.sleep(args.step_time)
-        if step % args.save_every == 0 and step < args.steps:
-            save_checkpoint(ckpt, state_now())
-        if step % args.log_every == 0:  # after the save: "step N" means N is on disk if due
-            print(f"step {step} loss {loss.item():.6f}", flush=True)
-        if stop.reason is not None and step < args.steps:
-            save_checkpoint(ckpt, state_now())
-            job_id = os.environ.get("SLURM_JOB_ID")
-            if stop.reason in ("SIGTERM", "SIGINT"):
-                print(f"{PROG}: {stop.reason}: saved step {step} to {ckpt}; exiting", flush=True)
-                return 128 + signal.Signals[stop.reason]
-            if job_id and args.leader and not args.no_requeue:
-                print(f"{PROG}: SIGUSR1: saved step {step} to {ckpt}; requeueing job {job_id}",
-                      flush=True)
-                try:
-                    requeue(job_id)
-                except (OSError, subprocess.SubprocessError) as exc:
-                    raise ScriptError(f"scontrol requeue {job_id} failed: {exc}") from None
-            else:
-                print(f"{PROG}: SIGUSR1: saved step {step} to {ckpt}; exiting", flush=True)
-            return 0
-        pulled = None
-        if args.leader and step % args.switch_every == 0 and step < args.steps:
-            pulled = switch_pulled(args)
-        if pulled == "kill":
-            save_checkpoint(ckpt, state_now())
-            print(f"{PROG}: kill switch {args.kill_switch}: saved step {step} to {ckpt}; "
-                  "stopping without requeue", flush=True)
-            return 0
-        if pulled == "save":
-            save_checkpoint(ckpt, state_now())
-            done = f"{args.save_switch}.done"
-            try:
-                os.replace(args.save_switch, done)
-                handled = f"renamed the switch to {done}"
-            except OSError as exc:  # it would fire at every check: ignore it from now on
-                args.save_switch = None
-                handled = f"cannot rename the switch ({exc.strerror}): save switch ignored from now on"
-            print(f"{PROG}: save switch {done[:-5]}: saved step {step} to {ckpt}; {handled}",
-                  flush=True)
-        if args.run_steps is not None and step - run_start >= args.run_steps and step < args.steps:
-            save_checkpoint(ckpt, state_now())
-            print(f"{PROG}: did {args.run_steps} steps in this run: saved step {step} to {ckpt}",
-                  flush=True)
-            return 0
-
-    digest = weights_sha256(model.weight)
-    if step == run_start:  # a job of a chain that starts after the training already ended
-        print(f"{PROG}: already at step {step} of {args.steps}, nothing to do; "
-              f"weights_sha256 {digest}", flush=True)
-        return 0
-    save_checkpoint(ckpt, state_now())
-    print(f"{PROG}: finished step {step} loss {loss.item():.6f} weights_sha256 {digest}",
-          flush=True)
-    if args.json:
-        write_atomic(args.json, json.dumps({
-            "final_step": step, "final_loss": loss.item(), "weights_sha256": digest,
-            "resumed_from": resumed_from, "lr": args.lr, "restart_count": restarts}) + "\n")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

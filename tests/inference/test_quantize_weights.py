@@ -241,7 +241,7 @@ def test_cli_run(run):
     assert rows["bf16"]["rel_err_max"] <= 2 ** -9
     # finer groups, finer weights
     assert rows["int4-g16"]["rel_err_mean"] < rows["int4-g32"]["rel_err_mean"] <= rows["int4"]["rel_err_mean"]
-    # bytes: B + 16 / g per weight, 12 / W for per-channel rows (see the module docstring)
+    # bytes: B + 16 / g per weight, 12 / W for per-channel rows (book/en/inference/quantization.md)
     n = doc["model"]["quantized_weights"]
     assert n == 12 * WIDTH ** 2  # 1 block, embedding not included
     expected = {"fp32": 32, "bf16": 16, "int8": 8 + 12 / WIDTH, "int4": 4 + 12 / WIDTH,
