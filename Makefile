@@ -69,7 +69,7 @@ test-book: book  ## the book's own tests on the book `make book` built (not the 
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) $(BOOK_TESTS)
 
 # Paths given explicitly: pytest.ini's testpaths would bring the notebooks back despite --ignore.
-check: venv node-packages  ## the quick part: no PDFs, notebooks, multi-rank or SLURM runs (pytest -m slow)
+check: venv node-packages  ## the quick part: no PDFs, notebooks, multi-rank or SLURM runs, long trainings (pytest -m slow)
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests --ignore=tests/build
 
 test-gpu: venv  ## only the GPU tests, on a machine with CUDA

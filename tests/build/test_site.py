@@ -234,3 +234,10 @@ def test_appendix_page_lists_every_embedded_script_with_a_download(built_site, l
 def _nav_ordered_markers():
     order = {src: i for i, src in enumerate(nav_pages())}
     return sorted(markers("embed-script"), key=lambda m: order[m[0]])
+
+
+def test_the_tests_read_the_nav_as_mkdocs_does():
+    """tests/build/book.py reads mkdocs.yml's nav as plain YAML (fast, at collection); mkdocs'
+    own reading of the configuration must give the same pages."""
+    from tests.build.book import config, nav_sources
+    assert nav_pages() == nav_sources(config()["nav"])

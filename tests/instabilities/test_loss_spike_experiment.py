@@ -44,6 +44,7 @@ def first_of_each_group(steps: list[int]) -> list[int]:
     return [s for s in steps if s - 1 not in steps]
 
 
+@pytest.mark.slow  # trains a model for several seconds: make test, not make check
 def test_bad_batches_spike_where_injected(bad_batch_runs):
     report = bad_batch_runs
     base, bad = report["runs"]["baseline"]["summary"], report["runs"]["bad_batches"]["summary"]
@@ -55,6 +56,7 @@ def test_bad_batches_spike_where_injected(bad_batch_runs):
     assert set(bad["loss_spike_steps"]) <= set(bad["bad_steps"])
 
 
+@pytest.mark.slow  # trains a model for several seconds: make test, not make check
 def test_skipping_drops_exactly_the_bad_batches(bad_batch_runs):
     runs = bad_batch_runs["runs"]
     skipped = runs["bad_batches_skipped"]["summary"]
@@ -66,6 +68,7 @@ def test_skipping_drops_exactly_the_bad_batches(bad_batch_runs):
                                                    - base)
 
 
+@pytest.mark.slow  # trains a model for several seconds: make test, not make check
 def test_qk_layernorm_bounds_attention_logits(launch, tmp_path_factory):
     report = run(launch, tmp_path_factory, "high_lr,high_lr_qknorm_zloss", ["--steps", "60"])
     high = report["runs"]["high_lr"]["summary"]

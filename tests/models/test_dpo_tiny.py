@@ -35,6 +35,7 @@ def run(launch, tmp_path_factory):
     return res, json.loads(out.read_text())
 
 
+@pytest.mark.slow  # trains a model for several seconds: make test, not make check
 def test_loss_starts_at_ln2(run):
     _, doc = run
     first = doc["log"][0]
@@ -44,6 +45,7 @@ def test_loss_starts_at_ln2(run):
     assert abs(start["loss"] - math.log(2)) < 1e-4 and abs(start["margin"]) < 1e-5
 
 
+@pytest.mark.slow  # trains a model for several seconds: make test, not make check
 def test_loss_falls_and_margin_grows(run):
     res, doc = run
     losses = [e["loss"] for e in doc["log"]]
@@ -58,6 +60,7 @@ def test_loss_falls_and_margin_grows(run):
     assert "held-out end" in res.stdout and "dpo_loss" in res.stdout
 
 
+@pytest.mark.slow  # trains a model for several seconds: make test, not make check
 def test_same_seed_same_json(launch, tmp_path):
     docs = []
     for name in ("a.json", "b.json"):
