@@ -1,101 +1,31 @@
 #!/usr/bin/env python
 """mamf_finder.py: find the maximum achievable matmul FLOPS (MAMF) of one device.
 
-What it measures
-----------------
-For every shape (M, N, K) of the sweep and every requested dtype, the script multiplies an
-M x K matrix by a K x N matrix ``--iters`` times after ``--warmup`` untimed runs, times each
-multiplication on its own, and reports per shape:
+For every shape (M, N, K) of the sweep and every dtype (bf16, fp16, fp32, tf32, fp8), it times
+``--iters`` single matmuls of an M x K by a K x N matrix after ``--warmup`` untimed ones (CUDA
+events on a GPU, with the L2 cache overwritten before each; perf_counter on a CPU) and prints the
+mean, median and max TFLOPS = 2*M*N*K / time / 1e12 per shape, then the best shape per dtype and
+overall. Sizes are values or START:STOP:STEP ranges (STOP included). How it times, and its
+limits: book/en/compute/accelerators.md.
 
-* ``mean`` / ``median`` TFLOPS: 2*M*N*K / (mean or median time of one matmul) / 1e12;
-* ``max`` TFLOPS: the same for the fastest single matmul.
-
-2*M*N*K counts one multiply and one add per term of every output element, the usual convention
-for matmul FLOPs (and the one vendors use for their peak figures). At the end it prints the best
-shape per dtype (by max TFLOPS) and the overall best. The best max TFLOPS over a wide enough sweep
-is the device's MAMF, the realistic ceiling to compare a training run's TFLOPS with; the spec
-sheet's peak is not reachable (see the Compute chapter of The ML Engineering Open Book).
-
-Timing
-------
-* CUDA (and ROCm builds of torch, which use the same API): one pair of CUDA events around each
-  matmul, so launch overheads between iterations are not counted. Before each timed matmul the
-  script overwrites a buffer twice the size of the L2 cache (``--no-flush-l2`` turns this off),
-  so that operands left in L2 by the previous iteration do not flatter the result; the flush is
-  outside the timed region.
-* CPU: ``time.perf_counter()`` around each matmul (which returns when the result is ready). No
-  cache flush: a server CPU's last-level cache can hold hundreds of MB, so CPU results for
-  matrices that fit in it measure the cache; treat CPU runs as a demonstration of the method.
-* Other torch backends (``mps``, ``xpu``) are timed with synchronize + perf_counter.
-
-dtypes: ``bf16``, ``fp16``, ``fp32`` (full fp32, TF32 disabled), ``tf32`` (fp32 tensors with
-TF32 tensor-core math; CUDA only), ``fp8`` (float8 E4M3 inputs through ``torch._scaled_mm`` with
-bf16 output; NVIDIA GPUs of compute capability 8.9 or newer only, not ROCm builds). Asking for a
-dtype the device cannot run is an error, not a silent fallback.
-
-Sizes: ``--m``, ``--n``, ``--k`` each take one or more values or ``START:STOP:STEP`` ranges
-(STOP included), e.g. ``--m 1024 4096``, ``--k 1024:8192:1024``. The sweep is their product.
-
-How to launch
--------------
-One device per process; plain ``python`` (no torchrun needed)::
+One device per process; plain ``python``::
 
     python mamf_finder.py --m 4096 --n 4096 --k 4096                     # one shape, bf16
     python mamf_finder.py --m 1024:16384:1024 --n 4096 --k 4096 --dtype bf16 fp8 --json h100.json
+    srun --ntasks-per-node 8 --gpus-per-task 1 python mamf_finder.py --m 8192 --n 8192 --k 8192 \\
+        --json "mamf-$(hostname)-$SLURM_LOCALID.json"                  # every GPU of a node
 
-To measure every GPU of a node at once (each process sees one device), e.g. under SLURM::
+Example output (one thread of a shared 2-vCPU VM with AMX units; results/compute/mamf_finder-cpu.json)::
 
-    srun --ntasks-per-node 8 --gpus-per-task 1 python mamf_finder.py --m 1024:16384:1024 \\
-        --n 1024:16384:1024 --k 1024:16384:1024 --json "mamf-$(hostname)-$SLURM_LOCALID.json"
-
-Long sweeps print one line per shape as they go (with ``[i/N]``); Ctrl-C stops the sweep and
-still prints the summary (and writes ``--json``) for the shapes measured so far, then exits with
-status 130 (143 for SIGTERM, e.g. ``scancel`` or a job's time limit). Arguments and the
-``--json`` path are checked before any measurement; a sweep may hold at most 10,000 shapes,
-``--warmup`` and ``--iters`` at most 1,000,000 each, and a shape whose operands cannot fit in
-the device's memory is refused before the sweep starts. Errors are one line
-(``mamf_finder.py: error: ...``; exit status 2 for usage errors, 1 for failures); ``--debug``
-adds the traceback. A shape that cannot be allocated in the middle of a sweep (memory taken by
-another process) ends it with status 1, after the summary and ``--json`` of the shapes measured
-before it (marked ``"interrupted": true``).
-
-``--json PATH`` writes::
-
-    {"benchmark": "mamf_finder", "schema_version": 1, "device": "<name>", "device_type": "cpu|cuda|...",
-     "dtypes": [...], "warmup": <int>, "iters": <int>, "flush_l2": <bool>,
-     "torch_version": "<version>", "versions": {...}, "hostname": "<host>",
-     "date_utc": "YYYY-MM-DDTHH:MM:SSZ", "command": "<command line>", "interrupted": <bool>,
-     "results": [{"m": .., "n": .., "k": .., "dtype": "bf16", "mean_ms": .., "median_ms": ..,
-                  "min_ms": .., "mean_tflops": .., "median_tflops": .., "max_tflops": ..}, ...],
-     "best": {"<dtype>": {<the result row with the highest max_tflops>}, ...},
-     "units": {...}}
-
-Bad input (a non-positive size, an unknown dtype, fp8 or tf32 on a device without them, a
-``--json`` path that cannot be written) exits with status 2 and a one-line
-``mamf_finder.py: error: ...`` message.
-
-Example output (the committed results/compute/mamf_finder-cpu.json: one thread of a 2-vCPU cloud
-VM with Intel AMX units, shared with other jobs, load average about 7; a GPU is three to four
-orders of magnitude faster)::
-
-    $ OMP_NUM_THREADS=1 python scripts/compute/mamf_finder.py --device cpu --dtype fp32 bf16 \
-          --m 256:1024:256 --n 1024 --k 1024 --warmup 3 --iters 10 \
-          --json results/compute/mamf_finder-cpu.json
-    # mamf_finder.py: maximum achievable matmul FLOPS, 2*M*N*K / time
-    # device cpu | cpu Intel(R) Xeon(R) Processor | threads 1 | mkldnn True | torch 2.13.0+cpu | python 3.11.7
-    # timing: perf_counter per matmul | warmup 3 | iters 10 | L2 flush no
     # i/N      M      N      K dtype    mean(ms)  mean TFLOPS  median TFLOPS  max TFLOPS
       1/8    256   1024   1024 fp32       10.303        0.052          0.047       0.158
-      2/8    512   1024   1024 fp32       17.486        0.061          0.062       0.100
-    ...
-      7/8    768   1024   1024 bf16        2.900        0.555          1.222       1.366
       8/8   1024   1024   1024 bf16        3.844        0.559          0.560       1.312
-    # best fp32: 0.158 TFLOPS (max) at 256x1024x1024, mean 0.052
     # best bf16: 1.366 TFLOPS (max) at 768x1024x1024, mean 0.555
     # overall best: 1.366 TFLOPS, bf16 at 768x1024x1024
-    # wrote results/compute/mamf_finder-cpu.json
 
-(The gap between mean and max is the other jobs taking the core away during some iterations.)
+Exit status: 0 ok, 1 failure (also a shape that cannot be allocated mid-sweep, after the summary
+of those before it), 2 usage (checked before any measurement), 130/143 interrupted by
+Ctrl-C/SIGTERM (the summary and --json of the shapes so far are still written).
 """
 
 from __future__ import annotations
@@ -123,7 +53,6 @@ DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32
                  "float": "fp32", "float8": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8"}
 _RANGE = re.compile(r"(\d+):(\d+):(\d+)")
 
-
 # At --iters 50 even small shapes take ~10 ms each on a GPU, and large ones far longer: more
 # shapes than this would run for days, which is a typo, not a plan.
 MAX_SHAPES = 10_000
@@ -133,44 +62,9 @@ MAX_ITERS = 1_000_000
 ELEMENT_BYTES = {"bf16": (2, 2), "fp16": (2, 2), "fp32": (4, 4), "tf32": (4, 4), "fp8": (1, 2)}
 
 
-def parse_sizes(text: str) -> list[int]:
-    """Parse one size argument: ``4096`` or ``START:STOP:STEP`` (STOP included).
-
-    Returns a list of positive ints. Raises argparse.ArgumentTypeError (so argparse names the
-    option) for anything that is not a positive integer or a well-formed range.
-    """
-    text = text.strip()
-    m = _RANGE.fullmatch(text)
-    if m:
-        start, stop, step = (int(g) for g in m.groups())
-        if start <= 0 or step <= 0 or stop < start:
-            raise argparse.ArgumentTypeError(
-                f"invalid range {text!r}: need 0 < START <= STOP and STEP > 0")
-        if (stop - start) // step + 1 > MAX_SHAPES:
-            raise argparse.ArgumentTypeError(
-                f"range {text!r} has {(stop - start) // step + 1} values; at most {MAX_SHAPES} "
-                "(a longer sweep runs for days: use a coarser STEP)")
-        return list(range(start, stop + 1, step))
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid size {text!r}: use a positive integer or START:STOP:STEP") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"invalid size {text!r}: sizes must be positive")
-    return [value]
-
-
-def parse_dtype(text: str) -> str:
-    """Canonical dtype name for ``text`` (``bfloat16`` -> ``bf16``).
-
-    Raises argparse.ArgumentTypeError for an unknown name.
-    """
-    name = DTYPE_ALIASES.get(text.lower(), text.lower())
-    if name not in DTYPES:
-        raise argparse.ArgumentTypeError(f"unknown dtype {text!r} (choose from {', '.join(DTYPES)})")
-    return name
-
+# ----------------------------------------------------------------------------------------------
+# The method: FLOPs of a matmul, the device, its operands, the timed loop
+# ----------------------------------------------------------------------------------------------
 
 def matmul_flops(m: int, n: int, k: int) -> int:
     """FLOPs of one (m x k) @ (k x n) matmul: 2*m*n*k (one multiply + one add per term)."""
@@ -180,55 +74,6 @@ def matmul_flops(m: int, n: int, k: int) -> int:
 def tflops(m: int, n: int, k: int, seconds: float) -> float:
     """Throughput in TFLOPS (1e12 FLOP/s) of one matmul that took ``seconds``."""
     return matmul_flops(m, n, k) / seconds / 1e12
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Command-line interface; building it touches neither torch nor any device."""
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description="Maximum achievable matmul FLOPS: sweep M/N/K shapes and dtypes on one "
-                    "device, time each matmul, report mean/median/max TFLOPS per shape "
-                    "(2*M*N*K/time/1e12) and the best shape.",
-        epilog="Sizes: a value or START:STOP:STEP (STOP included); several may be given, e.g. "
-               "--m 512 1024:8192:1024. Ctrl-C prints the results so far.")
-    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--m", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
-                   help="rows of A and of the output (default 4096)")
-    p.add_argument("--n", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
-                   help="columns of B and of the output (default 4096)")
-    p.add_argument("--k", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
-                   help="inner dimension (default 4096)")
-    p.add_argument("--dtype", nargs="+", type=parse_dtype, default=["bf16"],
-                   help=f"one or more of {', '.join(DTYPES)} (default bf16)")
-    p.add_argument("--device", default="auto", type=nonempty,
-                   help="auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps, xpu")
-    p.add_argument("--warmup", type=number(int, 0, MAX_ITERS), default=10,
-                   help="untimed matmuls per shape (default 10)")
-    p.add_argument("--iters", type=number(int, 1, MAX_ITERS), default=50,
-                   help="timed matmuls per shape (default 50)")
-    p.add_argument("--no-flush-l2", dest="flush_l2", action="store_false",
-                   help="do not overwrite the L2 cache before each timed matmul (GPU only)")
-    p.add_argument("--json", metavar="PATH", type=nonempty,
-                   help="write machine-readable results to PATH")
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse and validate arguments (no device access); problems exit via parser.error
-    (status 2, one line). Adds ``args.shapes``: list of (m, n, k)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    flat = {axis: sorted({v for group in getattr(args, axis) for v in group}) for axis in "mnk"}
-    count = len(flat["m"]) * len(flat["n"]) * len(flat["k"])
-    if count > MAX_SHAPES:
-        parser.error(f"--m/--n/--k make {count} shapes; at most {MAX_SHAPES} (a longer sweep "
-                     "runs for days: use coarser ranges)")
-    args.shapes = [(m, n, k) for m in flat["m"] for n in flat["n"] for k in flat["k"]]
-    if args.json:
-        check_output(args.json, "--json")
-    args.dtype = list(dict.fromkeys(args.dtype))  # keep order, drop repeats
-    args.parser = parser
-    return args
 
 
 def _cpu_name() -> str:
@@ -394,6 +239,60 @@ def time_shape(device: Device, run, warmup: int, iters: int, flush) -> list[floa
     return times
 
 
+def catch_stop_signals() -> list[int]:
+    """Let Ctrl-C and SIGTERM stop the sweep with the results so far; returns a one-item list
+    holding the signal that stopped it (SIGINT unless SIGTERM came)."""
+    # A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored: the
+    # sweep would run on after Ctrl-C or `kill -INT`. Stopping with the results so far is the point.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    stopped_by = [signal.SIGINT]
+
+    def on_sigterm(signum, frame):  # scancel and job time limits send SIGTERM: keep the results
+        stopped_by[0] = signal.SIGTERM
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_sigterm)
+    return stopped_by
+
+
+def open_device(torch, args: argparse.Namespace):
+    """The checked device, its versions and the L2 flush buffer (None when not flushing)."""
+    device = Device(torch, args.device, args.parser)
+    for dtype in args.dtype:
+        device.check_dtype(dtype, args.parser)
+    device.check_fits(args.shapes, args.dtype)
+    versions = device.versions()
+    flush = None
+    if device.type == "cuda" and args.flush_l2:
+        flush = torch.empty(2 * device.l2_bytes // 4, dtype=torch.float32, device=device.dev)
+    return device, versions, flush
+
+
+def sweep(device: Device, args: argparse.Namespace, flush, results: list[dict], total: int,
+          width: int) -> ScriptError | None:
+    """Measure every dtype and shape, appending and printing one row each; returns the
+    ScriptError of a shape that could not be allocated (the sweep stops there), else None."""
+    for dtype in args.dtype:
+        for m, n, k in args.shapes:
+            try:
+                run = make_operands(device, dtype, m, n, k)
+            except (RuntimeError, MemoryError) as err:
+                # Keep what was measured: summary and --json below, then this error.
+                return ScriptError(f"cannot allocate {m}x{n}x{k} {dtype} operands: "
+                                   f"{str(err).strip() or type(err).__name__}")
+            row = summarize(m, n, k, dtype, time_shape(device, run, args.warmup, args.iters,
+                                                       flush))
+            results.append(row)
+            print(f"  {len(results):>{width}}/{total} {m:>6} {n:>6} {k:>6} {dtype:<5} "
+                  f"{row['mean_ms']:>11.3f} {row['mean_tflops']:>12.3f} "
+                  f"{row['median_tflops']:>14.3f} {row['max_tflops']:>11.3f}", flush=True)
+            del run
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
 def summarize(m: int, n: int, k: int, dtype: str, times: list[float]) -> dict:
     """Per-shape row: times in ms and mean/median/max TFLOPS (6 significant digits)."""
     mean, median, best = statistics.fmean(times), statistics.median(times), min(times)
@@ -413,6 +312,22 @@ def best_per_dtype(results: list[dict]) -> dict:
     return best
 
 
+def print_header(device: Device, versions: dict, args: argparse.Namespace, flush) -> tuple[int, int]:
+    """The device, timing and column lines; returns (measurements in the sweep, width of i)."""
+    detail = " | ".join(f"{k} {v}" for k, v in versions.items() if k not in ("torch", "python"))
+    print(f"# {PROG}: maximum achievable matmul FLOPS, 2*M*N*K / time")
+    print(f"# device {device.name} | {detail} | torch {versions['torch']} | "
+          f"python {versions['python']}")
+    clock = "CUDA events per matmul" if device.type == "cuda" else "perf_counter per matmul"
+    print(f"# timing: {clock} | warmup {args.warmup} | iters {args.iters} | L2 flush "
+          f"{'yes (' + str(2 * device.l2_bytes // 2**20) + ' MiB buffer)' if flush is not None else 'no'}")
+    total = len(args.shapes) * len(args.dtype)
+    width = len(str(total))
+    print(f"# {'i/N':>{2 * width + 1}} {'M':>6} {'N':>6} {'K':>6} {'dtype':<5} {'mean(ms)':>11} "
+          f"{'mean TFLOPS':>12} {'median TFLOPS':>14} {'max TFLOPS':>11}", flush=True)
+    return total, width
+
+
 def _print_summary(results: list[dict], total: int, interrupted: bool) -> dict:
     best = best_per_dtype(results)
     if interrupted:
@@ -429,74 +344,133 @@ def _print_summary(results: list[dict], total: int, interrupted: bool) -> dict:
     return best
 
 
+def json_report(device: Device, versions: dict, args: argparse.Namespace, flush, results: list[dict],
+                best: dict, interrupted: bool) -> dict:
+    """The --json document (keys: tools/schemas/mamf_finder.schema.json)."""
+    return {
+        "benchmark": "mamf_finder", "schema_version": 1, "device": device.name,
+        "device_type": device.type, "dtypes": args.dtype, "warmup": args.warmup,
+        "iters": args.iters, "flush_l2": flush is not None, "torch_version": device.torch.__version__,
+        "versions": versions, "hostname": socket.gethostname(),
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+        "interrupted": interrupted, "results": results, "best": best,
+        "units": {"time": "milliseconds per matmul", "throughput": "TFLOPS = 2*M*N*K/time/1e12",
+                  "max_tflops": "from the fastest iteration"},
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
+def parse_sizes(text: str) -> list[int]:
+    """Parse one size argument: ``4096`` or ``START:STOP:STEP`` (STOP included).
+
+    Returns a list of positive ints. Raises argparse.ArgumentTypeError (so argparse names the
+    option) for anything that is not a positive integer or a well-formed range.
+    """
+    text = text.strip()
+    m = _RANGE.fullmatch(text)
+    if m:
+        start, stop, step = (int(g) for g in m.groups())
+        if start <= 0 or step <= 0 or stop < start:
+            raise argparse.ArgumentTypeError(
+                f"invalid range {text!r}: need 0 < START <= STOP and STEP > 0")
+        if (stop - start) // step + 1 > MAX_SHAPES:
+            raise argparse.ArgumentTypeError(
+                f"range {text!r} has {(stop - start) // step + 1} values; at most {MAX_SHAPES} "
+                "(a longer sweep runs for days: use a coarser STEP)")
+        return list(range(start, stop + 1, step))
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: use a positive integer or START:STOP:STEP") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: sizes must be positive")
+    return [value]
+
+
+def parse_dtype(text: str) -> str:
+    """Canonical dtype name for ``text`` (``bfloat16`` -> ``bf16``).
+
+    Raises argparse.ArgumentTypeError for an unknown name.
+    """
+    name = DTYPE_ALIASES.get(text.lower(), text.lower())
+    if name not in DTYPES:
+        raise argparse.ArgumentTypeError(f"unknown dtype {text!r} (choose from {', '.join(DTYPES)})")
+    return name
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface; building it touches neither torch nor any device."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Maximum achievable matmul FLOPS: sweep M/N/K shapes and dtypes on one "
+                    "device, time each matmul, report mean/median/max TFLOPS per shape "
+                    "(2*M*N*K/time/1e12) and the best shape.",
+        epilog="Sizes: a value or START:STOP:STEP (STOP included); several may be given, e.g. "
+               "--m 512 1024:8192:1024. Ctrl-C prints the results so far.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("--m", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
+                   help="rows of A and of the output (default 4096)")
+    p.add_argument("--n", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
+                   help="columns of B and of the output (default 4096)")
+    p.add_argument("--k", nargs="+", type=parse_sizes, default=[[4096]], metavar="SIZE",
+                   help="inner dimension (default 4096)")
+    p.add_argument("--dtype", nargs="+", type=parse_dtype, default=["bf16"],
+                   help=f"one or more of {', '.join(DTYPES)} (default bf16)")
+    p.add_argument("--device", default="auto", type=nonempty,
+                   help="auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps, xpu")
+    p.add_argument("--warmup", type=number(int, 0, MAX_ITERS), default=10,
+                   help="untimed matmuls per shape (default 10)")
+    p.add_argument("--iters", type=number(int, 1, MAX_ITERS), default=50,
+                   help="timed matmuls per shape (default 50)")
+    p.add_argument("--no-flush-l2", dest="flush_l2", action="store_false",
+                   help="do not overwrite the L2 cache before each timed matmul (GPU only)")
+    p.add_argument("--json", metavar="PATH", type=nonempty,
+                   help="write machine-readable results to PATH")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and validate arguments (no device access); problems exit via parser.error
+    (status 2, one line). Adds ``args.shapes``: list of (m, n, k)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    flat = {axis: sorted({v for group in getattr(args, axis) for v in group}) for axis in "mnk"}
+    count = len(flat["m"]) * len(flat["n"]) * len(flat["k"])
+    if count > MAX_SHAPES:
+        parser.error(f"--m/--n/--k make {count} shapes; at most {MAX_SHAPES} (a longer sweep "
+                     "runs for days: use coarser ranges)")
+    args.shapes = [(m, n, k) for m in flat["m"] for n in flat["n"] for k in flat["k"]]
+    if args.json:
+        check_output(args.json, "--json")
+    args.dtype = list(dict.fromkeys(args.dtype))  # keep order, drop repeats
+    args.parser = parser
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored: the
-    # sweep would run on after Ctrl-C or `kill -INT`. Stopping with the results so far is the point.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    stopped_by = [signal.SIGINT]
-
-    def on_sigterm(signum, frame):  # scancel and job time limits send SIGTERM: keep the results
-        stopped_by[0] = signal.SIGTERM
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_sigterm)
+    stopped_by = catch_stop_signals()
     import torch  # only now: --help and argument errors never touch torch or a device
 
-    device = Device(torch, args.device, args.parser)
-    for dtype in args.dtype:
-        device.check_dtype(dtype, args.parser)
-    device.check_fits(args.shapes, args.dtype)
-    versions = device.versions()
-    flush = None
-    if device.type == "cuda" and args.flush_l2:
-        flush = torch.empty(2 * device.l2_bytes // 4, dtype=torch.float32, device=device.dev)
-    detail = " | ".join(f"{k} {v}" for k, v in versions.items() if k not in ("torch", "python"))
-    print(f"# {PROG}: maximum achievable matmul FLOPS, 2*M*N*K / time")
-    print(f"# device {device.name} | {detail} | torch {versions['torch']} | "
-          f"python {versions['python']}")
-    clock = "CUDA events per matmul" if device.type == "cuda" else "perf_counter per matmul"
-    print(f"# timing: {clock} | warmup {args.warmup} | iters {args.iters} | L2 flush "
-          f"{'yes (' + str(2 * device.l2_bytes // 2**20) + ' MiB buffer)' if flush is not None else 'no'}")
-    total = len(args.shapes) * len(args.dtype)
-    width = len(str(total))
-    print(f"# {'i/N':>{2 * width + 1}} {'M':>6} {'N':>6} {'K':>6} {'dtype':<5} {'mean(ms)':>11} "
-          f"{'mean TFLOPS':>12} {'median TFLOPS':>14} {'max TFLOPS':>11}", flush=True)
+    device, versions, flush = open_device(torch, args)
+    total, width = print_header(device, versions, args, flush)
     results: list[dict] = []
     interrupted = False
     failure = None
     try:
-        for dtype in args.dtype:
-            for m, n, k in args.shapes:
-                try:
-                    run = make_operands(device, dtype, m, n, k)
-                except (RuntimeError, MemoryError) as err:
-                    # Keep what was measured: summary and --json below, then this error.
-                    failure = ScriptError(f"cannot allocate {m}x{n}x{k} {dtype} operands: "
-                                          f"{str(err).strip() or type(err).__name__}")
-                    raise KeyboardInterrupt from None
-                row = summarize(m, n, k, dtype, time_shape(device, run, args.warmup, args.iters,
-                                                           flush))
-                results.append(row)
-                print(f"  {len(results):>{width}}/{total} {m:>6} {n:>6} {k:>6} {dtype:<5} "
-                      f"{row['mean_ms']:>11.3f} {row['mean_tflops']:>12.3f} "
-                      f"{row['median_tflops']:>14.3f} {row['max_tflops']:>11.3f}", flush=True)
-                del run
+        failure = sweep(device, args, flush, results, total, width)
     except KeyboardInterrupt:
         interrupted = True
+    interrupted = interrupted or failure is not None
     best = _print_summary(results, total, interrupted)
     if args.json:
-        report = {
-            "benchmark": "mamf_finder", "schema_version": 1, "device": device.name,
-            "device_type": device.type, "dtypes": args.dtype, "warmup": args.warmup,
-            "iters": args.iters, "flush_l2": flush is not None, "torch_version": torch.__version__,
-            "versions": versions, "hostname": socket.gethostname(),
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-            "interrupted": interrupted, "results": results, "best": best,
-            "units": {"time": "milliseconds per matmul", "throughput": "TFLOPS = 2*M*N*K/time/1e12",
-                      "max_tflops": "from the fastest iteration"},
-        }
-        write_atomic(args.json, json.dumps(report, indent=2) + "\n")
+        write_atomic(args.json, json.dumps(json_report(device, versions, args, flush, results, best,
+                                                       interrupted), indent=2) + "\n")
         print(f"# wrote {args.json}")
     sys.stdout.flush()
     if failure is not None:

@@ -1,83 +1,30 @@
 #!/usr/bin/env python
 """mem_bandwidth.py: measure memory copy bandwidth of a device and of the host link.
 
-What it measures
-----------------
-For each buffer size S (bytes) and each test, the script copies S bytes ``--iters`` times after
-``--warmup`` untimed copies and reports the time of one copy (CUDA: mean of back-to-back copies
-timed with CUDA events; CPU: median of individually timed copies) and two bandwidths:
+For each buffer size S and test it copies S bytes ``--iters`` times after ``--warmup`` untimed
+copies and reports the time of one copy (CUDA: mean of back-to-back copies between CUDA events;
+CPU: median of individually timed copies) and two bandwidths in decimal GBps (1e9 bytes/s):
+GBps = S / time, the bytes copied, as host-link figures are rated; traffic_GBps = bytes read +
+written / time (2 S / time for a copy inside one memory), as memory bandwidth specs are rated.
+Tests: d2d, h2d_pinned, h2d_pageable, d2h_pinned, d2h_pageable on CUDA; host_copy on a CPU.
+Sizes take binary suffixes (K = 1024). More: book/en/compute/accelerators.md.
 
-* ``GBps``: S / time, the bytes *copied* per second. This is what a host-to-device or
-  device-to-host transfer is rated in (PCIe, one direction), and what ``cudaMemcpy``-style
-  benchmarks print for H2D/D2H.
-* ``traffic_GBps``: the bytes that crossed the memory interface per second. A copy inside one
-  memory reads S bytes and writes S bytes, so for ``d2d`` and ``host_copy`` this is 2 * S / time,
-  the number to compare with a memory bandwidth spec (HBM TBps, DRAM channels). For H2D/D2H it
-  equals ``GBps`` (each byte crosses the link once).
-
-Units: decimal, 1 GBps = 1e9 bytes/s. Sizes on the command line accept binary suffixes
-(K = 1024, M = 1024**2, G = 1024**3).
-
-Tests
------
-On a CUDA device (``--device cuda``, the default when one is present):
-
-* ``d2d``: device-to-device copy in device memory (``dst.copy_(src)``), timed with CUDA events.
-* ``h2d_pinned`` / ``d2h_pinned``: host <-> device copies from/to page-locked (pinned) host
-  memory, which the GPU's DMA engines read directly.
-* ``h2d_pageable`` / ``d2h_pageable``: the same from/to ordinary (pageable) host memory, which
-  the driver first stages through a pinned bounce buffer, so they are usually slower.
-
-On CPU (``--device cpu``, or no GPU): ``host_copy``, a copy between two host buffers timed with
-``time.perf_counter()``: a rough figure for the host's memory bandwidth as one process with
-torch's threads sees it (a STREAM-like copy, not a tuned STREAM run).
-
-How to launch
--------------
-One process per device; plain ``python``::
+One process per device; plain ``python`` (under numa_affinity.py for NUMA-local pinned copies)::
 
     python mem_bandwidth.py                                  # CUDA if present, else CPU
     python mem_bandwidth.py --device cuda --sizes 64M 1G 4G --json membw-h100.json
     python mem_bandwidth.py --device cpu --min-bytes 1M --max-bytes 256M
 
-Pinned-memory results depend on which CPU socket the process runs on relative to the GPU; run
-it under ``numa_affinity.py`` (same folder) to measure the NUMA-local case.
+Example output (one thread of a shared 2-vCPU VM; results/compute/mem_bandwidth-cpu.json)::
 
-``--json PATH`` writes::
-
-    {"benchmark": "mem_bandwidth", "schema_version": 1, "device": "<name>",
-     "device_type": "cpu|cuda", "tests": [...], "warmup": <int>, "iters": <int>,
-     "torch_version": "<v>", "hostname": "<host>", "date_utc": "...", "command": "...",
-     "results": [{"test": "d2d", "size_bytes": <int>, "time_us": <float>, "GBps": <float>,
-                  "traffic_GBps": <float>}, ...],
-     "peak_GBps": {"<test>": <highest GBps over sizes>, ...}, "convention": "..."}
-
-Bad input (a size that is not a positive multiple of 4 bytes, a sweep of more than 1,000 sizes,
-a size whose buffers do not fit in the host's or the device's memory, a test that the device
-does not have, e.g. ``d2d`` on a CPU, a ``--json`` path that cannot be
-written) exits with status 2 and a one-line ``mem_bandwidth.py: error: ...`` message before
-anything is measured; ``--debug`` adds the traceback. Ctrl-C or SIGTERM stops the sweep and still
-writes the sizes measured so far (``"interrupted": true``; exit status 130 or 143).
-
-Example output (the committed results/compute/mem_bandwidth-cpu.json: one thread on a 2-vCPU
-cloud VM shared with other jobs, load average about 7)::
-
-    $ OMP_NUM_THREADS=1 python scripts/compute/mem_bandwidth.py --device cpu --min-bytes 1M \
-          --max-bytes 256M --factor 4 --warmup 3 --iters 10 \
-          --json results/compute/mem_bandwidth-cpu.json
-    # mem_bandwidth.py: copy bandwidth, torch 2.13.0+cpu, device cpu, 1 thread(s)
-    # GBps = copied bytes / time; traffic = bytes read + written / time (2x for in-memory copies); 1 GBps = 1e9 bytes/s
-    # time: median of 10 copies after 3 warmup
     # test               size     time(us)       GBps  traffic GBps
     host_copy              1M         37.8      27.70         55.41
-    host_copy              4M        288.2      14.55         29.11
-    host_copy             16M       9831.6       1.71          3.41
     host_copy             64M      38372.8       1.75          3.50
     host_copy            256M     141463.3       1.90          3.80
     # peak host_copy: 27.70 GBps (traffic 55.41 GBps) at 1M
 
-(The small sizes are served from the CPU caches; the large ones show what this busy VM's memory
-gives one thread. A GPU run prints one block per test: d2d, h2d/d2h pinned and pageable.)
+Exit status: 0 ok, 1 failure, 2 usage (checked before any copy), 130/143 interrupted by
+Ctrl-C/SIGTERM (the sizes measured so far are still written, "interrupted": true).
 """
 
 from __future__ import annotations
@@ -106,33 +53,12 @@ CPU_TESTS = ("host_copy",)
 IN_MEMORY = {"d2d", "host_copy"}
 _SIZE_RE = re.compile(r"(\d+)([KMG]?)(I?B)?")
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+MAX_SIZES = 1000  # sizes in one sweep
 
 
-def parse_size(text: str) -> int:
-    """Bytes from ``1024``, ``64K``, ``1M``, ``4G`` (binary suffixes, optional B/iB).
-
-    Raises argparse.ArgumentTypeError for anything else, or for a size that is not positive.
-    """
-    m = _SIZE_RE.fullmatch(text.strip().upper())
-    if not m:
-        raise argparse.ArgumentTypeError(
-            f"invalid size {text!r}: use a positive number of bytes with an optional K, M or G "
-            "suffix (K = 1024)")
-    value = int(m.group(1)) * _SUFFIX[m.group(2)]
-    if value <= 0 or value % 4:
-        raise argparse.ArgumentTypeError(
-            f"invalid size {text!r}: must be a positive multiple of 4 bytes (the copies move "
-            "float32 elements)")
-    return value
-
-
-def format_size(nbytes: int) -> str:
-    """``1M``, ``64K``... for exact binary multiples, else the byte count."""
-    for suffix in ("G", "M", "K"):
-        if nbytes >= _SUFFIX[suffix] and nbytes % _SUFFIX[suffix] == 0:
-            return f"{nbytes // _SUFFIX[suffix]}{suffix}"
-    return str(nbytes)
-
+# ----------------------------------------------------------------------------------------------
+# The method: sizes, bandwidths, the copies
+# ----------------------------------------------------------------------------------------------
 
 def bandwidths(test: str, size_bytes: int, seconds: float) -> tuple[float, float]:
     """(copied GBps, memory-traffic GBps) for one copy of ``size_bytes`` in ``seconds``.
@@ -142,9 +68,6 @@ def bandwidths(test: str, size_bytes: int, seconds: float) -> tuple[float, float
     """
     copied = size_bytes / seconds / 1e9
     return copied, copied * (2 if test in IN_MEMORY else 1)
-
-
-MAX_SIZES = 1000
 
 
 def geometric_sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
@@ -174,6 +97,160 @@ def check_memory(torch, kind: str, tests: list[str], size: int, dev, option: str
             raise ScriptError(f"{option}: size {format_size(size)} needs {buffers} buffer(s) of that "
                               f"size, more than this machine's {have / 2**30:.1f} GiB of {where}",
                               EXIT_USAGE)
+
+
+def run_test(torch, test: str, size: int, dev, warmup: int, iters: int) -> float:
+    """Seconds of one copy of ``size`` bytes for ``test``: on CUDA the mean over ``iters``
+    back-to-back copies (CUDA events); on CPU the median of ``iters`` individually timed copies,
+    which a busy machine's scheduler hiccups do not drag around as they do a mean."""
+    n = size // 4
+    if test == "host_copy":
+        src, dst = torch.ones(n), torch.empty(n)
+        for _ in range(warmup):
+            dst.copy_(src)
+        times = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            dst.copy_(src)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    pinned = test.endswith("pinned")
+    if test == "d2d":
+        src = torch.ones(n, device=dev)
+        dst = torch.empty(n, device=dev)
+    elif test.startswith("h2d"):
+        src = torch.ones(n, pin_memory=pinned)
+        dst = torch.empty(n, device=dev)
+    else:
+        src = torch.ones(n, device=dev)
+        dst = torch.empty(n, pin_memory=pinned)
+    # non_blocking only matters for pinned memory; pageable copies are synchronous anyway.
+    for _ in range(warmup):
+        dst.copy_(src, non_blocking=pinned)
+    torch.cuda.synchronize(dev)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        dst.copy_(src, non_blocking=pinned)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / iters
+
+
+def choose_tests(torch, args: argparse.Namespace) -> tuple[str, list[str], list[int]]:
+    """(device kind, tests, sizes) from the arguments and the device present; usage errors
+    exit with status 2."""
+    kind = args.device
+    if kind == "auto":
+        kind = "cuda" if torch.cuda.is_available() else "cpu"
+    if kind == "cuda" and not torch.cuda.is_available():
+        args.parser.error("--device cuda: no CUDA device is available (use --device cpu)")
+    available = GPU_TESTS if kind == "cuda" else CPU_TESTS
+    tests = args.tests or list(available)
+    wrong = [t for t in tests if t not in available]
+    if wrong:
+        args.parser.error(f"test(s) {', '.join(wrong)} need a "
+                          f"{'CUDA device' if kind == 'cpu' else 'CPU run (--device cpu)'}; "
+                          f"on {kind} choose from {', '.join(available)}")
+    if args.sizes:
+        sizes = sorted(set(args.sizes))
+    else:
+        default_max = 1024**3 if kind == "cuda" else 256 * 1024**2
+        min_bytes = args.min_bytes or 1024**2
+        max_bytes = args.max_bytes or default_max
+        if max_bytes < min_bytes:
+            args.parser.error(f"--max-bytes ({max_bytes}) must be >= --min-bytes ({min_bytes})")
+        sizes = geometric_sizes(min_bytes, max_bytes, args.factor)
+    return kind, tests, sizes
+
+
+def measure(torch, tests: list[str], sizes: list[int], dev, args: argparse.Namespace,
+            results: list[dict]) -> None:
+    """Run every test at every size, appending and printing one row each."""
+    for test in tests:
+        for size in sizes:
+            seconds = run_test(torch, test, size, dev, args.warmup, args.iters)
+            gbps, traffic = bandwidths(test, size, seconds)
+            results.append({"test": test, "size_bytes": size,
+                            "time_us": float(f"{seconds * 1e6:.6g}"),
+                            "GBps": float(f"{gbps:.6g}"),
+                            "traffic_GBps": float(f"{traffic:.6g}")})
+            print(f"{test:<16} {format_size(size):>8} {seconds * 1e6:>12.1f} {gbps:>10.2f} "
+                  f"{traffic:>13.2f}", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
+def format_size(nbytes: int) -> str:
+    """``1M``, ``64K``... for exact binary multiples, else the byte count."""
+    for suffix in ("G", "M", "K"):
+        if nbytes >= _SUFFIX[suffix] and nbytes % _SUFFIX[suffix] == 0:
+            return f"{nbytes // _SUFFIX[suffix]}{suffix}"
+    return str(nbytes)
+
+
+def print_header(torch, kind: str, where: str, args: argparse.Namespace) -> None:
+    print(f"# {PROG}: copy bandwidth, torch {torch.__version__}, {where}")
+    print("# GBps = copied bytes / time; traffic = bytes read + written / time "
+          "(2x for in-memory copies); 1 GBps = 1e9 bytes/s")
+    print(f"# time: {'mean' if kind == 'cuda' else 'median'} of {args.iters} copies after "
+          f"{args.warmup} warmup")
+    print(f"# {'test':<14} {'size':>8} {'time(us)':>12} {'GBps':>10} {'traffic GBps':>13}",
+          flush=True)
+
+
+def print_peaks(results: list[dict]) -> dict:
+    """Print and return {test: highest GBps over its sizes}."""
+    peak = {}
+    for test in dict.fromkeys(r["test"] for r in results):
+        best = max((r for r in results if r["test"] == test), key=lambda r: r["GBps"])
+        peak[test] = best["GBps"]
+        print(f"# peak {test}: {best['GBps']:.2f} GBps (traffic {best['traffic_GBps']:.2f} GBps) "
+              f"at {format_size(best['size_bytes'])}")
+    return peak
+
+
+def json_report(torch, kind: str, name: str, tests: list[str], args: argparse.Namespace,
+                results: list[dict], peak: dict, interrupted: bool) -> dict:
+    """The --json document (keys: tools/schemas/mem_bandwidth.schema.json)."""
+    return {
+        "benchmark": "mem_bandwidth", "schema_version": 1, "device": name,
+        "device_type": kind, "tests": tests, "warmup": args.warmup, "iters": args.iters,
+        "threads": torch.get_num_threads(),
+        "torch_version": torch.__version__, "hostname": socket.gethostname(),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__},
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+        "results": results, "peak_GBps": peak, "interrupted": interrupted,
+        "time": "mean of back-to-back copies (CUDA events)" if kind == "cuda"
+                else "median of individually timed copies (perf_counter)",
+        "convention": "GBps = copied bytes / time; traffic_GBps counts bytes read plus "
+                      "bytes written (2x GBps for d2d and host_copy); 1 GBps = 1e9 bytes/s",
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
+def parse_size(text: str) -> int:
+    """Bytes from ``1024``, ``64K``, ``1M``, ``4G`` (binary suffixes, optional B/iB).
+
+    Raises argparse.ArgumentTypeError for anything else, or for a size that is not positive.
+    """
+    m = _SIZE_RE.fullmatch(text.strip().upper())
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: use a positive number of bytes with an optional K, M or G "
+            "suffix (K = 1024)")
+    value = int(m.group(1)) * _SUFFIX[m.group(2)]
+    if value <= 0 or value % 4:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: must be a positive multiple of 4 bytes (the copies move "
+            "float32 elements)")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -226,69 +303,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run_test(torch, test: str, size: int, dev, warmup: int, iters: int) -> float:
-    """Seconds of one copy of ``size`` bytes for ``test``: on CUDA the mean over ``iters``
-    back-to-back copies (CUDA events); on CPU the median of ``iters`` individually timed copies,
-    which a busy machine's scheduler hiccups do not drag around as they do a mean."""
-    n = size // 4
-    if test == "host_copy":
-        src, dst = torch.ones(n), torch.empty(n)
-        for _ in range(warmup):
-            dst.copy_(src)
-        times = []
-        for _ in range(iters):
-            t0 = time.perf_counter()
-            dst.copy_(src)
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
-    pinned = test.endswith("pinned")
-    if test == "d2d":
-        src = torch.ones(n, device=dev)
-        dst = torch.empty(n, device=dev)
-    elif test.startswith("h2d"):
-        src = torch.ones(n, pin_memory=pinned)
-        dst = torch.empty(n, device=dev)
-    else:
-        src = torch.ones(n, device=dev)
-        dst = torch.empty(n, pin_memory=pinned)
-    # non_blocking only matters for pinned memory; pageable copies are synchronous anyway.
-    for _ in range(warmup):
-        dst.copy_(src, non_blocking=pinned)
-    torch.cuda.synchronize(dev)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        dst.copy_(src, non_blocking=pinned)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / iters
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch  # only after argument parsing
 
-    kind = args.device
-    if kind == "auto":
-        kind = "cuda" if torch.cuda.is_available() else "cpu"
-    if kind == "cuda" and not torch.cuda.is_available():
-        args.parser.error("--device cuda: no CUDA device is available (use --device cpu)")
-    available = GPU_TESTS if kind == "cuda" else CPU_TESTS
-    tests = args.tests or list(available)
-    wrong = [t for t in tests if t not in available]
-    if wrong:
-        args.parser.error(f"test(s) {', '.join(wrong)} need a "
-                          f"{'CUDA device' if kind == 'cpu' else 'CPU run (--device cpu)'}; "
-                          f"on {kind} choose from {', '.join(available)}")
-    if args.sizes:
-        sizes = sorted(set(args.sizes))
-    else:
-        default_max = 1024**3 if kind == "cuda" else 256 * 1024**2
-        min_bytes = args.min_bytes or 1024**2
-        max_bytes = args.max_bytes or default_max
-        if max_bytes < min_bytes:
-            args.parser.error(f"--max-bytes ({max_bytes}) must be >= --min-bytes ({min_bytes})")
-        sizes = geometric_sizes(min_bytes, max_bytes, args.factor)
+    kind, tests, sizes = choose_tests(torch, args)
     if kind == "cuda":
         dev = torch.device("cuda", torch.cuda.current_device())
         name = torch.cuda.get_device_name(dev)
@@ -297,13 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         dev, name = torch.device("cpu"), "cpu"
         where = f"device cpu, {torch.get_num_threads()} thread(s)"
     check_memory(torch, kind, tests, max(sizes), dev, "--sizes" if args.sizes else "--max-bytes")
-    print(f"# {PROG}: copy bandwidth, torch {torch.__version__}, {where}")
-    print("# GBps = copied bytes / time; traffic = bytes read + written / time "
-          "(2x for in-memory copies); 1 GBps = 1e9 bytes/s")
-    print(f"# time: {'mean' if kind == 'cuda' else 'median'} of {args.iters} copies after "
-          f"{args.warmup} warmup")
-    print(f"# {'test':<14} {'size':>8} {'time(us)':>12} {'GBps':>10} {'traffic GBps':>13}",
-          flush=True)
+    print_header(torch, kind, where, args)
     results = []
     stopped_by = []
 
@@ -313,40 +326,13 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     try:
-        for test in tests:
-            for size in sizes:
-                seconds = run_test(torch, test, size, dev, args.warmup, args.iters)
-                gbps, traffic = bandwidths(test, size, seconds)
-                results.append({"test": test, "size_bytes": size,
-                                "time_us": float(f"{seconds * 1e6:.6g}"),
-                                "GBps": float(f"{gbps:.6g}"),
-                                "traffic_GBps": float(f"{traffic:.6g}")})
-                print(f"{test:<16} {format_size(size):>8} {seconds * 1e6:>12.1f} {gbps:>10.2f} "
-                      f"{traffic:>13.2f}", flush=True)
+        measure(torch, tests, sizes, dev, args, results)
     except KeyboardInterrupt:
         stopped_by.append(signal.SIGINT)
         print(f"# interrupted: {len(results)} of {len(tests) * len(sizes)} measurements done")
-    peak = {}
-    for test in dict.fromkeys(r["test"] for r in results):
-        best = max((r for r in results if r["test"] == test), key=lambda r: r["GBps"])
-        peak[test] = best["GBps"]
-        print(f"# peak {test}: {best['GBps']:.2f} GBps (traffic {best['traffic_GBps']:.2f} GBps) "
-              f"at {format_size(best['size_bytes'])}")
+    peak = print_peaks(results)
     if args.json:
-        report = {
-            "benchmark": "mem_bandwidth", "schema_version": 1, "device": name,
-            "device_type": kind, "tests": tests, "warmup": args.warmup, "iters": args.iters,
-            "threads": torch.get_num_threads(),
-            "torch_version": torch.__version__, "hostname": socket.gethostname(),
-            "versions": {"python": platform.python_version(), "torch": torch.__version__},
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-            "results": results, "peak_GBps": peak, "interrupted": bool(stopped_by),
-            "time": "mean of back-to-back copies (CUDA events)" if kind == "cuda"
-                    else "median of individually timed copies (perf_counter)",
-            "convention": "GBps = copied bytes / time; traffic_GBps counts bytes read plus "
-                          "bytes written (2x GBps for d2d and host_copy); 1 GBps = 1e9 bytes/s",
-        }
+        report = json_report(torch, kind, name, tests, args, results, peak, bool(stopped_by))
         write_atomic(args.json, json.dumps(report, indent=2) + "\n")
         print(f"# wrote {args.json}")
     return 128 + stopped_by[0] if stopped_by else 0

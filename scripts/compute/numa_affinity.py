@@ -1,68 +1,29 @@
 #!/usr/bin/env python
 """numa_affinity.py: bind each local rank to the CPU cores nearest its GPU, then run a command.
 
-What it does
-------------
-On a multi-socket GPU server every GPU hangs off the PCIe root of one CPU socket (one NUMA
-node). A rank whose process, data-loader workers and pinned host buffers sit on the *other*
-socket pays for every host<->device copy with a trip across the socket interconnect. This helper:
+It finds this process's local rank (LOCAL_RANK from torchrun, SLURM_LOCALID from srun, else
+``--local-rank``), maps it to a GPU in PCI bus order (numeric CUDA_VISIBLE_DEVICES selects), reads
+that GPU's NUMA node and local CPUs from sysfs, restricts itself to them (os.sched_setaffinity;
+``--split``: this rank's equal share of them) and replaces itself with the command (os.execvp),
+which inherits the binding and the environment. Linux's first-touch placement then keeps memory
+local. No torch, no pynvml: sysfs only. Method and alternatives: book/en/compute/cpu.md.
 
-1. finds this process's local rank (``LOCAL_RANK`` from torchrun, else ``SLURM_LOCALID`` from
-   srun, else ``--local-rank``, else 0);
-2. maps it to a GPU: the local rank indexes the GPUs listed in ``CUDA_VISIBLE_DEVICES``
-   (numeric indices) or, without it, all GPUs; GPUs are numbered in PCI bus order, as CUDA does
-   with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (on 8-GPU servers with identical GPUs the default order
-   is the same; set the variable to be sure);
-3. reads that GPU's NUMA node and its local CPU list from sysfs
-   (``/sys/bus/pci/devices/<address>/numa_node`` and ``local_cpulist``; GPUs are PCI display
-   controllers, class 0x03xxxx, of NVIDIA 0x10de or AMD 0x1002);
-4. restricts the process to those CPUs (``os.sched_setaffinity``), optionally only to this
-   rank's share of them (``--split``), and replaces itself with the command (``os.execvp``),
-   which inherits the affinity, the environment and therefore RANK/LOCAL_RANK, and passes it on
-   to every thread and data-loader worker it starts.
-
-Memory placement follows: Linux allocates memory on the NUMA node of the CPU that first touches
-it, so a bound process gets local memory. For a hard memory binding as well use ``numactl``;
-``--print`` shows the equivalent ``numactl --cpunodebind=N --membind=N`` line.
-
-No pynvml, no torch: it reads sysfs only, so it starts in milliseconds and works before any CUDA
-context exists. On a machine without GPUs it explains what it would do and runs the command
-unbound (exit status of the command).
-
-How to launch
--------------
 As a wrapper, one process per GPU::
 
-    # torchrun starts 8 copies of the helper; each binds itself and execs the training script
     torchrun --nproc-per-node 8 numa_affinity.py -- python train.py --config cfg.yaml
-    # (torchrun runs "python numa_affinity.py -- python train.py ..."; RANK etc. are inherited)
-
-    # SLURM, one task per GPU: SLURM_LOCALID is the local rank
     srun --ntasks-per-node 8 python numa_affinity.py --split -- python train.py
+    python numa_affinity.py --print --nranks 8          # the plan of every local rank, no command
 
-Just show the plan for every local rank of this node (no command)::
-
-    python numa_affinity.py --print --nranks 8
-
-``--json PATH`` writes the plan (``{"gpus": [...], "numa_nodes": {...}, "ranks": [...]}``).
-``--sysfs-root DIR`` reads a copy of /sys instead (for tests, or to inspect another machine's
-topology from a tarball of its sysfs).
-
-Exit status: that of the command (the helper replaces itself with it); 0 after ``--print``.
-Bad input (a negative or non-integer local rank in ``--local-rank``, ``LOCAL_RANK`` or
-``SLURM_LOCALID``, a local rank beyond the GPUs found, a malformed CPU list or NUMA node in
-sysfs, a ``--json`` path that cannot be written, checked before anything is bound) exits with
-status 2 and a one-line ``numa_affinity.py: error: ...`` message; a command that cannot be
-found exits with 127, one that cannot be executed with 126, as with ``env`` or ``timeout``.
-``--debug`` adds the traceback to an error.
-
-Example output (``--print`` on the 2-vCPU cloud VM without GPUs this book's results come from)::
+Example output (``--print`` on a 2-vCPU cloud VM without GPUs)::
 
     $ python scripts/compute/numa_affinity.py --print --nranks 2
     # numa_affinity.py: no GPU found under /sys/bus/pci/devices
     # NUMA nodes: node0 cpus 0-1
     # would bind local rank R to the CPUs of the NUMA node of GPU R
     # (read from /sys/bus/pci/devices/<gpu>/local_cpulist); nothing to bind here
+
+Exit status: that of the command (0 after --print), 2 usage (checked before binding), 126/127 a
+command that cannot be executed / found.
 """
 
 from __future__ import annotations
@@ -83,6 +44,10 @@ GPU_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD"}
 # "0-4000000000" would exhaust memory.
 MAX_CPU = 65535
 
+
+# ----------------------------------------------------------------------------------------------
+# The method: sysfs topology, the GPUs, one rank's plan
+# ----------------------------------------------------------------------------------------------
 
 class TopologyError(ValueError):
     """sysfs content that cannot be interpreted (message names the file)."""
@@ -229,6 +194,53 @@ def plan_for_rank(gpus: list[dict], local_rank: int, split: bool) -> dict:
             "cpus": cpus, "cpulist": format_cpulist(cpus)}
 
 
+def bind_and_exec(plans: list[dict], local_rank: int, command: list[str],
+                  parser: argparse.ArgumentParser) -> None:
+    """Restrict this process to its plan's CPUs (if any), then replace it with ``command``."""
+    if plans and plans[0]["cpus"]:
+        allowed = set(range(os.cpu_count() or 1))
+        cpus = [c for c in plans[0]["cpus"] if c in allowed] or plans[0]["cpus"]
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as err:
+            parser.error(f"cannot bind to cpus {format_cpulist(cpus)}: {err.strerror}")
+        print(f"# {PROG}: local rank {local_rank} -> GPU {plans[0]['gpu']} NUMA node "
+              f"{plans[0]['numa_node']} cpus {format_cpulist(cpus)}", file=sys.stderr, flush=True)
+    elif plans:
+        print(f"# {PROG}: GPU {plans[0]['gpu']} reports no local CPUs; running unbound",
+              file=sys.stderr, flush=True)
+    try:
+        os.execvp(command[0], command)
+    except OSError as err:
+        raise ScriptError(f"cannot run {command[0]!r}: {err.strerror}",
+                          127 if isinstance(err, FileNotFoundError) else 126) from None
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
+def print_plans(gpus: list[dict], plans: list[dict], pci: Path, node_text: str, show: bool) -> None:
+    """Say that there is nothing to bind (no GPU), or with ``show`` print each rank's plan."""
+    if not gpus:
+        print(f"# {PROG}: no GPU found under {pci}")
+        print(f"# NUMA nodes: {node_text}")
+        print("# would bind local rank R to the CPUs of the NUMA node of GPU R")
+        print(f"# (read from {pci}/<gpu>/local_cpulist); nothing to bind here", flush=True)
+    elif show:
+        print(f"# {PROG}: {len(gpus)} GPU(s); NUMA nodes: {node_text}")
+        for p in plans:
+            node = p["numa_node"]
+            numactl = (f"numactl --cpunodebind={node} --membind={node}" if node >= 0
+                       else "(no NUMA node reported)")
+            print(f"local rank {p['local_rank']}: GPU {p['gpu']} NUMA node {node} -> cpus "
+                  f"{p['cpulist'] or '(none)'}   [{numactl}]")
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
@@ -276,49 +288,20 @@ def main(argv: list[str] | None = None) -> int:
     pci = args.sysfs_root / "bus" / "pci" / "devices"
     node_text = ", ".join(f"node{n} cpus {format_cpulist(c)}" for n, c in nodes.items()) or "none"
 
-    if not gpus:
-        print(f"# {PROG}: no GPU found under {pci}")
-        print(f"# NUMA nodes: {node_text}")
-        print("# would bind local rank R to the CPUs of the NUMA node of GPU R")
-        print(f"# (read from {pci}/<gpu>/local_cpulist); nothing to bind here", flush=True)
-        plans = []
-    else:
+    plans = []
+    if gpus:
         ranks = range(args.nranks or len(gpus)) if args.show else [local_rank]
         try:
             plans = [plan_for_rank(gpus, r, args.split) for r in ranks]
         except TopologyError as err:
             parser.error(str(err))
-        if args.show:
-            print(f"# {PROG}: {len(gpus)} GPU(s); NUMA nodes: {node_text}")
-            for p in plans:
-                node = p["numa_node"]
-                numactl = (f"numactl --cpunodebind={node} --membind={node}" if node >= 0
-                           else "(no NUMA node reported)")
-                print(f"local rank {p['local_rank']}: GPU {p['gpu']} NUMA node {node} -> cpus "
-                      f"{p['cpulist'] or '(none)'}   [{numactl}]")
+    print_plans(gpus, plans, pci, node_text, args.show)
     if args.json:
         write_atomic(args.json, json.dumps({"gpus": gpus, "numa_nodes": {str(k): v for k, v in nodes.items()},
                                             "ranks": plans}, indent=2) + "\n")
     if args.show:
         return 0
-
-    if plans and plans[0]["cpus"]:
-        allowed = set(range(os.cpu_count() or 1))
-        cpus = [c for c in plans[0]["cpus"] if c in allowed] or plans[0]["cpus"]
-        try:
-            os.sched_setaffinity(0, cpus)
-        except OSError as err:
-            parser.error(f"cannot bind to cpus {format_cpulist(cpus)}: {err.strerror}")
-        print(f"# {PROG}: local rank {local_rank} -> GPU {plans[0]['gpu']} NUMA node "
-              f"{plans[0]['numa_node']} cpus {format_cpulist(cpus)}", file=sys.stderr, flush=True)
-    elif plans:
-        print(f"# {PROG}: GPU {plans[0]['gpu']} reports no local CPUs; running unbound",
-              file=sys.stderr, flush=True)
-    try:
-        os.execvp(command[0], command)
-    except OSError as err:
-        raise ScriptError(f"cannot run {command[0]!r}: {err.strerror}",
-                          127 if isinstance(err, FileNotFoundError) else 126) from None
+    bind_and_exec(plans, local_rank, command, parser)
     return 0  # unreachable: execvp replaced the process
 
 

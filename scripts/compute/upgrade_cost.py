@@ -1,107 +1,30 @@
 #!/usr/bin/env python
 """upgrade_cost.py: cost per trained token on each accelerator you are choosing between.
 
-What it computes
-----------------
-For each device option (an A100 you run today, an H100 or a B200 you could move to), from a
-throughput in TFLOPS, a price per device-hour and a model size:
+Per device option: model FLOPs per token 6N + 12LaT (PaLM, Chowdhery et al. 2022, appendix B;
+6N alone without --layers/--hidden/--seq-len); achieved TFLOPS = a TFLOPS figure (given, or the
+MAMF from a mamf_finder.py --json) x --efficiency; tokens/s per device; USD per million tokens =
+(price + electricity per device-hour) / tokens per device-hour x 1e6; with --tokens the
+device-hours, cost and days on --devices devices; against the first option the speed and cost
+ratios and the break-even price per device-hour. Decimal units; every price is yours (labelled
+USD). Standard library only. Formulas and a worked example: book/en/compute/when-to-upgrade.md.
 
-* **model FLOPs per token**: ``6 N + 12 L a T`` (PaLM, Chowdhery et al. 2022, appendix B,
-  https://arxiv.org/abs/2204.02311). ``N`` is the number of parameters that take part in matrix
-  multiplications, ``L`` the number of layers, ``a`` the attention width (heads x head dimension)
-  and ``T`` the sequence length. ``6N`` is 2 FLOPs per parameter per token in the forward pass and
-  4 in the backward pass (Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, section 2.1);
-  ``12 L a T`` is the attention score and attention-times-value matmuls, forward and backward.
-  Without ``--layers/--hidden/--seq-len`` only ``6N`` is counted. It is the formula of
-  flops_mfu_calculator.py and of the book's Performance page ("FLOPs per token").
-* **achieved TFLOPS** per device = the device's TFLOPS figure x ``--efficiency`` (default 1).
-  The figure is either given (``NAME:TFLOPS``: a datasheet peak, with ``--efficiency`` = the MFU
-  you expect; or the achieved TFLOPS of a run you measured, with efficiency 1) or read from a
-  mamf_finder.py ``--json`` file (``--mamf-json``: the highest ``max_tflops`` of ``--dtype``, the
-  device's maximum achievable matmul FLOPS; ``--efficiency`` is then the fraction of it the
-  training run reaches).
-* **tokens/s per device** = achieved FLOPS / FLOPs per token; **USD per million tokens** =
-  (price per device-hour + electricity per device-hour) / tokens per device-hour x 1e6.
-* with ``--tokens``: **device-hours** for the run, its **cost** and the **days** it takes on
-  ``--devices`` devices, assuming perfect scaling (days = device-hours / devices / 24).
-* against the first option: the **speed** and **cost per token** ratios, and the
-  **break-even price**: the price per device-hour at which this option costs exactly as much per
-  token as the first one, ``(USD per token of the first) x (tokens per hour of this one) -
-  (electricity per hour of this one)``. Rent or buy the new device if it is offered below that.
-* electricity (optional): ``--power-w`` per device (average draw while training, in watts) and
-  ``--usd-per-kwh`` add ``power_w / 1000 x usd_per_kwh`` USD per device-hour, shown apart. A
-  rental price usually includes power already; add it for hardware you own.
-
-Units: decimal (1 TFLOPS = 1e12 FLOP/s, 1 M tokens = 1e6 tokens); prices in whatever currency you
-enter, labelled USD. The script knows no prices: every price is yours. Communication, memory
-capacity and software maturity are outside this model (see the book's "When to upgrade" page).
-
-The functions ``flops_per_token``, ``mamf_tflops``, ``option_cost``, ``compare`` and
-``break_even_usd_per_hour`` are plain computations (no I/O, standard library only, ValueError on
-bad input), so the module can be imported elsewhere (for example in a browser with Pyodide)
-without side effects.
-
-How to launch
--------------
-Standard library only, no torch, no GPU. Each ``--device`` starts an option; ``--mamf-json``,
-``--dtype``, ``--usd-per-hour``, ``--efficiency`` and ``--power-w`` after it belong to it::
+Each ``--device NAME[:TFLOPS[:USD_PER_HOUR]]`` starts an option; ``--mamf-json``, ``--dtype``,
+``--usd-per-hour``, ``--efficiency`` and ``--power-w`` after it belong to it::
 
     python upgrade_cost.py --params 7e9 --tokens 1e12 --devices 64 \\
         --device a100:312:1.50 --efficiency 0.45 \\
         --device h100 --mamf-json mamf-h100.json --dtype bf16 --usd-per-hour 3.00 --efficiency 0.55
 
-``NAME:TFLOPS:USD_PER_HOUR`` gives all three at once; ``NAME`` alone (or ``NAME::USD_PER_HOUR``)
-takes the TFLOPS from ``--mamf-json`` (and the price from ``--usd-per-hour``).
+Example output (rows cut; prices made up)::
 
-Example output
---------------
-A100 (dense bf16 datasheet peak, 45 % MFU) against the H100 measured in the book's
-results/compute/mamf_finder-h100.json (bf16 and fp8 MAMF, the run at 55 % of it), for a 7B model
-on 1e12 tokens with 256 devices. The prices are made up for the example::
-
-    $ python scripts/compute/upgrade_cost.py --params 7e9 --layers 32 --hidden 4096 --seq-len 4096 \\
-          --tokens 1e12 --devices 256 --device a100:312:1.50 --efficiency 0.45 \\
-          --device h100-bf16::3.00 --mamf-json results/compute/mamf_finder-h100.json --efficiency 0.55 \\
-          --device h100-fp8::3.00 --mamf-json results/compute/mamf_finder-h100.json --dtype fp8 \\
-          --efficiency 0.55
-    # upgrade_cost.py: cost per trained token (decimal units; prices as given, labelled USD)
-    # model: N = 7e+09, L = 32, a = 4096, T = 4096: 4.844e+10 FLOPs per token (6N + 12LaT)
-    # run: 1e+12 tokens on 256 devices
-    # h100-bf16: TFLOPS = bf16 MAMF from mamf_finder-h100.json: NVIDIA H100 80GB HBM3, best of 192 shapes at 4096x2048x8192
-    # h100-fp8: TFLOPS = fp8 MAMF from mamf_finder-h100.json: NVIDIA H100 80GB HBM3, best of 192 shapes at 8192x5120x6144
     #                              a100  h100-bf16  h100-fp8
-    TFLOPS figure                   312      793.7     1,431
-    efficiency                     0.45       0.55      0.55
     achieved TFLOPS               140.4      436.6     787.3
-    tokens/s per device           2,898      9,012    16,252
-    USD per device-hour             1.5          3         3
     USD per million tokens       0.1438    0.09247   0.05128
-    device-hours                 95,842     30,823    17,092
-    cost USD                    143,763     92,470    51,277
-    days on 256 devices            15.6      5.017     2.782
     speed vs a100                     1      3.109     5.607
-    cost per token vs a100            1     0.6432    0.3567
     break-even USD/device-hour      1.5      4.664     8.411
-    # break-even: the price per device-hour at which an option costs what a100 costs per token
 
-Read the last line: against an A100 at 1.50 per hour, an H100 running the same bf16 recipe is
-the cheaper way to train this model at any price below 4.66 per hour. The fp8 column is
-optimistic: it assumes every matmul runs in fp8 at the same share of the fp8 MAMF.
-
-Exit status: 0 success; 2 bad input, with one line ``upgrade_cost.py: error: ...`` naming the
-option, before any work: a missing, non-finite, zero or negative number (a price, TFLOPS,
-efficiency outside (0, 1], power), a ``--device`` without TFLOPS or price or with either given
-twice, a setting before any ``--device``, duplicate names, a partial model shape, ``--power-w``
-without ``--usd-per-kwh`` or the reverse, a ``--mamf-json`` that does not exist, is not JSON,
-is not a mamf_finder.py result or has no row of the ``--dtype``, and a ``--json`` path that
-cannot be written (or names an input). ``--debug`` also prints the traceback of a failure.
-
-``--json PATH`` (written atomically) holds ``benchmark`` "upgrade_cost", ``schema_version`` 1,
-``date_utc``, ``command``, ``versions`` ({"python"}), ``device`` null (the result depends on the
-inputs, not on this machine), the inputs (``params``, ``layers``, ``attn_width``, ``seq_len``,
-``tokens``, ``devices``, ``usd_per_kwh``), ``flops_per_token`` ({"dense", "attention",
-"model"}), ``units``, and ``results``: one flat object per device option with the rows of the
-table above (``null`` where an input was not given).
+Exit status: 0 ok, 2 usage (bad input, checked before any arithmetic).
 """
 
 from __future__ import annotations
@@ -133,9 +56,12 @@ MAX_COUNT = 10**12        # layers, width, sequence length, devices
 MAX_TOKENS = 1e18
 MAX_OPTIONS = 32          # --device options in one comparison
 MAX_MAMF_BYTES = 64 << 20  # a mamf_finder.py file of 10,000 shapes is ~3 MB
+NAME_FORBIDDEN = set(":,") | {chr(c) for c in range(32)} | {chr(127)}
 
 
-# ---------------------------------------------------------------- computation (no I/O)
+# ----------------------------------------------------------------------------------------------
+# The method: FLOPs per token, MAMF, cost per option (plain computations, no I/O)
+# ----------------------------------------------------------------------------------------------
 
 def _check(name: str, value, lo: float = 0.0, hi: float | None = None, lo_open: bool = True,
            integer: bool = False) -> float:
@@ -363,10 +289,102 @@ def compare(options: list[dict], *, flops_per_token: float, tokens: float | None
     return rows
 
 
-# ---------------------------------------------------------------- command line
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
 
-NAME_FORBIDDEN = set(":,") | {chr(c) for c in range(32)} | {chr(127)}
+def _num(x) -> str:
+    """A number for the text report: 4 significant digits, thousands separated."""
+    if x is None:
+        return "-"
+    if x != 0 and (abs(x) >= 1e9 or abs(x) < 1e-3):
+        return f"{x:.4g}"
+    if abs(x) >= 1e3:
+        return f"{x:,.0f}"
+    return f"{x:.4g}"
 
+
+def report(rows: list[dict], flops: dict, args) -> str:
+    """The text table: one line per quantity, one column per device option."""
+    first = rows[0]["name"]
+    shape = (f", L = {args.layers}, a = {args.hidden}, T = {args.seq_len}"
+             if args.layers is not None else "")
+    formula = "6N + 12LaT" if args.layers is not None else \
+        "6N only; --layers, --hidden and --seq-len add 12LaT"
+    lines = [
+        f"# {PROG}: cost per trained token (decimal units; prices as given, labelled USD)",
+        f"# model: N = {args.params:.4g}{shape}: {flops['model']:.4g} FLOPs per token ({formula})",
+    ]
+    run = []
+    if args.tokens is not None:
+        run.append(f"{args.tokens:.4g} tokens on {args.devices} device{'s' * (args.devices > 1)}")
+    if args.usd_per_kwh is not None:
+        run.append(f"electricity {args.usd_per_kwh:g} USD/kWh")
+    if run:
+        lines.append("# run: " + "; ".join(run))
+    for r in rows:
+        if r["tflops_source"] == "mamf_json":
+            note = " (sweep interrupted)" if r["mamf_interrupted"] else ""
+            lines.append(f"# {r['name']}: TFLOPS = {r['mamf_dtype']} MAMF from "
+                         f"{os.path.basename(r['mamf_json'])}: {r['mamf_device']}, best of "
+                         f"{r['mamf_shapes']} shapes at {r['mamf_shape']}{note}")
+    table = [
+        ("TFLOPS figure", "tflops"),
+        ("efficiency", "efficiency"),
+        ("achieved TFLOPS", "achieved_tflops"),
+        ("tokens/s per device", "tokens_per_s_per_device"),
+        ("USD per device-hour", "usd_per_device_hour"),
+    ]
+    if args.usd_per_kwh is not None:
+        table += [("power W", "power_w"),
+                  ("+ electricity USD/device-hour", "electricity_usd_per_device_hour")]
+    table.append(("USD per million tokens", "usd_per_mtoken"))
+    if args.usd_per_kwh is not None:
+        table.append(("  of which electricity", "usd_per_mtoken_electricity"))
+    if args.tokens is not None:
+        table += [("device-hours", "device_hours"), ("cost USD", "total_usd")]
+        if args.usd_per_kwh is not None:
+            table.append(("  of which electricity", "electricity_usd"))
+        table.append((f"days on {args.devices} device{'s' * (args.devices > 1)}", "days"))
+    table += [(f"speed vs {first}", "speedup_vs_first"),
+              (f"cost per token vs {first}", "cost_ratio_vs_first"),
+              ("break-even USD/device-hour", "break_even_usd_per_device_hour")]
+    label_w = max(len(label) for label, _ in table)
+    cells = [[_num(r[key]) for r in rows] for _, key in table]
+    col_w = [max(len(r["name"]), *(len(c[i]) for c in cells)) for i, r in enumerate(rows)]
+    lines.append("#" + " " * (label_w - 1) + "".join(f"  {r['name']:>{w}}"
+                                                   for r, w in zip(rows, col_w)))
+    for (label, _), row in zip(table, cells):
+        lines.append(f"{label:<{label_w}}" + "".join(f"  {c:>{w}}" for c, w in zip(row, col_w)))
+    if len(rows) > 1:
+        lines.append(f"# break-even: the price per device-hour at which an option costs what "
+                     f"{first} costs per token")
+    return "\n".join(lines)
+
+
+def json_report(rows: list[dict], flops: dict, args, argv: list[str]) -> dict:
+    """The --json document (keys: tools/schemas/upgrade_cost.schema.json)."""
+    script = sys.argv[0] if os.path.basename(sys.argv[0]) == PROG else PROG
+    return {
+        "benchmark": BENCHMARK, "schema_version": 1,
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": shlex.join(["python", os.path.relpath(script) if os.path.exists(script)
+                               else script, *argv]),
+        "versions": {"python": platform.python_version()},
+        "device": None,
+        "params": args.params, "layers": args.layers, "attn_width": args.hidden,
+        "seq_len": args.seq_len, "flops_per_token": flops, "tokens": args.tokens,
+        "devices": args.devices, "usd_per_kwh": args.usd_per_kwh,
+        "units": {"tflops": "1e12 FLOP/s per device", "usd": "the currency of the prices "
+                  "given", "usd_per_mtoken": "per 1e6 trained tokens",
+                  "days": "wall-clock on --devices devices at perfect scaling"},
+        "results": rows,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line: device options, their checks, main
+# ----------------------------------------------------------------------------------------------
 
 def device_spec(text: str) -> dict:
     """argparse type of ``--device``: ``NAME[:TFLOPS[:USD_PER_HOUR]]``, empty fields allowed
@@ -547,75 +565,6 @@ def resolve(args) -> tuple[list[dict], dict]:
     return [o for o, _, _ in options], flops
 
 
-def _num(x) -> str:
-    """A number for the text report: 4 significant digits, thousands separated."""
-    if x is None:
-        return "-"
-    if x != 0 and (abs(x) >= 1e9 or abs(x) < 1e-3):
-        return f"{x:.4g}"
-    if abs(x) >= 1e3:
-        return f"{x:,.0f}"
-    return f"{x:.4g}"
-
-
-def report(rows: list[dict], flops: dict, args) -> str:
-    """The text table: one line per quantity, one column per device option."""
-    first = rows[0]["name"]
-    shape = (f", L = {args.layers}, a = {args.hidden}, T = {args.seq_len}"
-             if args.layers is not None else "")
-    formula = "6N + 12LaT" if args.layers is not None else \
-        "6N only; --layers, --hidden and --seq-len add 12LaT"
-    lines = [
-        f"# {PROG}: cost per trained token (decimal units; prices as given, labelled USD)",
-        f"# model: N = {args.params:.4g}{shape}: {flops['model']:.4g} FLOPs per token ({formula})",
-    ]
-    run = []
-    if args.tokens is not None:
-        run.append(f"{args.tokens:.4g} tokens on {args.devices} device{'s' * (args.devices > 1)}")
-    if args.usd_per_kwh is not None:
-        run.append(f"electricity {args.usd_per_kwh:g} USD/kWh")
-    if run:
-        lines.append("# run: " + "; ".join(run))
-    for r in rows:
-        if r["tflops_source"] == "mamf_json":
-            note = " (sweep interrupted)" if r["mamf_interrupted"] else ""
-            lines.append(f"# {r['name']}: TFLOPS = {r['mamf_dtype']} MAMF from "
-                         f"{os.path.basename(r['mamf_json'])}: {r['mamf_device']}, best of "
-                         f"{r['mamf_shapes']} shapes at {r['mamf_shape']}{note}")
-    table = [
-        ("TFLOPS figure", "tflops"),
-        ("efficiency", "efficiency"),
-        ("achieved TFLOPS", "achieved_tflops"),
-        ("tokens/s per device", "tokens_per_s_per_device"),
-        ("USD per device-hour", "usd_per_device_hour"),
-    ]
-    if args.usd_per_kwh is not None:
-        table += [("power W", "power_w"),
-                  ("+ electricity USD/device-hour", "electricity_usd_per_device_hour")]
-    table.append(("USD per million tokens", "usd_per_mtoken"))
-    if args.usd_per_kwh is not None:
-        table.append(("  of which electricity", "usd_per_mtoken_electricity"))
-    if args.tokens is not None:
-        table += [("device-hours", "device_hours"), ("cost USD", "total_usd")]
-        if args.usd_per_kwh is not None:
-            table.append(("  of which electricity", "electricity_usd"))
-        table.append((f"days on {args.devices} device{'s' * (args.devices > 1)}", "days"))
-    table += [(f"speed vs {first}", "speedup_vs_first"),
-              (f"cost per token vs {first}", "cost_ratio_vs_first"),
-              ("break-even USD/device-hour", "break_even_usd_per_device_hour")]
-    label_w = max(len(label) for label, _ in table)
-    cells = [[_num(r[key]) for r in rows] for _, key in table]
-    col_w = [max(len(r["name"]), *(len(c[i]) for c in cells)) for i, r in enumerate(rows)]
-    lines.append("#" + " " * (label_w - 1) + "".join(f"  {r['name']:>{w}}"
-                                                   for r, w in zip(rows, col_w)))
-    for (label, _), row in zip(table, cells):
-        lines.append(f"{label:<{label_w}}" + "".join(f"  {c:>{w}}" for c, w in zip(row, col_w)))
-    if len(rows) > 1:
-        lines.append(f"# break-even: the price per device-hour at which an option costs what "
-                     f"{first} costs per token")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -629,23 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     # The JSON file is written before the table is printed, so a closed pipe
     # (`| head`) cannot cost the reader the file.
     if args.json:
-        script = sys.argv[0] if os.path.basename(sys.argv[0]) == PROG else PROG
-        result = {
-            "benchmark": BENCHMARK, "schema_version": 1,
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": shlex.join(["python", os.path.relpath(script) if os.path.exists(script)
-                                   else script, *argv]),
-            "versions": {"python": platform.python_version()},
-            "device": None,
-            "params": args.params, "layers": args.layers, "attn_width": args.hidden,
-            "seq_len": args.seq_len, "flops_per_token": flops, "tokens": args.tokens,
-            "devices": args.devices, "usd_per_kwh": args.usd_per_kwh,
-            "units": {"tflops": "1e12 FLOP/s per device", "usd": "the currency of the prices "
-                      "given", "usd_per_mtoken": "per 1e6 trained tokens",
-                      "days": "wall-clock on --devices devices at perfect scaling"},
-            "results": rows,
-        }
-        write_atomic(args.json, json.dumps(result, indent=2) + "\n")
+        write_atomic(args.json, json.dumps(json_report(rows, flops, args, argv), indent=2) + "\n")
     print(report(rows, flops, args))
     if args.json:
         print(f"# wrote {args.json}")

@@ -1,134 +1,27 @@
 #!/usr/bin/env python
 """all_reduce_bench.py: measure all-reduce bandwidth (algbw, busbw) over a sweep of message sizes.
 
-What it measures
-----------------
-For each message size S (bytes) every rank all-reduces (SUM) a tensor of S bytes, ``--iters`` times
-back to back after ``--warmup`` untimed calls, and reports:
-
-* ``time``  - mean time of one all-reduce, in microseconds (us). Each rank measures its own mean
-  per-iteration time; the reported value is the MAX over ranks of those means, because a collective
-  is only as fast as its slowest participant.
-* ``algbw`` - algorithm bandwidth, ``S / time``, in GBps.
-* ``busbw`` - bus bandwidth, ``algbw * 2(n-1)/n`` for all-reduce with n ranks, in GBps. It is the
-  number to compare with the hardware's link bandwidth, whatever the number of ranks.
-
-Units: decimal, 1 GBps = 1e9 bytes/s. Sizes on the command line accept binary suffixes
-(K = 1024, M = 1024**2, G = 1024**3, T = 1024**4): ``--max-bytes 4G`` is 4294967296 bytes.
-
-The algbw/busbw definitions and the 2(n-1)/n factor are those of the NCCL tests:
-https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md
-(a ring all-reduce sends and receives 2(n-1)/n * S bytes per rank).
-
-Correctness check
------------------
-Timing is done on a buffer of zeros: a SUM of zeros stays zero however many iterations run, so the
-values never overflow to inf (which a re-used buffer of non-zeros would do within a few iterations
-in float16), no re-fill is needed inside the timed loop, and NCCL and gloo do the same work
-whatever the values are. After the timed loop every rank checks the buffer is still all zeros,
-then fills it with a value that depends on its rank (``rank % m + 1``; m = n unless the dtype
-cannot hold the sum exactly), runs one more, untimed, all-reduce and checks every element equals
-the known sum (``n(n+1)/2`` for float32 up to 5792 ranks). The values are small integers whose
-sum, and therefore every partial sum, is exactly representable in the dtype, so the check is an
-exact comparison. A wrong value stops the run with exit status 1 and a message naming the rank,
-the size and the expected and observed values.
-
-Output
-------
-Rank 0 prints an nccl-tests-style table (one row per size: size in bytes, count in elements, type,
-time in us, algbw and busbw in GBps, check) and then the peak busbw. ``nnodes`` is the number of
-distinct host names among the ranks. ``--json PATH`` writes (schema; values in <> are
-placeholders)::
-
-    {"benchmark": "all_reduce_bench", "schema_version": 1, "backend": "nccl" | "gloo",
-     "device": "cpu" | "<CUDA device name>", "world_size": <int>, "nnodes": <int>,
-     "dtype": "float32", "warmup": <int>, "iters": <int>, "torch_version": "<version>",
-     "hostname": "<rank 0 host>", "date_utc": "YYYY-MM-DDTHH:MM:SSZ",
-     "command": "<launch line, reconstructed from the environment>",
-     "results": [{"size_bytes": <int>, "count": <int>, "time_us": <float>,
-                  "algbw_GBps": <float>, "busbw_GBps": <float>}, ...],
-     "peak_busbw_GBps": <float>, ...}
-
-(plus extra keys: peak_busbw_size_bytes, busbw_factor, launcher, hosts, units, verified,
-interrupted; numbers keep 6 significant digits).
-
-Self-tests (environment variables, for the test suite; never set them for a real measurement):
-
-* ``ALL_REDUCE_BENCH_CORRUPT_RANK=R`` - rank R adds 1 to one element of its result before checking,
-  to prove the check fails loudly.
-* ``ALL_REDUCE_BENCH_EXIT_RANK=R``    - rank R exits (status 3) before the first collective.
-* ``ALL_REDUCE_BENCH_STALL_RANK=R``   - rank R sleeps forever before the first collective, so the
-  other ranks must give up after ``--timeout-s`` seconds.
-
-How to launch
--------------
-Backend: ``--backend auto`` picks nccl when CUDA is available, gloo (CPU tensors) otherwise. With
-CUDA each process uses the GPU number LOCAL_RANK.
-
-One node, 8 GPUs (or 8 CPU processes)::
+For each message size S every rank all-reduces (SUM) S bytes ``--iters`` times back to back after
+``--warmup`` untimed calls. time = the max over ranks of each rank's mean time per all-reduce (us);
+algbw = S / time and busbw = algbw x 2(n-1)/n for n ranks, in decimal GBps (1e9 bytes/s), as the
+NCCL tests define them (doc/PERFORMANCE.md). After each size every rank checks an untimed SUM of
+known small integers exactly; a wrong value stops the run naming the rank. nccl with CUDA (GPU
+LOCAL_RANK), gloo on CPU. Sizes take binary suffixes (K = 1024). Method, launch lines for SLURM
+and how to read the result: book/en/network/index.md ("Benchmarking").
 
     torchrun --standalone --nproc-per-node 8 all_reduce_bench.py --max-bytes 4G --json ar.json
+    srun --nodes 2 --ntasks-per-node 8 python all_reduce_bench.py    # MASTER_ADDR/PORT exported
 
-Two nodes under SLURM, torchrun on each node (one srun task per node)::
+Example output (2 CPU processes, gloo, on a 2-core VM; results/network/all_reduce_bench-cpu-gloo-2proc.json)::
 
-    MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-    srun --nodes 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 8 \\
-        --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:29500" --rdzv-id "$SLURM_JOB_ID" \\
-        all_reduce_bench.py --max-bytes 4G --json ar-2nodes.json
-
-Plain srun, one task per GPU (rank, world size and local rank come from SLURM_PROCID, SLURM_NTASKS
-and SLURM_LOCALID; MASTER_ADDR and MASTER_PORT must be exported, or the script stops with an error;
-each task must see all the node's GPUs, so do not use --gpus-per-task)::
-
-    export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-    export MASTER_PORT=29500
-    srun --nodes 2 --ntasks-per-node 8 python all_reduce_bench.py --max-bytes 4G
-
-Plain ``python all_reduce_bench.py`` runs one process (world size 1). It works, as a smoke test, but
-no data crosses a link: busbw is 0 by definition (factor 2(n-1)/n = 0) and the output says so.
-
-A rank that dies or stops answering makes the others fail after ``--timeout-s`` seconds (default 60)
-with a one-line error, instead of hanging; so does a rank that cannot reach MASTER_ADDR:MASTER_PORT
-(the error names the address). (With nccl, PyTorch's watchdog enforces that timeout by aborting
-the process.)
-
-Exit status: 0 success; 1 a failure (a wrong all-reduce result, a timeout, an unreachable peer),
-always as one line ``all_reduce_bench.py: error: rank R on HOST: ...`` (``--debug`` adds the
-traceback); 2 bad arguments or launcher variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_PORT,
-SLURM_*), a ``--json``/``--plot`` path that cannot be written or a message size larger than the
-device's (or, on CPU, the host's) memory, all refused before any rank joins the group; 130 after
-Ctrl-C, 143 after SIGTERM (``scancel``, a job's time limit): rank 0 still prints and writes
-(``--json``, ``--plot``) the sizes finished before the signal, with ``"interrupted": true``.
-``--warmup`` and ``--iters`` are capped at 1,000,000, a sweep at 1,000 sizes.
-
-Options: ``--min-bytes``, ``--max-bytes``, ``--factor`` (geometric sweep) or ``--sizes`` (explicit
-list), ``--dtype``, ``--warmup``, ``--iters``, ``--backend``, ``--timeout-s``, ``--json PATH``
-(machine-readable results), ``--plot PATH`` (PNG of busbw vs size; needs matplotlib, imported only
-then). Run with ``--help`` for details.
-
-Example output (2 CPU processes, gloo, on a 2-core cloud VM; the committed file
-results/network/all_reduce_bench-cpu-gloo-2proc.json holds the whole run)::
-
-    $ torchrun --standalone --nproc-per-node 2 scripts/network/all_reduce_bench.py \
-          --min-bytes 1K --max-bytes 256M --warmup 10 --iters 50 \
-          --json results/network/all_reduce_bench-cpu-gloo-2proc.json
-    # all_reduce_bench.py: all-reduce (SUM) bandwidth, torch 2.13.0+cpu
-    # backend gloo | device cpu | world_size 2 | nnodes 1 | dtype float32 | warmup 10 | iters 50
-    # time: max over ranks of the mean per-iteration time, in microseconds (us)
-    # algbw = size/time; busbw = algbw * 2(n-1)/n = algbw * 1; in GBps (1 GBps = 1e9 bytes/s)
-    # check: after each size's timed loop every rank verifies an untimed SUM (expected value 3)
-    #
     #       size        count      type     time(us)  algbw(GBps)  busbw(GBps)  check
             1024          256   float32      1399.40       0.0007       0.0007     OK
-            2048          512   float32      1221.52       0.0017       0.0017     OK
-            4096         1024   float32       420.59       0.0097       0.0097     OK
-    ...
        268435456     67108864   float32    177909.67       1.5088       1.5088     OK
     # peak busbw: 1.5823 GBps at size 4194304 bytes (4M)
 
-(Two processes sharing two cores, gloo over TCP loopback: small
-messages take milliseconds of process wake-ups. The numbers show what the tool prints, not what
-a network can do.)
+Exit status: 0 ok, 1 failure (a wrong result, a timeout after --timeout-s, an unreachable peer:
+one line naming the rank and host), 2 usage (checked before any rank joins), 130/143 interrupted
+by Ctrl-C/SIGTERM (rank 0 still prints and writes the sizes done, "interrupted": true).
 """
 
 from __future__ import annotations
@@ -174,42 +67,14 @@ DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp64": "float64", "doub
 _SIZE_RE = re.compile(r"(\d+)([KMGT]?)(I?B)?")
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
-
-def parse_size(text: str) -> int:
-    """Parse a byte count such as ``1024``, ``32K``, ``1M``, ``4G``, ``64KiB`` or ``2MB``.
-
-    Suffixes are binary (K = 1024, M = 1024**2, G = 1024**3, T = 1024**4), case-insensitive, and
-    may be followed by ``B`` or ``iB``. Returns the size in bytes (int, may be 0).
-    Raises argparse.ArgumentTypeError on anything else (so argparse names the option).
-    """
-    m = _SIZE_RE.fullmatch(text.strip().upper())
-    if not m:
-        raise argparse.ArgumentTypeError(
-            f"invalid size {text!r}: use an integer number of bytes with an optional binary "
-            f"suffix K, M, G or T (K = 1024)")
-    return int(m.group(1)) * _SUFFIX[m.group(2)]
+MAX_ITERS = 1_000_000  # per size and rank; --iters 1e12 is a typo, not a plan
+MAX_SIZES = 1000  # each costs --warmup + --iters collectives on every rank: more is a typo
+_stopped_by = [signal.SIGINT]  # what stopped the run: Ctrl-C, unless SIGTERM (scancel, time limit)
 
 
-def parse_dtype(text: str) -> str:
-    """Return the canonical dtype name for ``text`` (e.g. ``bf16`` -> ``bfloat16``).
-
-    Raises argparse.ArgumentTypeError for an unknown name.
-    """
-    name = DTYPE_ALIASES.get(text.lower(), text.lower())
-    if name not in DTYPES:
-        raise argparse.ArgumentTypeError(
-            f"unknown dtype {text!r} (choose from {', '.join(DTYPES)})")
-    return name
-
-
-def format_size(nbytes: int) -> str:
-    """Human label for a byte count: ``1K``, ``64M``... if an exact binary multiple, else bytes."""
-    for suffix in ("T", "G", "M", "K"):
-        unit = _SUFFIX[suffix]
-        if nbytes >= unit and nbytes % unit == 0:
-            return f"{nbytes // unit}{suffix}"
-    return str(nbytes)
-
+# ----------------------------------------------------------------------------------------------
+# The method: the sweep, the busbw factor, the exact check values
+# ----------------------------------------------------------------------------------------------
 
 def message_sizes(min_bytes: int, max_bytes: int, factor: float, elem_size: int) -> list[int]:
     """Geometric sweep ``min_bytes, min_bytes*factor, ...`` up to and including ``max_bytes``.
@@ -252,108 +117,9 @@ def check_values(world_size: int, exact_limit: int) -> tuple[int, int, int]:
     raise AssertionError("unreachable: m = 1 gives cap <= exact_limit")
 
 
-# Per size and rank; --iters 1e12 is a typo, not a plan.
-MAX_ITERS = 1_000_000
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Command-line interface; building it touches neither torch nor any device."""
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description=(
-            "All-reduce (SUM) bandwidth benchmark over a sweep of message sizes. Reports time "
-            "(us, max over ranks of the mean per-iteration time), algbw = size/time and "
-            "busbw = algbw*2(n-1)/n, in GBps (1 GBps = 1e9 bytes/s), as defined by the NCCL tests. "
-            "Launch with torchrun (or srun); plain python runs a single process."),
-        epilog=(
-            "Sizes accept binary suffixes: K=1024, M=1024**2, G=1024**3, T=1024**4 (e.g. 32K, "
-            "1M, 4G). Self-test of the result check: the environment variable "
-            "ALL_REDUCE_BENCH_CORRUPT_RANK=R makes rank R corrupt its result, so the run must "
-            "fail; "
-            "ALL_REDUCE_BENCH_EXIT_RANK=R / ALL_REDUCE_BENCH_STALL_RANK=R make rank R exit / hang "
-            "before the first collective, so the run must fail within --timeout-s."),
-    )
-    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--min-bytes", type=parse_size, default=None, metavar="SIZE",
-                   help="smallest message size of the geometric sweep (default 1K)")
-    p.add_argument("--max-bytes", type=parse_size, default=None, metavar="SIZE",
-                   help="largest message size of the geometric sweep (default 256M)")
-    p.add_argument("--factor", type=number(float), default=None,
-                   help="ratio between consecutive sizes of the sweep, > 1 (default 2)")
-    p.add_argument("--sizes", nargs="+", default=None, metavar="SIZE",
-                   help="explicit message sizes instead of a sweep, space- or comma-separated "
-                        "(e.g. --sizes 1K 1M 64M); each must be a multiple of the element size")
-    p.add_argument("--dtype", type=parse_dtype, default="float32",
-                   help=f"element type: {', '.join(DTYPES)} (aliases fp32, fp16, bf16, ...); "
-                        "default float32")
-    p.add_argument("--warmup", type=number(int, 0, MAX_ITERS), default=5,
-                   help="untimed all-reduces per size before timing, >= 0 (default 5)")
-    p.add_argument("--iters", type=number(int, 1, MAX_ITERS), default=20,
-                   help="timed all-reduces per size, >= 1 (default 20)")
-    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
-                   help="auto: nccl if CUDA is available, else gloo (CPU tensors). Default auto")
-    p.add_argument("--timeout-s", type=number(float, 0, lo_open=True), default=60.0,
-                   help="seconds to wait for peers (rendezvous and each collective) before "
-                        "failing, > 0 (default 60)")
-    p.add_argument("--json", metavar="PATH", default=None, type=nonempty,
-                   help="write machine-readable results to PATH (rank 0)")
-    p.add_argument("--plot", metavar="PATH", default=None, type=nonempty,
-                   help="write a PNG of busbw vs message size to PATH (rank 0; needs matplotlib)")
-    return p
-
-
-# Every size costs --warmup + --iters collectives on every rank; more sizes than this is a typo.
-MAX_SIZES = 1000
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse and validate arguments; any problem exits via parser.error (status 2, one line).
-
-    Adds ``args.size_list`` (bytes, increasing) and ``args.elem_size`` (bytes).
-    """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    elem_size = DTYPES[args.dtype][0]
-    if args.sizes is not None:
-        if args.min_bytes is not None or args.max_bytes is not None or args.factor is not None:
-            parser.error("--sizes cannot be combined with --min-bytes/--max-bytes/--factor")
-        sizes = []
-        for item in ",".join(args.sizes).split(","):
-            if not item.strip():
-                continue
-            try:
-                size = parse_size(item)
-            except argparse.ArgumentTypeError as exc:
-                parser.error(f"argument --sizes: {exc}")
-            if size <= 0 or size % elem_size:
-                parser.error(f"--sizes: {item!r} is not a positive multiple of the "
-                             f"{args.dtype} element size ({elem_size} bytes)")
-            sizes.append(size)
-        if not sizes:
-            parser.error("--sizes: no size given")
-        args.size_list = sorted(set(sizes))
-    else:
-        min_bytes = 1024 if args.min_bytes is None else args.min_bytes
-        max_bytes = 256 * 1024**2 if args.max_bytes is None else args.max_bytes
-        factor = 2.0 if args.factor is None else args.factor
-        if min_bytes < elem_size:
-            parser.error(f"--min-bytes must be at least one {args.dtype} element "
-                         f"({elem_size} bytes) (got {min_bytes})")
-        if max_bytes < min_bytes:
-            parser.error(f"--max-bytes ({max_bytes}) must be >= --min-bytes ({min_bytes})")
-        if not (factor > 1 and math.isfinite(factor)):
-            parser.error(f"--factor must be a finite number > 1 (got {factor})")
-        if math.log(max_bytes / min_bytes) / math.log(factor) > MAX_SIZES:
-            parser.error(f"--factor {factor:g} makes more than {MAX_SIZES} sizes between "
-                         "--min-bytes and --max-bytes; use a larger factor")
-        args.size_list = message_sizes(min_bytes, max_bytes, factor, elem_size)
-    if len(args.size_list) > MAX_SIZES:
-        parser.error(f"--sizes: {len(args.size_list)} sizes; at most {MAX_SIZES}")
-    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
-        parser.error("--plot needs matplotlib, which is not installed (pip install matplotlib)")
-    args.elem_size = elem_size
-    return args
-
+# ----------------------------------------------------------------------------------------------
+# Launch, device and process group
+# ----------------------------------------------------------------------------------------------
 
 class Launch:
     """Rank layout of this process, read from torchrun or SLURM variables (or a lone process)."""
@@ -417,10 +183,6 @@ def die(message: str, status: int | None = None) -> None:
     os._exit(EXIT_FAILURE if status is None else status)
 
 
-# The signal that stopped the run: Ctrl-C (SIGINT) unless SIGTERM (scancel, a job's time limit).
-_stopped_by = [signal.SIGINT]
-
-
 def _on_sigterm(signum, frame):
     _stopped_by[0] = signal.SIGTERM
     raise KeyboardInterrupt
@@ -441,49 +203,40 @@ def check_fits(torch, device, nbytes: int, option: str) -> None:
                           f"machine's {have / 2**30:.1f} GiB of {where} memory", EXIT_USAGE)
 
 
-def _sig6(value: float) -> float:
-    return float(f"{value:.6g}")
-
-
-def _num(value: float | int) -> str:
-    """Print 4.0 as 4 (the check values are integers), anything else as is."""
-    return str(int(value)) if float(value).is_integer() else repr(value)
-
-
 def _selftest_rank(name: str) -> int | None:
     value = env_int(name, -1)
     return value if value >= 0 else None
 
 
-def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
-    """Initialise torch.distributed, run the sweep, print/write results. ``stage[0]`` says what
-    is going on, for error messages. Raises RuntimeError (or backend errors) on failure."""
-    import torch
-    import torch.distributed as dist
-
-    rank, world = launch.rank, launch.world_size
-    timeout = datetime.timedelta(seconds=args.timeout_s)
+def choose_backend(torch, dist, args: argparse.Namespace) -> str:
+    """nccl or gloo, as ``--backend`` asks (auto: nccl when CUDA and NCCL are there)."""
     cuda_ok = torch.cuda.is_available()
     backend = args.backend
     if backend == "auto":
         backend = "nccl" if cuda_ok and dist.is_nccl_available() else "gloo"
     if backend == "nccl" and not (cuda_ok and dist.is_nccl_available()):
         die("--backend nccl needs CUDA and a PyTorch build with NCCL; use --backend gloo")
+    return backend
 
-    stage[0] = f"waiting for peers in init_process_group (timeout {args.timeout_s:g} s)"
+
+def open_device(torch, backend: str, launch: Launch) -> tuple[object, str, dict]:
+    """(device, its name, init_process_group keyword arguments): GPU number LOCAL_RANK for nccl,
+    the CPU for gloo."""
     if backend == "nccl":
         if launch.local_rank >= torch.cuda.device_count():
-            die(f"rank {rank} on {launch.host}: LOCAL_RANK {launch.local_rank} but only "
+            die(f"rank {launch.rank} on {launch.host}: LOCAL_RANK {launch.local_rank} but only "
                 f"{torch.cuda.device_count()} CUDA device(s) are visible")
         device = torch.device("cuda", launch.local_rank)
         torch.cuda.set_device(device)
-        device_name = torch.cuda.get_device_name(device)
-        init_kwargs = {"device_id": device}
-    else:
-        device = torch.device("cpu")
-        device_name = "cpu"
-        init_kwargs = {}
-    check_fits(torch, device, args.size_list[-1], "--sizes" if args.sizes else "--max-bytes")
+        return device, torch.cuda.get_device_name(device), {"device_id": device}
+    return torch.device("cpu"), "cpu", {}
+
+
+def join_group(dist, args: argparse.Namespace, launch: Launch, backend: str, init_kwargs: dict) -> None:
+    """init_process_group within ``--timeout-s``: through MASTER_ADDR:MASTER_PORT, or an
+    in-memory store for a lone process."""
+    rank, world = launch.rank, launch.world_size
+    timeout = datetime.timedelta(seconds=args.timeout_s)
     if launch.need_master:
         # The store client retries a refused connection until well past `timeout`; the
         # deadline (a little later than the store's own timeout, whose message is more
@@ -496,120 +249,153 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
                                 timeout=timeout, **init_kwargs)
 
+
+def selftest_hooks(rank: int) -> int | None:
+    """The test suite's hooks (see --help): this rank exits or stalls before the first
+    collective; returns the rank that is to corrupt its result, if any."""
     if _selftest_rank("ALL_REDUCE_BENCH_EXIT_RANK") == rank:
         os._exit(3)
     if _selftest_rank("ALL_REDUCE_BENCH_STALL_RANK") == rank:
         while True:
             time.sleep(3600)
-    corrupt_rank = _selftest_rank("ALL_REDUCE_BENCH_CORRUPT_RANK")
+    return _selftest_rank("ALL_REDUCE_BENCH_CORRUPT_RANK")
+
+
+# ----------------------------------------------------------------------------------------------
+# One size: the timed loop and the check; the sweep
+# ----------------------------------------------------------------------------------------------
+
+def time_all_reduce(torch, dist, buf, args: argparse.Namespace, device) -> float:
+    """This rank's mean seconds per all-reduce of ``buf``: ``--warmup`` untimed calls, a barrier,
+    then ``--iters`` back-to-back calls (between CUDA events on a GPU)."""
+    for _ in range(args.warmup):
+        dist.all_reduce(buf)
+    # Start the timed loop together, so one rank's late start is not counted as bandwidth.
+    dist.barrier()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(args.iters):
+            dist.all_reduce(buf)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / args.iters  # elapsed_time is in ms
+    # gloo's all_reduce on CPU tensors returns when the data is in place: wall time is the
+    # operation's time.
+    t0 = time.perf_counter()
+    for _ in range(args.iters):
+        dist.all_reduce(buf)
+    return (time.perf_counter() - t0) / args.iters
+
+
+def verify_sum(dist, buf, fill: int, expected: int, count: int, corrupt: bool) -> str | None:
+    """The untimed check of one size on this rank: the timed buffer is still all zeros, and a SUM
+    of every rank's ``fill`` gives ``expected`` everywhere. Returns what was wrong, or None."""
+    problem = None
+    if bool(buf.any()):
+        idx = int(buf.nonzero()[0, 0])
+        problem = (f"timed buffer should still be all zeros, element {idx} is "
+                   f"{_num(buf[idx].item())}")
+    buf.fill_(fill)
+    dist.all_reduce(buf)
+    if corrupt:
+        buf[-1] += 1  # self-test hook: simulate a wrong received value on this rank
+    if problem is None:
+        bad = buf != expected
+        if bool(bad.any()):
+            idx = int(bad.nonzero()[0, 0])
+            problem = f"expected {expected} got {_num(buf[idx].item())} at element {idx} (of {count})"
+    return problem
+
+
+def stop_on_wrong_result(dist, failed, problem: str | None, launch: Launch, size: int, count: int,
+                         dtype: str) -> None:
+    """Every rank learns which ranks saw a wrong value, so all of them stop at the same size (a
+    rank that stopped alone would leave the others waiting in the next collective)."""
+    rank = launch.rank
+    failed.zero_()
+    failed[rank] = 1 if problem else 0
+    dist.all_reduce(failed)
+    bad_ranks = failed.nonzero().flatten().tolist()
+    if bad_ranks:
+        if problem:
+            die(f"rank {rank} on {launch.host}: wrong all-reduce result for size {size} "
+                f"bytes ({dtype}): {problem}")
+        if rank == 0:
+            print(f"{size:>12} {count:>12} {dtype:>9} {'':>12} {'':>12} {'':>12} "
+                  f"{'FAIL':>6}", flush=True)
+            die(f"all-reduce result check failed on rank(s) {bad_ranks} at size {size} "
+                "bytes; see their messages")
+        sys.stdout.flush()
+        os._exit(1)
+
+
+def sweep(torch, dist, args: argparse.Namespace, launch: Launch, device, check: tuple[int, int, bool],
+          factor: float, stage: list[str], results: list[dict]) -> None:
+    """Time, check and record every size: one row each in ``results`` (printed by rank 0).
+    ``check`` is (this rank's fill value, the expected sum, whether this rank corrupts it)."""
+    rank, world = launch.rank, launch.world_size
+    fill, expected, corrupt = check
+    dtype = getattr(torch, args.dtype)
+    max_time = torch.zeros(1, dtype=torch.float64, device=device)
+    failed = torch.zeros(world, dtype=torch.int32, device=device)
+    for size in args.size_list:
+        count = size // args.elem_size
+        stage[0] = f"all_reduce of {size} bytes"
+        # Zeros: a SUM of zeros is zero after any number of iterations, so the values never
+        # overflow and the check below knows what the timed buffer holds.
+        buf = torch.zeros(count, dtype=dtype, device=device)
+        max_time.fill_(time_all_reduce(torch, dist, buf, args, device))
+        dist.all_reduce(max_time, op=dist.ReduceOp.MAX)  # a collective is as slow as its slowest rank
+        time_s = max_time.item()
+
+        stage[0] = f"verification all_reduce of {size} bytes"
+        problem = verify_sum(dist, buf, fill, expected, count, corrupt)
+        stop_on_wrong_result(dist, failed, problem, launch, size, count, args.dtype)
+
+        algbw = size / time_s / 1e9
+        busbw = algbw * factor
+        # 6 significant digits: more than the measurement's precision, fine for tiny values.
+        results.append({"size_bytes": size, "count": count, "time_us": _sig6(time_s * 1e6),
+                        "algbw_GBps": _sig6(algbw), "busbw_GBps": _sig6(busbw)})
+        if rank == 0:
+            print(f"{size:>12} {count:>12} {args.dtype:>9} {time_s * 1e6:>12.2f} "
+                  f"{algbw:>12.4f} {busbw:>12.4f} {'OK':>6}", flush=True)
+        del buf
+
+
+def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
+    """Initialise torch.distributed, run the sweep, print/write results. ``stage[0]`` says what
+    is going on, for error messages. Raises RuntimeError (or backend errors) on failure."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world = launch.rank, launch.world_size
+    backend = choose_backend(torch, dist, args)
+    stage[0] = f"waiting for peers in init_process_group (timeout {args.timeout_s:g} s)"
+    device, device_name, init_kwargs = open_device(torch, backend, launch)
+    check_fits(torch, device, args.size_list[-1], "--sizes" if args.sizes else "--max-bytes")
+    join_group(dist, args, launch, backend, init_kwargs)
+    corrupt_rank = selftest_hooks(rank)
 
     stage[0] = "all_gather_object of host names"
     hosts: list[str | None] = [None] * world
     dist.all_gather_object(hosts, launch.host)
     nnodes = len(set(hosts))
 
-    dtype = getattr(torch, args.dtype)
     m, cap, expected = check_values(world, DTYPES[args.dtype][1])
     my_value = rank % m + 1 if rank < cap else 0
     factor = busbw_factor(world)
-    is_cuda = device.type == "cuda"
-
     if rank == 0:
-        print(f"# {PROG}: all-reduce (SUM) bandwidth, torch {torch.__version__}")
-        print(f"# backend {backend} | device {device_name} | world_size {world} | nnodes {nnodes}"
-              f" | dtype {args.dtype} | warmup {args.warmup} | iters {args.iters}")
-        print("# time: max over ranks of the mean per-iteration time, in microseconds (us)")
-        print(f"# algbw = size/time; busbw = algbw * 2(n-1)/n = algbw * {factor:.4g}; "
-              "in GBps (1 GBps = 1e9 bytes/s)")
-        if world == 1:
-            print("# NOTE: world size 1: nothing crosses a link, busbw is 0 by definition; "
-                  "launch with torchrun for a real measurement")
-        print(f"# check: after each size's timed loop every rank verifies an untimed SUM "
-              f"(expected value {expected})")
-        print("#")
-        print(f"# {'size':>10} {'count':>12} {'type':>9} {'time(us)':>12} "
-              f"{'algbw(GBps)':>12} {'busbw(GBps)':>12} {'check':>6}")
-        sys.stdout.flush()
+        print_header(torch, args, backend, device_name, world, nnodes, factor, expected)
 
-    results = []
-    max_time = torch.zeros(1, dtype=torch.float64, device=device)
-    failed = torch.zeros(world, dtype=torch.int32, device=device)
+    results: list[dict] = []
     interrupted = False
     try:
-        for size in args.size_list:
-            count = size // args.elem_size
-            stage[0] = f"all_reduce of {size} bytes"
-            # Zeros: a SUM of zeros is zero after any number of iterations (see module docstring).
-            buf = torch.zeros(count, dtype=dtype, device=device)
-            for _ in range(args.warmup):
-                dist.all_reduce(buf)
-            # Start the timed loop together, so one rank's late start is not counted as bandwidth.
-            dist.barrier()
-            if is_cuda:
-                torch.cuda.synchronize(device)
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(args.iters):
-                    dist.all_reduce(buf)
-                end.record()
-                end.synchronize()
-                mean_s = start.elapsed_time(end) / 1e3 / args.iters  # elapsed_time is in ms
-            else:
-                # gloo's all_reduce on CPU tensors returns when the data is in place: wall time is
-                # the operation's time.
-                t0 = time.perf_counter()
-                for _ in range(args.iters):
-                    dist.all_reduce(buf)
-                mean_s = (time.perf_counter() - t0) / args.iters
-            max_time.fill_(mean_s)
-            dist.all_reduce(max_time, op=dist.ReduceOp.MAX)
-            time_s = max_time.item()
-
-            # Verification pass, untimed.
-            stage[0] = f"verification all_reduce of {size} bytes"
-            problem = None
-            if bool(buf.any()):
-                idx = int(buf.nonzero()[0, 0])
-                problem = (f"timed buffer should still be all zeros, element {idx} is "
-                           f"{_num(buf[idx].item())}")
-            buf.fill_(my_value)
-            dist.all_reduce(buf)
-            if corrupt_rank == rank:
-                buf[-1] += 1  # self-test hook: simulate a wrong received value on this rank
-            if problem is None:
-                bad = buf != expected
-                if bool(bad.any()):
-                    idx = int(bad.nonzero()[0, 0])
-                    problem = (f"expected {expected} got {_num(buf[idx].item())} at element "
-                               f"{idx} (of {count})")
-            # Every rank learns which ranks saw a wrong value, so all of them stop at the same size
-            # (a rank that stopped alone would leave the others waiting in the next collective).
-            failed.zero_()
-            failed[rank] = 1 if problem else 0
-            dist.all_reduce(failed)
-            bad_ranks = failed.nonzero().flatten().tolist()
-            if bad_ranks:
-                if problem:
-                    die(f"rank {rank} on {launch.host}: wrong all-reduce result for size {size} "
-                        f"bytes ({args.dtype}): {problem}")
-                if rank == 0:
-                    print(f"{size:>12} {count:>12} {args.dtype:>9} {'':>12} {'':>12} {'':>12} "
-                          f"{'FAIL':>6}", flush=True)
-                    die(f"all-reduce result check failed on rank(s) {bad_ranks} at size {size} "
-                        "bytes; see their messages")
-                sys.stdout.flush()
-                os._exit(1)
-
-            algbw = size / time_s / 1e9
-            busbw = algbw * factor
-            # 6 significant digits: more than the measurement's precision, fine for tiny values.
-            results.append({"size_bytes": size, "count": count, "time_us": _sig6(time_s * 1e6),
-                            "algbw_GBps": _sig6(algbw), "busbw_GBps": _sig6(busbw)})
-            if rank == 0:
-                print(f"{size:>12} {count:>12} {args.dtype:>9} {time_s * 1e6:>12.2f} "
-                      f"{algbw:>12.4f} {busbw:>12.4f} {'OK':>6}", flush=True)
-            del buf
+        sweep(torch, dist, args, launch, device, (my_value, expected, corrupt_rank == rank), factor,
+              stage, results)
     except KeyboardInterrupt:  # keep the sizes measured so far (every rank agreed on them)
         interrupted = True
 
@@ -619,48 +405,105 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> None:
     elif rank == 0:
         print(f"# interrupted: {len(results)} of {len(args.size_list)} sizes done; results so far:")
     if rank == 0 and results:
-        peak = max(results, key=lambda r: r["busbw_GBps"])
-        print(f"# peak busbw: {peak['busbw_GBps']:.4f} GBps at size {peak['size_bytes']} bytes "
-              f"({format_size(peak['size_bytes'])})", flush=True)
-        report = {
-            "benchmark": "all_reduce_bench",
-            "schema_version": 1,
-            "backend": backend,
-            "device": device_name,
-            "world_size": world,
-            "nnodes": nnodes,
-            "dtype": args.dtype,
-            "warmup": args.warmup,
-            "iters": args.iters,
-            "torch_version": torch.__version__,
-            "versions": {"python": platform.python_version(), "torch": torch.__version__},
-            "hostname": launch.host,
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
-                "%Y-%m-%dT%H:%M:%SZ"),
-            "command": launch.command(),
-            "results": results,
-            "peak_busbw_GBps": peak["busbw_GBps"],
-            # Extra keys (not part of the schema the notebook relies on):
-            "peak_busbw_size_bytes": peak["size_bytes"],
-            "busbw_factor": factor,
-            "launcher": launch.launcher,
-            "hosts": sorted(set(hosts)),
-            "units": {"size": "bytes", "time": "microseconds, max over ranks of the mean "
-                      "per-iteration time", "bandwidth": "GBps, 1 GBps = 1e9 bytes/s"},
-            "verified": True,
-            "interrupted": interrupted,
-        }
-        if args.json:
-            write_atomic(args.json, json.dumps(report, indent=2) + "\n")
-            print(f"# wrote {args.json}")
-        if args.plot:
-            write_plot(args.plot, report)
-            print(f"# wrote {args.plot}")
+        run_info = {"backend": backend, "device": device_name, "world_size": world,
+                    "nnodes": nnodes, "torch": torch.__version__, "factor": factor, "hosts": hosts}
+        write_results(args, launch, run_info, results, interrupted)
     if interrupted:  # no teardown: the other ranks may be gone, and it would wait for them
         sys.stdout.flush()
         os._exit(128 + _stopped_by[0])
     stage[0] = "destroy_process_group"
     dist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
+def _sig6(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def _num(value: float | int) -> str:
+    """Print 4.0 as 4 (the check values are integers), anything else as is."""
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def format_size(nbytes: int) -> str:
+    """Human label for a byte count: ``1K``, ``64M``... if an exact binary multiple, else bytes."""
+    for suffix in ("T", "G", "M", "K"):
+        unit = _SUFFIX[suffix]
+        if nbytes >= unit and nbytes % unit == 0:
+            return f"{nbytes // unit}{suffix}"
+    return str(nbytes)
+
+
+def print_header(torch, args: argparse.Namespace, backend: str, device_name: str, world: int,
+                 nnodes: int, factor: float, expected: int) -> None:
+    """Rank 0's lines above the table: the run, the definitions, the check, the column names."""
+    print(f"# {PROG}: all-reduce (SUM) bandwidth, torch {torch.__version__}")
+    print(f"# backend {backend} | device {device_name} | world_size {world} | nnodes {nnodes}"
+          f" | dtype {args.dtype} | warmup {args.warmup} | iters {args.iters}")
+    print("# time: max over ranks of the mean per-iteration time, in microseconds (us)")
+    print(f"# algbw = size/time; busbw = algbw * 2(n-1)/n = algbw * {factor:.4g}; "
+          "in GBps (1 GBps = 1e9 bytes/s)")
+    if world == 1:
+        print("# NOTE: world size 1: nothing crosses a link, busbw is 0 by definition; "
+              "launch with torchrun for a real measurement")
+    print(f"# check: after each size's timed loop every rank verifies an untimed SUM "
+          f"(expected value {expected})")
+    print("#")
+    print(f"# {'size':>10} {'count':>12} {'type':>9} {'time(us)':>12} "
+          f"{'algbw(GBps)':>12} {'busbw(GBps)':>12} {'check':>6}")
+    sys.stdout.flush()
+
+
+def json_report(args: argparse.Namespace, launch: Launch, run_info: dict, results: list[dict],
+                interrupted: bool) -> dict:
+    """The --json document (keys: tools/schemas/all_reduce_bench.schema.json)."""
+    peak = max(results, key=lambda r: r["busbw_GBps"])
+    return {
+        "benchmark": "all_reduce_bench",
+        "schema_version": 1,
+        "backend": run_info["backend"],
+        "device": run_info["device"],
+        "world_size": run_info["world_size"],
+        "nnodes": run_info["nnodes"],
+        "dtype": args.dtype,
+        "warmup": args.warmup,
+        "iters": args.iters,
+        "torch_version": run_info["torch"],
+        "versions": {"python": platform.python_version(), "torch": run_info["torch"]},
+        "hostname": launch.host,
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"),
+        "command": launch.command(),
+        "results": results,
+        "peak_busbw_GBps": peak["busbw_GBps"],
+        # Extra keys (not part of the schema the notebook relies on):
+        "peak_busbw_size_bytes": peak["size_bytes"],
+        "busbw_factor": run_info["factor"],
+        "launcher": launch.launcher,
+        "hosts": sorted(set(run_info["hosts"])),
+        "units": {"size": "bytes", "time": "microseconds, max over ranks of the mean "
+                  "per-iteration time", "bandwidth": "GBps, 1 GBps = 1e9 bytes/s"},
+        "verified": True,
+        "interrupted": interrupted,
+    }
+
+
+def write_results(args: argparse.Namespace, launch: Launch, run_info: dict, results: list[dict],
+                  interrupted: bool) -> None:
+    """Rank 0, after the sweep: the peak busbw line, then --json and --plot."""
+    peak = max(results, key=lambda r: r["busbw_GBps"])
+    print(f"# peak busbw: {peak['busbw_GBps']:.4f} GBps at size {peak['size_bytes']} bytes "
+          f"({format_size(peak['size_bytes'])})", flush=True)
+    report = json_report(args, launch, run_info, results, interrupted)
+    if args.json:
+        write_atomic(args.json, json.dumps(report, indent=2) + "\n")
+        print(f"# wrote {args.json}")
+    if args.plot:
+        write_plot(args.plot, report)
+        print(f"# wrote {args.plot}")
 
 
 def write_plot(path: str, report: dict) -> None:
@@ -690,6 +533,132 @@ def write_plot(path: str, report: dict) -> None:
     fig.savefig(buffer, format="png", dpi=120)
     write_atomic(path, buffer.getvalue())
     plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
+def parse_size(text: str) -> int:
+    """Parse a byte count such as ``1024``, ``32K``, ``1M``, ``4G``, ``64KiB`` or ``2MB``.
+
+    Suffixes are binary (K = 1024, M = 1024**2, G = 1024**3, T = 1024**4), case-insensitive, and
+    may be followed by ``B`` or ``iB``. Returns the size in bytes (int, may be 0).
+    Raises argparse.ArgumentTypeError on anything else (so argparse names the option).
+    """
+    m = _SIZE_RE.fullmatch(text.strip().upper())
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: use an integer number of bytes with an optional binary "
+            f"suffix K, M, G or T (K = 1024)")
+    return int(m.group(1)) * _SUFFIX[m.group(2)]
+
+
+def parse_dtype(text: str) -> str:
+    """Return the canonical dtype name for ``text`` (e.g. ``bf16`` -> ``bfloat16``).
+
+    Raises argparse.ArgumentTypeError for an unknown name.
+    """
+    name = DTYPE_ALIASES.get(text.lower(), text.lower())
+    if name not in DTYPES:
+        raise argparse.ArgumentTypeError(
+            f"unknown dtype {text!r} (choose from {', '.join(DTYPES)})")
+    return name
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface; building it touches neither torch nor any device."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "All-reduce (SUM) bandwidth benchmark over a sweep of message sizes. Reports time "
+            "(us, max over ranks of the mean per-iteration time), algbw = size/time and "
+            "busbw = algbw*2(n-1)/n, in GBps (1 GBps = 1e9 bytes/s), as defined by the NCCL tests. "
+            "Launch with torchrun (or srun); plain python runs a single process."),
+        epilog=(
+            "Sizes accept binary suffixes: K=1024, M=1024**2, G=1024**3, T=1024**4 (e.g. 32K, "
+            "1M, 4G). Self-test of the result check: the environment variable "
+            "ALL_REDUCE_BENCH_CORRUPT_RANK=R makes rank R corrupt its result, so the run must "
+            "fail; "
+            "ALL_REDUCE_BENCH_EXIT_RANK=R / ALL_REDUCE_BENCH_STALL_RANK=R make rank R exit / hang "
+            "before the first collective, so the run must fail within --timeout-s."),
+    )
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("--min-bytes", type=parse_size, default=None, metavar="SIZE",
+                   help="smallest message size of the geometric sweep (default 1K)")
+    p.add_argument("--max-bytes", type=parse_size, default=None, metavar="SIZE",
+                   help="largest message size of the geometric sweep (default 256M)")
+    p.add_argument("--factor", type=number(float), default=None,
+                   help="ratio between consecutive sizes of the sweep, > 1 (default 2)")
+    p.add_argument("--sizes", nargs="+", default=None, metavar="SIZE",
+                   help="explicit message sizes instead of a sweep, space- or comma-separated "
+                        "(e.g. --sizes 1K 1M 64M); each must be a multiple of the element size")
+    p.add_argument("--dtype", type=parse_dtype, default="float32",
+                   help=f"element type: {', '.join(DTYPES)} (aliases fp32, fp16, bf16, ...); "
+                        "default float32")
+    p.add_argument("--warmup", type=number(int, 0, MAX_ITERS), default=5,
+                   help="untimed all-reduces per size before timing, >= 0 (default 5)")
+    p.add_argument("--iters", type=number(int, 1, MAX_ITERS), default=20,
+                   help="timed all-reduces per size, >= 1 (default 20)")
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                   help="auto: nccl if CUDA is available, else gloo (CPU tensors). Default auto")
+    p.add_argument("--timeout-s", type=number(float, 0, lo_open=True), default=60.0,
+                   help="seconds to wait for peers (rendezvous and each collective) before "
+                        "failing, > 0 (default 60)")
+    p.add_argument("--json", metavar="PATH", default=None, type=nonempty,
+                   help="write machine-readable results to PATH (rank 0)")
+    p.add_argument("--plot", metavar="PATH", default=None, type=nonempty,
+                   help="write a PNG of busbw vs message size to PATH (rank 0; needs matplotlib)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and validate arguments; any problem exits via parser.error (status 2, one line).
+
+    Adds ``args.size_list`` (bytes, increasing) and ``args.elem_size`` (bytes).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    elem_size = DTYPES[args.dtype][0]
+    if args.sizes is not None:
+        if args.min_bytes is not None or args.max_bytes is not None or args.factor is not None:
+            parser.error("--sizes cannot be combined with --min-bytes/--max-bytes/--factor")
+        sizes = []
+        for item in ",".join(args.sizes).split(","):
+            if not item.strip():
+                continue
+            try:
+                size = parse_size(item)
+            except argparse.ArgumentTypeError as exc:
+                parser.error(f"argument --sizes: {exc}")
+            if size <= 0 or size % elem_size:
+                parser.error(f"--sizes: {item!r} is not a positive multiple of the "
+                             f"{args.dtype} element size ({elem_size} bytes)")
+            sizes.append(size)
+        if not sizes:
+            parser.error("--sizes: no size given")
+        args.size_list = sorted(set(sizes))
+    else:
+        min_bytes = 1024 if args.min_bytes is None else args.min_bytes
+        max_bytes = 256 * 1024**2 if args.max_bytes is None else args.max_bytes
+        factor = 2.0 if args.factor is None else args.factor
+        if min_bytes < elem_size:
+            parser.error(f"--min-bytes must be at least one {args.dtype} element "
+                         f"({elem_size} bytes) (got {min_bytes})")
+        if max_bytes < min_bytes:
+            parser.error(f"--max-bytes ({max_bytes}) must be >= --min-bytes ({min_bytes})")
+        if not (factor > 1 and math.isfinite(factor)):
+            parser.error(f"--factor must be a finite number > 1 (got {factor})")
+        if math.log(max_bytes / min_bytes) / math.log(factor) > MAX_SIZES:
+            parser.error(f"--factor {factor:g} makes more than {MAX_SIZES} sizes between "
+                         "--min-bytes and --max-bytes; use a larger factor")
+        args.size_list = message_sizes(min_bytes, max_bytes, factor, elem_size)
+    if len(args.size_list) > MAX_SIZES:
+        parser.error(f"--sizes: {len(args.size_list)} sizes; at most {MAX_SIZES}")
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        parser.error("--plot needs matplotlib, which is not installed (pip install matplotlib)")
+    args.elem_size = elem_size
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,80 +1,28 @@
 #!/usr/bin/env python
 """busbw_model.py: predict all-reduce time, algbw and busbw against the number of nodes.
 
-What it computes
-----------------
-An alpha-beta model (a fixed latency per sequential step plus bytes over bandwidth) of one
-all-reduce of ``--size`` bytes per rank, on ``N`` nodes (each entry of ``--nodes``) of
-``--gpus-per-node`` GPUs, ``n = N x gpus-per-node`` ranks. Two kinds of links:
-
-* inside a node: ``--intra-GBps``, the one-direction bandwidth each GPU has to the other GPUs of
-  its node (what a one-node all-reduce's busbw plateaus at), ``--alpha-intra-us`` per step;
-* between nodes: ``--inter-GBps``, the one-direction network bandwidth per GPU (the node's NIC
-  bandwidth divided by its GPUs: 50 for one 400 Gbps NIC per GPU), ``--alpha-inter-us`` per step.
-
-Algorithms (``--algos``; the formulas are derived on the book's page network/nccl-tuning.md,
-"A model of busbw against node count", and reduce to the Network chapter's ring and tree
-formulas when a node has one GPU):
-
-* ``ring``: NCCL's rings visit the GPUs of a node one after another, so of the 2(n-1) steps
-  2(N-1) cross the network (the step count of NCCL's own tuning model, src/graph/tuning.cc).
-  Each rank sends V = 2(n-1)/n x S; with one ring per rail, a GPU sends 1/g of V through its NIC
-  and (g-1)/g over the node's links, so the ring runs at min(g x inter, intra x g/(g-1)).
-* ``tree``: a chain through the node's GPUs and a double binary tree across nodes:
-  2(g-1) intra-node and 2 ceil(log2 N) inter-node steps (as in src/graph/tuning.cc). A node sends
-  2S over its NICs (S with two nodes), each GPU 2S over the node's links.
-* ``innet``: in-network reduction (NVLS inside the node, SHARP between nodes). Inside the node the
-  switch adds: each GPU sends its buffer S and receives its reduced share S/g, then sends that
-  share and receives the whole result S, so (g+1)/g x S per direction over the node's links.
-  Between nodes each GPU sends its share S/g up through its NIC and receives it reduced. On one
-  node (g = n) the best algbw is n/(n+1) x intra and busbw 2(n-1)/(n+1) x intra (700 GBps for
-  8 GPUs at 450). That is the NVLS relation algbw = busbw x n/(n+1), busbw there being the
-  link rate, as NCCL's maintainer corrected it in the thread of nccl-tests PR #239
-  (https://github.com/NVIDIA/nccl-tests/pull/239; the PR's diff still has an earlier
-  (n-1)/(n+1)). This is an upper bound, not a prediction: measured NVLS busbw stays below it.
-
-busbw = algbw x 2(n-1)/n whatever the algorithm, as nccl-tests reports it
-(https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md). The model has no
-protocols, channels, congestion or pipeline fill: use it for trends and for what to expect, and
-measure (all_reduce_bench.py, nccl-tests) for the real numbers.
-
-Units: decimal, 1 GBps = 1e9 bytes/s, one direction; times in microseconds (us). ``--size``
-takes binary suffixes like all_reduce_bench.py (K = 1024, M = 1024**2, G = 1024**3, T = 1024**4).
-
-How to launch
--------------
-Plain ``python``, standard library only, no GPU (it is a model; there is nothing to launch with
-torchrun or srun)::
+An alpha-beta model (a latency per sequential step plus bytes over bandwidth) of one all-reduce
+of ``--size`` bytes per rank on N nodes (each of ``--nodes``) of ``--gpus-per-node`` GPUs, with
+two kinds of links: inside a node (``--intra-GBps`` per GPU, ``--alpha-intra-us`` per step) and
+between nodes (``--inter-GBps`` per GPU: the node's NIC bandwidth / GPUs, ``--alpha-inter-us``).
+Algorithms: ring, tree (NCCL's step counts, src/graph/tuning.cc) and innet (NVLS/SHARP, an upper
+bound). busbw = algbw x 2(n-1)/n, as nccl-tests reports it. Decimal GBps (1e9 bytes/s), one
+direction; times in us; ``--size`` takes binary suffixes. Standard library only. The formulas:
+book/en/network/nccl-tuning.md ("A model of busbw against node count").
 
     python busbw_model.py
     python busbw_model.py --gpus-per-node 8 --intra-GBps 360 --inter-GBps 50 --size 256M
     python busbw_model.py --nodes 2,4,8,16 --algos ring,tree,innet --json busbw.json
 
-Importing it has no side effects: ``model(nodes, gpus_per_node, size_bytes, ...)`` returns the
-rows the CLI prints.
+Example output (``--nodes 1,2,8,64,512 --size 64M``, rows cut)::
 
-Exit status: 0 success; 2 bad input (a non-finite or out-of-range number, an unknown algorithm,
-a node list that is empty, too long or repeats itself, a single rank, an unusable ``--json``
-path), with one line naming the option.
-
-Example output
---------------
-::
-    $ python scripts/network/busbw_model.py --nodes 1,2,8,64,512 --size 64M
-    # busbw_model.py: alpha-beta model of one all-reduce of 64 MiB per rank, 8 GPUs per node
-    # intra-node 450 GBps, alpha 1 us; inter-node 50 GBps per GPU, alpha 5 us; 1 GBps = 1e9 bytes/s, one direction
-    # busbw = algbw * 2(n-1)/n; innet is an upper bound, not a prediction
       nodes   ranks  algorithm      time_us  algbw_GBps  busbw_GBps  limited_by
           1       8  ring             275.0      244.05      427.09  intra-node
-          1       8  tree             312.3      214.91      376.10  intra-node
-          2      16  ring             352.6      190.34      356.89  inter-node
-          2      16  tree             322.3      208.24      390.46  intra-node
-          8      64  ring             512.3      130.99      257.90  inter-node
           8      64  tree             379.5      176.81      348.10  inter-node
          64     512  ring            1860.9       36.06       71.98  latency
-         64     512  tree             409.5      163.86      327.08  inter-node
-        512    4096  ring           12613.5        5.32       10.64  latency
         512    4096  tree             439.5      152.68      305.28  inter-node
+
+Exit status: 0 ok, 2 usage (bad input, one line naming the option).
 """
 
 from __future__ import annotations
@@ -94,10 +42,6 @@ import traceback
 
 PROG = "busbw_model.py"
 
-
-# ---------------------------------------------------------------------------------------------
-# The model (pure functions: the CLI, the tests and the book's calculators share them)
-
 ALGORITHMS = ("ring", "tree", "innet")
 DEFAULT_NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 MAX_NODE_COUNTS = 64  # entries of --nodes
@@ -105,6 +49,10 @@ MAX_NODES = 1_000_000
 _SIZE_RE = re.compile(r"(\d+)([KMGT]?)(I?B)?")
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
+
+# ----------------------------------------------------------------------------------------------
+# The model (pure functions: the CLI, the tests and the book's calculators share them)
+# ----------------------------------------------------------------------------------------------
 
 def busbw_factor(ranks: int) -> float:
     """nccl-tests' all-reduce factor 2(n-1)/n: busbw = algbw x this."""
@@ -211,9 +159,53 @@ def crossover_bytes(nodes: int, gpus_per_node: int, intra_GBps: float, inter_GBp
     return math.sqrt(lo * hi)
 
 
-# ---------------------------------------------------------------------------------------------
-# Command line
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
 
+def _size_text(size: int) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size:,} bytes"
+
+
+def report(rows: list[dict], args: argparse.Namespace) -> str:
+    lines = [f"# {PROG}: alpha-beta model of one all-reduce of {_size_text(args.size)} per rank, "
+             f"{args.gpus_per_node} GPUs per node",
+             f"# intra-node {args.intra_GBps:g} GBps, alpha {args.alpha_intra_us:g} us; "
+             f"inter-node {args.inter_GBps:g} GBps per GPU, alpha {args.alpha_inter_us:g} us; "
+             f"1 GBps = 1e9 bytes/s, one direction",
+             "# busbw = algbw * 2(n-1)/n; innet is an upper bound, not a prediction",
+             f"{'nodes':>7}{'ranks':>8}  {'algorithm':<10}{'time_us':>12}{'algbw_GBps':>12}"
+             f"{'busbw_GBps':>12}  limited_by"]
+    for r in rows:
+        lines.append(f"{r['nodes']:>7}{r['ranks']:>8}  {r['algorithm']:<10}{r['time_us']:>12.1f}"
+                     f"{r['algbw_GBps']:>12.2f}{r['busbw_GBps']:>12.2f}  {r['limited_by']}")
+    return "\n".join(lines)
+
+
+def _round(value):
+    return float(f"{value:.6g}") if isinstance(value, float) else value
+
+
+def json_report(rows: list[dict], args: argparse.Namespace, argv: list[str] | None) -> dict:
+    """The --json document (keys: tools/schemas/busbw_model.schema.json)."""
+    return {"benchmark": "busbw_model", "schema_version": 1,
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": shlex.join([PROG, *(sys.argv[1:] if argv is None else argv)]),
+            "versions": {"python": platform.python_version()}, "device": None,
+            "inputs": {"gpus_per_node": args.gpus_per_node, "size_bytes": args.size,
+                       "intra_GBps": args.intra_GBps, "inter_GBps": args.inter_GBps,
+                       "alpha_intra_us": args.alpha_intra_us,
+                       "alpha_inter_us": args.alpha_inter_us, "algorithms": list(args.algos),
+                       "nodes": list(args.nodes)},
+            "results": [{k: _round(v) for k, v in r.items()} for r in rows]}
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
 
 def parse_size(text: str) -> int:
     """A byte count such as ``1024``, ``32K``, ``256M``, ``1G`` or ``64KiB`` (binary suffixes, as
@@ -303,32 +295,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _size_text(size: int) -> str:
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size:,} bytes"
-
-
-def report(rows: list[dict], args: argparse.Namespace) -> str:
-    lines = [f"# {PROG}: alpha-beta model of one all-reduce of {_size_text(args.size)} per rank, "
-             f"{args.gpus_per_node} GPUs per node",
-             f"# intra-node {args.intra_GBps:g} GBps, alpha {args.alpha_intra_us:g} us; "
-             f"inter-node {args.inter_GBps:g} GBps per GPU, alpha {args.alpha_inter_us:g} us; "
-             f"1 GBps = 1e9 bytes/s, one direction",
-             "# busbw = algbw * 2(n-1)/n; innet is an upper bound, not a prediction",
-             f"{'nodes':>7}{'ranks':>8}  {'algorithm':<10}{'time_us':>12}{'algbw_GBps':>12}"
-             f"{'busbw_GBps':>12}  limited_by"]
-    for r in rows:
-        lines.append(f"{r['nodes']:>7}{r['ranks']:>8}  {r['algorithm']:<10}{r['time_us']:>12.1f}"
-                     f"{r['algbw_GBps']:>12.2f}{r['busbw_GBps']:>12.2f}  {r['limited_by']}")
-    return "\n".join(lines)
-
-
-def _round(value):
-    return float(f"{value:.6g}") if isinstance(value, float) else value
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -339,17 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     # The JSON file is written before the table is printed, so a closed pipe
     # (`| head`) cannot cost the reader the file.
     if args.json:
-        doc = {"benchmark": "busbw_model", "schema_version": 1,
-               "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "command": shlex.join([PROG, *(sys.argv[1:] if argv is None else argv)]),
-               "versions": {"python": platform.python_version()}, "device": None,
-               "inputs": {"gpus_per_node": args.gpus_per_node, "size_bytes": args.size,
-                          "intra_GBps": args.intra_GBps, "inter_GBps": args.inter_GBps,
-                          "alpha_intra_us": args.alpha_intra_us,
-                          "alpha_inter_us": args.alpha_inter_us, "algorithms": list(args.algos),
-                          "nodes": list(args.nodes)},
-               "results": [{k: _round(v) for k, v in r.items()} for r in rows]}
-        text = json.dumps(doc, indent=2)
+        text = json.dumps(json_report(rows, args, argv), indent=2)
         if args.json == "-":
             print(text)
         else:

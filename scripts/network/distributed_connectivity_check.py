@@ -1,78 +1,27 @@
 #!/usr/bin/env python
 """distributed_connectivity_check.py: are all my GPUs and nodes talking to each other?
 
-What it does
-------------
-1. Every rank prints one line about itself, before joining the group, so a rank that never
-   joins is still visible in the log::
-
-       rank=0 local_rank=0 world_size=2 host=vm device=cpu backend=gloo torch=2.13.0+cpu cuda=none nccl=none
-
-   (``device`` is ``cuda:N`` plus the GPU name with nccl, ``cpu`` with gloo; ``cuda`` and ``nccl``
-   are the CUDA and NCCL versions PyTorch was built with, ``none`` on a CPU-only build.)
-2. The ranks join the process group (``init_process_group``), waiting at most ``--timeout-s``.
-3. They exchange those descriptions (``all_gather_object``), which also counts the hosts.
-4. One all-reduce (SUM) of a float32 matrix with one row per rank: rank r writes r+1 into its row
-   and zeros elsewhere, so after the SUM row r must hold r+1 on every rank. A wrong row names the
-   rank whose data went missing or got damaged, and the rank that reports it names where it
-   arrived. The values are small integers, exact in float32, so the comparison is exact.
-5. A barrier; then rank 0 prints ``OK: N ranks on M hosts`` and the exit status is 0.
-
-A wrong all-reduce result (the finding this check exists for) ends the job with exit status 3;
-any other failure with exit status 1 (2 for bad arguments, launcher variables (RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_PORT, SLURM_*), a ``--json`` path that cannot be written or a ``--size``
-larger than the device's or host's memory, before anything starts; 130 after Ctrl-C, 143 after
-SIGTERM), always with a one-line message naming the rank and host (``--debug`` adds the
-traceback), e.g.
-``rank 1 on node07: wrong all-reduce result: row of rank 0 (on node03) expected 1 got 2 ...`` or
-``rank 0 on node03: waiting for peers in init_process_group failed: ... timed out ...``. A rank
-that is missing or stuck makes the others fail after ``--timeout-s`` seconds (default 60) instead
-of hanging, and so does a rank that cannot reach MASTER_ADDR:MASTER_PORT (the error names it). (With nccl, PyTorch's watchdog enforces that timeout by aborting the process.)
-
-Self-tests (environment variables, for the test suite):
-
-* ``CONNECTIVITY_CHECK_CORRUPT_RANK=R`` - rank R adds 1 to one element of the all-reduce result
-  before checking it, to prove the check fails loudly.
-* ``CONNECTIVITY_CHECK_EXIT_RANK=R``    - rank R exits (status 3) before joining the group.
-* ``CONNECTIVITY_CHECK_STALL_RANK=R``   - rank R sleeps forever before joining the group, so the
-  other ranks must give up after ``--timeout-s``.
-
-How to launch
--------------
-Backend: ``--backend auto`` picks nccl when CUDA is available, gloo (CPU tensors) otherwise. With
-CUDA each process uses the GPU number LOCAL_RANK.
-
-One node::
+Every rank prints one line about itself (host, ranks, device, torch, CUDA and NCCL versions)
+before joining, so a rank that never joins is still visible in the log. Then the ranks join the
+group (at most ``--timeout-s`` seconds), exchange those lines, all-reduce (SUM) a float32 matrix
+in which rank r writes r+1 into row r, check every row exactly, and pass a barrier; rank 0 prints
+``OK: N ranks on M hosts``. A wrong row names the rank whose data went wrong and where it
+arrived. nccl with CUDA (GPU LOCAL_RANK), gloo on CPU. More, and the SLURM launch lines:
+book/en/network/index.md ("Check connectivity and versions on every rank").
 
     torchrun --standalone --nproc-per-node 8 distributed_connectivity_check.py
+    srun --nodes 2 --ntasks-per-node 8 python distributed_connectivity_check.py   # MASTER_ADDR/PORT exported
 
-Two nodes under SLURM, torchrun on each node (one srun task per node)::
-
-    MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-    srun --nodes 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 8 \\
-        --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:29500" --rdzv-id "$SLURM_JOB_ID" \\
-        distributed_connectivity_check.py --timeout-s 120 --json connectivity.json
-
-Plain srun, one task per GPU (rank, world size and local rank come from SLURM_PROCID, SLURM_NTASKS
-and SLURM_LOCALID; MASTER_ADDR and MASTER_PORT must be exported, or the script stops with an
-error; each task must see all the node's GPUs, so do not use --gpus-per-task)::
-
-    export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-    export MASTER_PORT=29500
-    srun --nodes 2 --ntasks-per-node 8 python distributed_connectivity_check.py
-
-Plain ``python distributed_connectivity_check.py`` checks a single process (world size 1).
-
-Options: ``--backend``, ``--timeout-s``, ``--size`` (bytes of the all-reduced matrix),
-``--json PATH`` (summary: ranks, hosts, per-rank info). Run with ``--help`` for details.
-
-Example output (``torchrun --standalone --nproc-per-node 2 distributed_connectivity_check.py`` on
-a 2-core cloud VM without a GPU; the two per-rank lines may come in either order)::
+Example output (2 CPU processes on a 2-core VM; the per-rank lines may come in either order)::
 
     rank=1 local_rank=1 world_size=2 host=vm device=cpu backend=gloo torch=2.13.0+cpu cuda=none nccl=none
     rank=0 local_rank=0 world_size=2 host=vm device=cpu backend=gloo torch=2.13.0+cpu cuda=none nccl=none
     # host vm: 2 rank(s): 0-1
     OK: 2 ranks on 1 hosts
+
+Exit status: 0 ok, 1 failure (a timeout, an unreachable peer: one line naming the rank and
+host), 2 usage (checked before anything starts), 3 finding (a wrong all-reduce result), 130/143
+interrupted by Ctrl-C/SIGTERM.
 """
 
 from __future__ import annotations
@@ -98,57 +47,13 @@ PROG = "distributed_connectivity_check.py"
 _SIZE_RE = re.compile(r"(\d+)([KMGT]?)(I?B)?")
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
-
-def parse_size(text: str) -> int:
-    """Parse a byte count such as ``4096``, ``64K`` or ``1M`` (binary suffixes K, M, G, T; K=1024).
-
-    Returns bytes (int). Raises argparse.ArgumentTypeError on anything else.
-    """
-    m = _SIZE_RE.fullmatch(text.strip().upper())
-    if not m:
-        raise argparse.ArgumentTypeError(
-            f"invalid size {text!r}: use an integer number of bytes with an optional binary "
-            f"suffix K, M, G or T (K = 1024)")
-    return int(m.group(1)) * _SUFFIX[m.group(2)]
+# The signal that stopped the run: Ctrl-C (SIGINT) unless SIGTERM (scancel, a job's time limit).
+_stopped_by = [signal.SIGINT]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Command-line interface; building it touches neither torch nor any device."""
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description=(
-            "Check that all ranks of a distributed job can talk: every rank prints where it runs, "
-            "then the ranks join the group, all-reduce a tensor, verify the result and pass a "
-            "barrier; rank 0 prints 'OK: N ranks on M hosts'. A wrong result exits 3, any other "
-            "failure 1, with a message naming the rank and host. Launch with torchrun (or srun)."),
-        epilog=(
-            "Self-test of the failure paths: the environment variable "
-            "CONNECTIVITY_CHECK_CORRUPT_RANK=R makes rank R corrupt its all-reduce result; "
-            "CONNECTIVITY_CHECK_EXIT_RANK=R / CONNECTIVITY_CHECK_STALL_RANK=R make rank R exit / "
-            "hang before joining; each must make the run fail (within --timeout-s)."),
-    )
-    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
-                   help="auto: nccl if CUDA is available, else gloo (CPU tensors). Default auto")
-    p.add_argument("--timeout-s", type=number(float, 0, lo_open=True), default=60.0,
-                   help="seconds to wait for peers (joining and each collective) before failing, "
-                        "> 0 (default 60)")
-    p.add_argument("--size", type=parse_size, default=1024**2, metavar="SIZE",
-                   help="bytes of the all-reduced float32 matrix (default 1M; suffixes K=1024, "
-                        "M, G); at least 4 bytes per rank are used")
-    p.add_argument("--json", metavar="PATH", default=None, type=nonempty,
-                   help="write a summary (ok, hosts, per-rank info, errors) to PATH (rank 0)")
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse and validate arguments; a problem exits via parser.error (status 2, one line)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.size < 4:
-        parser.error(f"--size must be at least 4 bytes (one float32) (got {args.size})")
-    return args
-
+# ----------------------------------------------------------------------------------------------
+# Launch, device and process group
+# ----------------------------------------------------------------------------------------------
 
 class Launch:
     """Rank layout of this process, read from torchrun or SLURM variables (or a lone process)."""
@@ -201,10 +106,6 @@ def die(message: str, status: int | None = None) -> None:
     os._exit(EXIT_FAILURE if status is None else status)
 
 
-# The signal that stopped the run: Ctrl-C (SIGINT) unless SIGTERM (scancel, a job's time limit).
-_stopped_by = [signal.SIGINT]
-
-
 def _on_sigterm(signum, frame):
     _stopped_by[0] = signal.SIGTERM
     raise KeyboardInterrupt
@@ -230,13 +131,67 @@ def _selftest_rank(name: str) -> int | None:
     return value if value >= 0 else None
 
 
-def rank_info_line(info: dict) -> str:
-    """One ``key=value`` line per rank; values with spaces are shell-quoted (shlex.split parses
-    it back)."""
-    keys = ("rank", "local_rank", "world_size", "host", "device", "backend", "torch", "cuda",
-            "nccl")
-    return " ".join(f"{k}={shlex.quote(str(info[k]))}" for k in keys)
+def open_device(torch, dist, args: argparse.Namespace, launch: Launch) -> tuple[str, object, str, dict]:
+    """(backend, device, its description, init_process_group keyword arguments): nccl and GPU
+    number LOCAL_RANK when CUDA and NCCL are there (or asked for), else gloo and the CPU."""
+    cuda_ok = torch.cuda.is_available()
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if cuda_ok and dist.is_nccl_available() else "gloo"
+    if backend == "nccl" and not (cuda_ok and dist.is_nccl_available()):
+        die("--backend nccl needs CUDA and a PyTorch build with NCCL; use --backend gloo")
+    if backend == "nccl":
+        if launch.local_rank >= torch.cuda.device_count():
+            die(f"rank {launch.rank} on {launch.host}: LOCAL_RANK {launch.local_rank} but only "
+                f"{torch.cuda.device_count()} CUDA device(s) are visible")
+        device = torch.device("cuda", launch.local_rank)
+        torch.cuda.set_device(device)
+        device_text = f"cuda:{launch.local_rank} ({torch.cuda.get_device_name(device)})"
+        return backend, device, device_text, {"device_id": device}
+    return backend, torch.device("cpu"), "cpu", {}
 
+
+def rank_info(torch, dist, launch: Launch, backend: str, device_text: str) -> dict:
+    """What this rank says about itself: where it runs and with which versions."""
+    nccl_version = "none"
+    if torch.cuda.is_available() and dist.is_nccl_available():
+        nccl_version = ".".join(str(v) for v in torch.cuda.nccl.version())
+    return {"rank": launch.rank, "local_rank": launch.local_rank, "world_size": launch.world_size,
+            "host": launch.host, "device": device_text, "backend": backend,
+            "torch": torch.__version__, "cuda": torch.version.cuda or "none",
+            "nccl": nccl_version, "pid": os.getpid()}
+
+
+def selftest_hooks(rank: int) -> None:
+    """The test suite's hooks (see --help): this rank exits or stalls before joining."""
+    if _selftest_rank("CONNECTIVITY_CHECK_EXIT_RANK") == rank:
+        os._exit(3)
+    if _selftest_rank("CONNECTIVITY_CHECK_STALL_RANK") == rank:
+        while True:
+            time.sleep(3600)
+
+
+def join_group(dist, args: argparse.Namespace, launch: Launch, backend: str, init_kwargs: dict) -> None:
+    """init_process_group within ``--timeout-s``: through MASTER_ADDR:MASTER_PORT, or an
+    in-memory store for a lone process."""
+    rank, world = launch.rank, launch.world_size
+    timeout = datetime.timedelta(seconds=args.timeout_s)
+    if launch.need_master:
+        # The store client retries a refused connection until well past `timeout`; the
+        # deadline (a little later than the store's own timeout, whose message is more
+        # precise when it comes) bounds the whole wait.
+        with deadline(args.timeout_s * 1.1 + 1, f"rank {rank} on {launch.host}: rendezvous with "
+                                      f"MASTER_ADDR:MASTER_PORT {launch.master}"):
+            dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout,
+                                    **init_kwargs)
+    else:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=timeout, **init_kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# The check: one all-reduce of a matrix with a known sum
+# ----------------------------------------------------------------------------------------------
 
 def check_rows(result, world_size: int, hosts: list[str]) -> str | None:
     """Verify the all-reduced matrix.
@@ -262,6 +217,19 @@ def check_rows(result, world_size: int, hosts: list[str]) -> str | None:
             f"{got_text} at column {col}; {len(bad_rows)} of {world_size} rows wrong")
 
 
+def all_reduce_rows(torch, dist, args: argparse.Namespace, rank: int, world: int, device,
+                    hosts: list[str]) -> tuple[str | None, int]:
+    """All-reduce a (world, cols) float32 matrix to which rank r adds r + 1 in row r; returns
+    what this rank found wrong in the result (None: nothing) and cols."""
+    cols = max(1, args.size // 4 // world)
+    buf = torch.zeros(world, cols, dtype=torch.float32, device=device)
+    buf[rank].fill_(rank + 1)
+    dist.all_reduce(buf)
+    if _selftest_rank("CONNECTIVITY_CHECK_CORRUPT_RANK") == rank:
+        buf[0, -1] += 1  # self-test hook: simulate a damaged value arriving at this rank
+    return check_rows(buf, world, hosts), cols
+
+
 def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
     """Do the check. Returns the exit status (0 OK, 1 failed check); ``stage[0]`` says what is
     going on, for error messages. Backend errors and timeouts propagate as exceptions."""
@@ -269,57 +237,17 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
     import torch.distributed as dist
 
     rank, world = launch.rank, launch.world_size
-    cuda_ok = torch.cuda.is_available()
-    backend = args.backend
-    if backend == "auto":
-        backend = "nccl" if cuda_ok and dist.is_nccl_available() else "gloo"
-    if backend == "nccl" and not (cuda_ok and dist.is_nccl_available()):
-        die("--backend nccl needs CUDA and a PyTorch build with NCCL; use --backend gloo")
-
-    init_kwargs = {}
-    if backend == "nccl":
-        if launch.local_rank >= torch.cuda.device_count():
-            die(f"rank {rank} on {launch.host}: LOCAL_RANK {launch.local_rank} but only "
-                f"{torch.cuda.device_count()} CUDA device(s) are visible")
-        device = torch.device("cuda", launch.local_rank)
-        torch.cuda.set_device(device)
-        device_text = f"cuda:{launch.local_rank} ({torch.cuda.get_device_name(device)})"
-        init_kwargs["device_id"] = device
-    else:
-        device = torch.device("cpu")
-        device_text = "cpu"
+    backend, device, device_text, init_kwargs = open_device(torch, dist, args, launch)
     check_fits(torch, device, max(args.size, 4 * world))
-    nccl_version = "none"
-    if cuda_ok and dist.is_nccl_available():
-        nccl_version = ".".join(str(v) for v in torch.cuda.nccl.version())
-    info = {"rank": rank, "local_rank": launch.local_rank, "world_size": world,
-            "host": launch.host, "device": device_text, "backend": backend,
-            "torch": torch.__version__, "cuda": torch.version.cuda or "none",
-            "nccl": nccl_version, "pid": os.getpid()}
+    info = rank_info(torch, dist, launch, backend, device_text)
     # Every rank prints, before joining: the lines show which ranks started and where. One write,
     # newline included: print() writes the newline apart, and two ranks' lines could run together.
     sys.stdout.write(rank_info_line(info) + "\n")
     sys.stdout.flush()
-
-    if _selftest_rank("CONNECTIVITY_CHECK_EXIT_RANK") == rank:
-        os._exit(3)
-    if _selftest_rank("CONNECTIVITY_CHECK_STALL_RANK") == rank:
-        while True:
-            time.sleep(3600)
+    selftest_hooks(rank)
 
     stage[0] = f"waiting for peers in init_process_group (timeout {args.timeout_s:g} s)"
-    timeout = datetime.timedelta(seconds=args.timeout_s)
-    if launch.need_master:
-        # The store client retries a refused connection until well past `timeout`; the
-        # deadline (a little later than the store's own timeout, whose message is more
-        # precise when it comes) bounds the whole wait.
-        with deadline(args.timeout_s * 1.1 + 1, f"rank {rank} on {launch.host}: rendezvous with "
-                                      f"MASTER_ADDR:MASTER_PORT {launch.master}"):
-            dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout,
-                                    **init_kwargs)
-    else:
-        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
-                                timeout=timeout, **init_kwargs)
+    join_group(dist, args, launch, backend, init_kwargs)
 
     stage[0] = "all_gather_object of rank info"
     infos: list[dict | None] = [None] * world
@@ -327,13 +255,7 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
     hosts = [i["host"] for i in infos]
 
     stage[0] = "all_reduce"
-    cols = max(1, args.size // 4 // world)
-    buf = torch.zeros(world, cols, dtype=torch.float32, device=device)
-    buf[rank].fill_(rank + 1)
-    dist.all_reduce(buf)
-    if _selftest_rank("CONNECTIVITY_CHECK_CORRUPT_RANK") == rank:
-        buf[0, -1] += 1  # self-test hook: simulate a damaged value arriving at this rank
-    problem = check_rows(buf, world, hosts)
+    problem, cols = all_reduce_rows(torch, dist, args, rank, world, device, hosts)
 
     stage[0] = "all_gather_object of check results"
     problems: list[str | None] = [None] * world
@@ -344,31 +266,7 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
     dist.barrier()
 
     if rank == 0:
-        by_host: dict[str, list[int]] = {}
-        for r, h in enumerate(hosts):
-            by_host.setdefault(h, []).append(r)
-        for h, ranks in by_host.items():
-            print(f"# host {h}: {len(ranks)} rank(s): {_ranges(ranks)}")
-        if args.json:
-            summary = {
-                "check": "distributed_connectivity",
-                "schema_version": 1,
-                "ok": not errors,
-                "world_size": world,
-                "nhosts": len(by_host),
-                "hosts": by_host,
-                "backend": backend,
-                "torch_version": torch.__version__,
-                "all_reduce_bytes": world * cols * 4,
-                "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
-                    "%Y-%m-%dT%H:%M:%SZ"),
-                "ranks": infos,
-                "errors": errors,
-            }
-            write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
-            print(f"# wrote {args.json}")
-        if not errors:
-            print(f"OK: {world} ranks on {len(by_host)} hosts", flush=True)
+        report(args, infos, errors, backend, torch.__version__, world * cols * 4)
     if problem:
         die(f"rank {rank} on {launch.host}: {problem}")
     if errors:
@@ -382,6 +280,18 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
+def rank_info_line(info: dict) -> str:
+    """One ``key=value`` line per rank; values with spaces are shell-quoted (shlex.split parses
+    it back)."""
+    keys = ("rank", "local_rank", "world_size", "host", "device", "backend", "torch", "cuda",
+            "nccl")
+    return " ".join(f"{k}={shlex.quote(str(info[k]))}" for k in keys)
+
+
 def _ranges(ranks: list[int]) -> str:
     """Compact text for sorted ranks: [0, 1, 2, 5] -> '0-2,5'."""
     parts = []
@@ -393,6 +303,92 @@ def _ranges(ranks: list[int]) -> str:
         parts.append(f"{start}-{prev}" if prev != start else str(start))
         start = prev = cur
     return ",".join(parts)
+
+
+def report(args: argparse.Namespace, infos: list[dict], errors: list[dict], backend: str,
+           torch_version: str, all_reduce_bytes: int) -> None:
+    """Rank 0: the ranks of each host, the --json summary, and OK when no rank saw an error."""
+    world = len(infos)
+    by_host: dict[str, list[int]] = {}
+    for r, info in enumerate(infos):
+        by_host.setdefault(info["host"], []).append(r)
+    for h, ranks in by_host.items():
+        print(f"# host {h}: {len(ranks)} rank(s): {_ranges(ranks)}")
+    if args.json:
+        summary = {
+            "check": "distributed_connectivity",
+            "schema_version": 1,
+            "ok": not errors,
+            "world_size": world,
+            "nhosts": len(by_host),
+            "hosts": by_host,
+            "backend": backend,
+            "torch_version": torch_version,
+            "all_reduce_bytes": all_reduce_bytes,
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ"),
+            "ranks": infos,
+            "errors": errors,
+        }
+        write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
+        print(f"# wrote {args.json}")
+    if not errors:
+        print(f"OK: {world} ranks on {len(by_host)} hosts", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
+def parse_size(text: str) -> int:
+    """Parse a byte count such as ``4096``, ``64K`` or ``1M`` (binary suffixes K, M, G, T; K=1024).
+
+    Returns bytes (int). Raises argparse.ArgumentTypeError on anything else.
+    """
+    m = _SIZE_RE.fullmatch(text.strip().upper())
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: use an integer number of bytes with an optional binary "
+            f"suffix K, M, G or T (K = 1024)")
+    return int(m.group(1)) * _SUFFIX[m.group(2)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface; building it touches neither torch nor any device."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "Check that all ranks of a distributed job can talk: every rank prints where it runs, "
+            "then the ranks join the group, all-reduce a tensor, verify the result and pass a "
+            "barrier; rank 0 prints 'OK: N ranks on M hosts'. A wrong result exits 3, any other "
+            "failure 1, with a message naming the rank and host. Launch with torchrun (or srun)."),
+        epilog=(
+            "Self-test of the failure paths: the environment variable "
+            "CONNECTIVITY_CHECK_CORRUPT_RANK=R makes rank R corrupt its all-reduce result; "
+            "CONNECTIVITY_CHECK_EXIT_RANK=R / CONNECTIVITY_CHECK_STALL_RANK=R make rank R exit / "
+            "hang before joining; each must make the run fail (within --timeout-s)."),
+    )
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                   help="auto: nccl if CUDA is available, else gloo (CPU tensors). Default auto")
+    p.add_argument("--timeout-s", type=number(float, 0, lo_open=True), default=60.0,
+                   help="seconds to wait for peers (joining and each collective) before failing, "
+                        "> 0 (default 60)")
+    p.add_argument("--size", type=parse_size, default=1024**2, metavar="SIZE",
+                   help="bytes of the all-reduced float32 matrix (default 1M; suffixes K=1024, "
+                        "M, G); at least 4 bytes per rank are used")
+    p.add_argument("--json", metavar="PATH", default=None, type=nonempty,
+                   help="write a summary (ok, hosts, per-rank info, errors) to PATH (rank 0)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and validate arguments; a problem exits via parser.error (status 2, one line)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.size < 4:
+        parser.error(f"--size must be at least 4 bytes (one float32) (got {args.size})")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

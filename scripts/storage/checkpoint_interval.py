@@ -1,136 +1,28 @@
 #!/usr/bin/env python
 """checkpoint_interval.py: how often a training job should checkpoint, and what it loses.
 
-What it computes
-----------------
-From the size of one checkpoint, the write bandwidth the job gets and how often the job fails:
+From the checkpoint size (``--checkpoint-gb``, or ``--params`` x ``--bytes-per-param``, default 14:
+mixed-precision Adam), the write bandwidth the job gets, the time a save blocks training (the whole
+write, or ``--snapshot-s`` with ``--async-save``) and the job's MTBF (``--job-mtbf-hours``, or
+``--node-mtbf-hours`` / ``--nodes``), it computes Young's interval sqrt(2 delta M) (Young 1974),
+Daly's higher-order interval (Daly 2006; the one to use) and the fraction of time lost to saves,
+rework and restarts, delta/tau + tau/(2M) + R/M. Decimal units (1 GB = 1e9 bytes). Standard
+library only; importing it has no side effects. Formulas, defaults and examples:
+book/en/storage/index.md ("How often to checkpoint").
 
-* **checkpoint size**: ``--checkpoint-gb``, or ``--params`` x ``--bytes-per-param``. The default
-  14 bytes per parameter is a resumable checkpoint of mixed-precision Adam: 2 bytes of bf16/fp16
-  weights, plus the K = 12 bytes of optimizer state of the ZeRO paper (fp32 master weights, Adam's
-  first and second moments, 4 bytes each; Rajbhandari et al. 2019, "ZeRO: Memory Optimizations
-  Toward Training Trillion Parameter Models", https://arxiv.org/abs/1910.02054, Section 3.1).
-  Gradients are not saved (they are recomputed after a restart); scheduler, data-loader and RNG
-  states are small and not counted.
-* **write time** = checkpoint bytes / ``--write-GBps``, the aggregate bandwidth the job gets
-  (all writing ranks together; the file system's share for this job, not its headline figure).
-* **blocking time** delta, the time training stands still per checkpoint. A synchronous save (the
-  default) blocks for the whole write. With ``--async-save`` (``dcp.async_save`` and the like)
-  training only waits while the state is copied to host memory, ``--snapshot-s`` seconds
-  (default 2 s, the figure of the book's checkpoint planning notebook; measure yours with
-  ``checkpoint_io_bench.py --async-save``, its ``save_blocking`` time), and the write goes on in
-  the background. It must end before the next save starts; the script says when it would not.
-* **job MTBF** M: ``--job-mtbf-hours``, or ``--node-mtbf-hours`` / ``--nodes``: with nodes that
-  fail independently, each after an exponentially distributed time, the job fails at the sum of
-  their rates. The default node MTBF, 6,335 hours, is the failure rate of the Llama 3 405B run
-  (419 unexpected interruptions in 54 days on 16,384 GPUs, "The Llama 3 Herd of Models",
-  https://arxiv.org/abs/2407.21783, Section 3.3.4: 16,384 x 54 x 24 / 419 = 50,677 GPU-hours per
-  interruption) for a node of 8 GPUs, rounded; with the default 128 nodes (1,024 GPUs) the job
-  fails every 49.5 hours, the worked example of the book's Storage chapter.
-* **Young's interval** (Young 1974, "A first order approximation to the optimum checkpoint
-  interval", https://doi.org/10.1145/361147.361115), the compute time between two checkpoints
-  that minimises the time lost: ``tau = sqrt(2 delta M)``.
-* **Daly's interval** (Daly 2006, "A higher order estimate of the optimum checkpoint interval for
-  restart dumps", https://doi.org/10.1016/j.future.2004.11.016), accurate also when delta is not
-  small against M: ``tau = sqrt(2 delta M) [1 + (1/3) sqrt(delta / 2M) + delta / (18 M)] - delta``
-  for delta < 2M, and ``tau = M`` otherwise. This is the interval to use.
-* **time lost**, as a fraction of wall-clock time, at either interval, with the first-order model
-  behind Young's formula (each interval loses delta to the save; each failure loses half an
-  interval of rework on average plus the restart time R = ``--restart-min``):
-  ``delta / tau + tau / (2M) + R / M``. It holds for tau much shorter than M; the script says when
-  the interval is not.
-* with ``--step-time-s``: the intervals in training steps (rounded to the nearest step, at least 1).
-
-The formulas and the results are those of notebooks/storage/checkpoint_planning.py and of the
-book's Storage chapter ("How often to checkpoint"). The model ignores what slows training down
-outside the blocking time (a background write that competes with training for the network),
-assumes a save never fails, and takes failures as random in time; real failures cluster, which
-is one more reason to save a little more often than the optimum (the loss curve is flat near it:
-half or twice the optimal interval costs 25 % more than the minimum).
-
-Units: decimal. 1 GB = 1e9 bytes, 1 GBps = 1e9 bytes/s; times in seconds (``_s``) in the JSON,
-in seconds, minutes or hours in the table.
-
-The functions ``checkpoint_bytes``, ``write_seconds``, ``blocking_seconds``, ``job_mtbf_seconds``,
-``young_interval``, ``daly_interval``, ``lost_fraction`` and ``plan`` are plain computations
-(standard library only, ValueError on bad input): the module imports without side effects, so a
-browser page can run it with Pyodide.
-
-How to launch
--------------
-Plain ``python``, standard library only, no GPU. No option is required: without any the script
-plans the book's worked example (a 70B model, 14 bytes per parameter, 50 GBps, 128 nodes)::
-
-    python checkpoint_interval.py
+    python checkpoint_interval.py                  # the book's worked example: 70B, 50 GBps, 128 nodes
     python checkpoint_interval.py --params 405e9 --write-GBps 200 --nodes 2048 --async-save \\
         --snapshot-s 5 --step-time-s 4 --json plan.json
 
-Example output
---------------
-The book's worked example (all defaults), and the Llama 3 405B scale: 16,384 GPUs, an
-asynchronous save that blocks for 5 s, 4 s per step::
+Example output (the defaults, rows cut)::
 
-    $ python scripts/storage/checkpoint_interval.py
-    # checkpoint_interval.py: how often to checkpoint (decimal units: 1 GB = 1e9 bytes, 1 GBps = 1e9 bytes/s)
     # checkpoint: 70B parameters x 14 bytes = 980 GB
-    # save: synchronous: training waits for the whole write at 50 GBps
     # failures: node MTBF 6,335 h / 128 nodes = job MTBF 49.5 h (independent, exponential); restart R = 10 min
-    # time lost, first order (Young 1974): delta/tau + tau/(2M) + R/M
-    checkpoint size                      980 GB
-    write time                          19.6 s
     training blocked per save (delta)   19.6 s
-    job MTBF (M)                        49.5 h      178,172 s
-    Young interval sqrt(2 delta M)      44.0 min    2,643 s
     Daly interval (use this one)        43.8 min    2,630 s
     time lost at Daly's interval        1.82 %
-      to saves, delta/tau              0.745 %
-      to rework, tau/(2M)              0.738 %
-      to restarts, R/M                 0.337 %
-    time lost at Young's interval       1.82 %
 
-    $ python scripts/storage/checkpoint_interval.py --params 405e9 --write-GBps 200 --nodes 2048 --async-save --snapshot-s 5 --step-time-s 4
-    # checkpoint_interval.py: how often to checkpoint (decimal units: 1 GB = 1e9 bytes, 1 GBps = 1e9 bytes/s)
-    # checkpoint: 405B parameters x 14 bytes = 5.67 TB
-    # save: asynchronous: training waits 5 s for the copy to host memory, the write runs in the background at 200 GBps
-    # failures: node MTBF 6,335 h / 2,048 nodes = job MTBF 3.09 h (independent, exponential); restart R = 10 min
-    # time lost, first order (Young 1974): delta/tau + tau/(2M) + R/M
-    checkpoint size                    5.67 TB
-    write time                         28.4 s
-    training blocked per save (delta)  5.00 s
-    job MTBF (M)                       3.09 h      11,136 s
-    Young interval sqrt(2 delta M)     5.56 min    334 s
-    Daly interval (use this one)       5.51 min    330 s
-      in steps of 4 s                    83        Young: 83
-    time lost at Daly's interval       8.38 %
-      to saves, delta/tau              1.51 %
-      to rework, tau/(2M)              1.48 %
-      to restarts, R/M                 5.39 %
-    time lost at Young's interval      8.38 %
-
-Read the first one: saving every 44 minutes, the job loses 1.8 % of its time, a fifth of it to
-restarts. The second is the 405B run on 16,384 GPUs: the job fails every 3.1 hours, yet an
-asynchronous save that blocks for 5 s keeps the loss to saves and rework at 3 %; the restarts,
-at 5.4 %, now cost more than both together, and a faster restart is the next thing to buy.
-
-Exit status: 0 success; 2 bad input, with one line ``checkpoint_interval.py: error: ...`` naming
-the option, before any work: a number that is not finite, zero or negative (``--restart-min`` may
-be 0) or above its cap, ``--checkpoint-gb`` with ``--params`` or ``--bytes-per-param``,
-``--job-mtbf-hours`` with ``--node-mtbf-hours`` or ``--nodes``, ``--snapshot-s`` without
-``--async-save``, and a ``--json`` path that cannot be written (a folder, a device or FIFO, a
-missing or read-only folder, this script itself). ``--debug`` also prints the traceback of a
-failure.
-
-``--json PATH`` (written atomically, before the table is printed; ``-`` prints it instead of the
-table) holds ``tool`` "checkpoint_interval", ``schema_version`` 1, ``inputs`` (every input option,
-null where unused), then the results: ``checkpoint_bytes``, ``write_s``, ``blocking_s``,
-``job_mtbf_s``, ``restart_s``, ``young_interval_s``, ``daly_interval_s``,
-``young_interval_steps`` and ``daly_interval_steps`` (null without ``--step-time-s``),
-``young_lost_fraction``, ``lost_fraction`` (at Daly's interval) and its parts
-``lost_checkpoint_fraction``, ``lost_rework_fraction``, ``lost_restart_fraction`` (first
-order), ``lost_fraction_complete`` (Daly's complete model, the one to read when
-``first_order_ok`` is false), ``async_write_fits`` (null for a synchronous save) and
-``first_order_ok``. Nothing in it
-depends on the machine or the time of the run.
+Exit status: 0 ok, 2 usage (bad input, one line naming the option, before any work).
 """
 
 from __future__ import annotations
@@ -168,7 +60,9 @@ MAX_RESTART_MIN = 1e6
 FIRST_ORDER_LIMIT = 0.1        # the loss model wants tau + delta small against M: flag above this
 
 
-# ---------------------------------------------------------------- computation (no I/O)
+# ----------------------------------------------------------------------------------------------
+# The method: checkpoint size, blocking time, MTBF, Young's and Daly's intervals, time lost (no I/O)
+# ----------------------------------------------------------------------------------------------
 
 def _finite(name: str, value, zero_ok: bool = False) -> float:
     """``value`` as a float; ValueError naming ``name`` unless it is a finite number > 0 (>= 0
@@ -314,7 +208,131 @@ def plan(nbytes: float, write_GBps: float, mtbf_s: float, restart_s: float = 0.0
     }
 
 
-# ---------------------------------------------------------------- command line
+def compute(inputs: dict) -> dict:
+    """``plan`` of the ``inputs`` dict that ``resolve`` returns (the JSON's "inputs")."""
+    if inputs["checkpoint_gb"] is not None:
+        nbytes = inputs["checkpoint_gb"] * 1e9
+    else:
+        nbytes = checkpoint_bytes(inputs["params"], inputs["bytes_per_param"])
+    if inputs["job_mtbf_hours"] is not None:
+        mtbf = _finite("job_mtbf_hours", inputs["job_mtbf_hours"]) * 3600.0
+    else:
+        mtbf = job_mtbf_seconds(inputs["node_mtbf_hours"], inputs["nodes"])
+    return plan(nbytes, inputs["write_GBps"], mtbf, restart_s=inputs["restart_min"] * 60.0,
+                snapshot_s=inputs["snapshot_s"], step_time_s=inputs["step_time_s"])
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
+def _count(x: float) -> str:
+    """About 3 significant digits, with a fixed number of decimals per decade (so that 44.0 stays
+    44.0); whole numbers with thousands separators from 100 up."""
+    for floor, fmt in ((100, ",.0f"), (10, ".1f"), (1, ".2f")):
+        if abs(x) >= floor:
+            return format(x, fmt)
+    return format(x, ".3g")
+
+
+def _params(n: float) -> str:
+    """A parameter count as the model names write it: 70B, 1.3B, 125M."""
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.4g}{unit}"
+    return f"{n:.4g}"
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if nbytes >= scale:
+            return f"{_count(nbytes / scale)} {unit}"
+    return f"{_count(nbytes)} bytes"
+
+
+def _time(seconds: float) -> str:
+    """A duration in the unit a reader wants: s below 2 minutes, min below 2 hours, else h."""
+    if seconds < 120:
+        return f"{_count(seconds)} s"
+    if seconds < 7200:
+        return f"{_count(seconds / 60)} min"
+    return f"{_count(seconds / 3600)} h"
+
+
+def _percent(fraction: float) -> str:
+    return f"{_count(100 * fraction)} %"
+
+
+def report(inputs: dict, r: dict) -> str:
+    """The text table: ``#`` lines with the inputs, then one aligned row per quantity."""
+    if inputs["checkpoint_gb"] is not None:
+        size = f"{_size(r['checkpoint_bytes'])} (given)"
+    else:
+        size = (f"{_params(inputs['params'])} parameters x {inputs['bytes_per_param']:g} bytes = "
+                f"{_size(r['checkpoint_bytes'])}")
+    if inputs["async_save"]:
+        save = (f"asynchronous: training waits {inputs['snapshot_s']:g} s for the copy to host "
+                f"memory, the write runs in the background at {inputs['write_GBps']:g} GBps")
+    else:
+        save = f"synchronous: training waits for the whole write at {inputs['write_GBps']:g} GBps"
+    if inputs["job_mtbf_hours"] is not None:
+        mtbf = f"job MTBF {inputs['job_mtbf_hours']:g} h (given)"
+    else:
+        mtbf = (f"node MTBF {_count(inputs['node_mtbf_hours'])} h / {inputs['nodes']:,} nodes "
+                f"= job MTBF {_count(r['job_mtbf_s'] / 3600)} h (independent, exponential)")
+    lines = [
+        f"# {PROG}: how often to checkpoint (decimal units: 1 GB = 1e9 bytes, 1 GBps = 1e9 bytes/s)",
+        f"# checkpoint: {size}",
+        f"# save: {save}",
+        f"# failures: {mtbf}; restart R = {inputs['restart_min']:g} min",
+        "# time lost, first order (Young 1974): delta/tau + tau/(2M) + R/M" if r["first_order_ok"] else
+        "# time lost, Daly's complete model (2006): 1 - tau / (M e^(R/M) (e^((tau+delta)/M) - 1))",
+    ]
+    rows = [
+        ("checkpoint size", _size(r["checkpoint_bytes"]), ""),
+        ("write time", _time(r["write_s"]), ""),
+        ("training blocked per save (delta)", _time(r["blocking_s"]), ""),
+        ("job MTBF (M)", _time(r["job_mtbf_s"]), f"{_count(r['job_mtbf_s'])} s"),
+        ("Young interval sqrt(2 delta M)", _time(r["young_interval_s"]),
+         f"{_count(r['young_interval_s'])} s"),
+        ("Daly interval" + (" (use this one)" if r["first_order_ok"] else ""), _time(r["daly_interval_s"]),
+         f"{_count(r['daly_interval_s'])} s"),
+    ]
+    if inputs["step_time_s"] is not None:
+        rows.append((f"  in steps of {inputs['step_time_s']:g} s", f"{r['daly_interval_steps']:,}",
+                     f"Young: {r['young_interval_steps']:,}"))
+    if r["first_order_ok"]:
+        rows += [
+            ("time lost at Daly's interval", _percent(r["lost_fraction"]), ""),
+            ("  to saves, delta/tau", _percent(r["lost_checkpoint_fraction"]), ""),
+            ("  to rework, tau/(2M)", _percent(r["lost_rework_fraction"]), ""),
+            ("  to restarts, R/M", _percent(r["lost_restart_fraction"]), ""),
+            ("time lost at Young's interval", _percent(r["young_lost_fraction"]), ""),
+        ]
+    else:  # the first-order shares can pass 100 %: only the complete model's total means anything
+        rows.append(("time lost at Daly's interval (complete model)",
+                     _percent(r["lost_fraction_complete"]), ""))
+    label_w = max(len(label) for label, _, _ in rows)
+    number_w = max(len(value.split(" ")[0]) for _, value, _ in rows)
+    for label, value, note in rows:
+        number, _, unit = value.partition(" ")
+        text = f"{label:<{label_w}}  {number:>{number_w}} {unit:<5}"
+        lines.append(f"{text}  {note}".rstrip() if note else text.rstrip())
+    if r["async_write_fits"] is False:
+        lines.append(f"# warning: the background write ({_time(r['write_s'])}) takes longer than "
+                     "the interval: each save would wait for the previous write; get more write "
+                     "bandwidth or save less often")
+    if not r["first_order_ok"]:
+        lines.append("# warning: the interval and the save are not short against the MTBF (tau + "
+                     f"delta > {FIRST_ORDER_LIMIT:g} M): the first-order model does not hold, and "
+                     "the time lost shown is Daly's complete model; no interval recommended: save "
+                     "faster (asynchronous saves, more write bandwidth) or fail less often")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
 
 class Given(argparse.Action):
     """Store the option's value and note its ``dest`` in ``namespace.given``: the defaults stay
@@ -427,124 +445,6 @@ def resolve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
             "node_mtbf_hours": None if by_job else args.node_mtbf_hours,
             "nodes": None if by_job else args.nodes, "job_mtbf_hours": args.job_mtbf_hours,
             "restart_min": args.restart_min, "step_time_s": args.step_time_s}
-
-
-def compute(inputs: dict) -> dict:
-    """``plan`` of the ``inputs`` dict that ``resolve`` returns (the JSON's "inputs")."""
-    if inputs["checkpoint_gb"] is not None:
-        nbytes = inputs["checkpoint_gb"] * 1e9
-    else:
-        nbytes = checkpoint_bytes(inputs["params"], inputs["bytes_per_param"])
-    if inputs["job_mtbf_hours"] is not None:
-        mtbf = _finite("job_mtbf_hours", inputs["job_mtbf_hours"]) * 3600.0
-    else:
-        mtbf = job_mtbf_seconds(inputs["node_mtbf_hours"], inputs["nodes"])
-    return plan(nbytes, inputs["write_GBps"], mtbf, restart_s=inputs["restart_min"] * 60.0,
-                snapshot_s=inputs["snapshot_s"], step_time_s=inputs["step_time_s"])
-
-
-def _count(x: float) -> str:
-    """About 3 significant digits, with a fixed number of decimals per decade (so that 44.0 stays
-    44.0); whole numbers with thousands separators from 100 up."""
-    for floor, fmt in ((100, ",.0f"), (10, ".1f"), (1, ".2f")):
-        if abs(x) >= floor:
-            return format(x, fmt)
-    return format(x, ".3g")
-
-
-def _params(n: float) -> str:
-    """A parameter count as the model names write it: 70B, 1.3B, 125M."""
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6)):
-        if n >= scale:
-            return f"{n / scale:.4g}{unit}"
-    return f"{n:.4g}"
-
-
-def _size(nbytes: float) -> str:
-    for unit, scale in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if nbytes >= scale:
-            return f"{_count(nbytes / scale)} {unit}"
-    return f"{_count(nbytes)} bytes"
-
-
-def _time(seconds: float) -> str:
-    """A duration in the unit a reader wants: s below 2 minutes, min below 2 hours, else h."""
-    if seconds < 120:
-        return f"{_count(seconds)} s"
-    if seconds < 7200:
-        return f"{_count(seconds / 60)} min"
-    return f"{_count(seconds / 3600)} h"
-
-
-def _percent(fraction: float) -> str:
-    return f"{_count(100 * fraction)} %"
-
-
-def report(inputs: dict, r: dict) -> str:
-    """The text table: ``#`` lines with the inputs, then one aligned row per quantity."""
-    if inputs["checkpoint_gb"] is not None:
-        size = f"{_size(r['checkpoint_bytes'])} (given)"
-    else:
-        size = (f"{_params(inputs['params'])} parameters x {inputs['bytes_per_param']:g} bytes = "
-                f"{_size(r['checkpoint_bytes'])}")
-    if inputs["async_save"]:
-        save = (f"asynchronous: training waits {inputs['snapshot_s']:g} s for the copy to host "
-                f"memory, the write runs in the background at {inputs['write_GBps']:g} GBps")
-    else:
-        save = f"synchronous: training waits for the whole write at {inputs['write_GBps']:g} GBps"
-    if inputs["job_mtbf_hours"] is not None:
-        mtbf = f"job MTBF {inputs['job_mtbf_hours']:g} h (given)"
-    else:
-        mtbf = (f"node MTBF {_count(inputs['node_mtbf_hours'])} h / {inputs['nodes']:,} nodes "
-                f"= job MTBF {_count(r['job_mtbf_s'] / 3600)} h (independent, exponential)")
-    lines = [
-        f"# {PROG}: how often to checkpoint (decimal units: 1 GB = 1e9 bytes, 1 GBps = 1e9 bytes/s)",
-        f"# checkpoint: {size}",
-        f"# save: {save}",
-        f"# failures: {mtbf}; restart R = {inputs['restart_min']:g} min",
-        "# time lost, first order (Young 1974): delta/tau + tau/(2M) + R/M" if r["first_order_ok"] else
-        "# time lost, Daly's complete model (2006): 1 - tau / (M e^(R/M) (e^((tau+delta)/M) - 1))",
-    ]
-    rows = [
-        ("checkpoint size", _size(r["checkpoint_bytes"]), ""),
-        ("write time", _time(r["write_s"]), ""),
-        ("training blocked per save (delta)", _time(r["blocking_s"]), ""),
-        ("job MTBF (M)", _time(r["job_mtbf_s"]), f"{_count(r['job_mtbf_s'])} s"),
-        ("Young interval sqrt(2 delta M)", _time(r["young_interval_s"]),
-         f"{_count(r['young_interval_s'])} s"),
-        ("Daly interval" + (" (use this one)" if r["first_order_ok"] else ""), _time(r["daly_interval_s"]),
-         f"{_count(r['daly_interval_s'])} s"),
-    ]
-    if inputs["step_time_s"] is not None:
-        rows.append((f"  in steps of {inputs['step_time_s']:g} s", f"{r['daly_interval_steps']:,}",
-                     f"Young: {r['young_interval_steps']:,}"))
-    if r["first_order_ok"]:
-        rows += [
-            ("time lost at Daly's interval", _percent(r["lost_fraction"]), ""),
-            ("  to saves, delta/tau", _percent(r["lost_checkpoint_fraction"]), ""),
-            ("  to rework, tau/(2M)", _percent(r["lost_rework_fraction"]), ""),
-            ("  to restarts, R/M", _percent(r["lost_restart_fraction"]), ""),
-            ("time lost at Young's interval", _percent(r["young_lost_fraction"]), ""),
-        ]
-    else:  # the first-order shares can pass 100 %: only the complete model's total means anything
-        rows.append(("time lost at Daly's interval (complete model)",
-                     _percent(r["lost_fraction_complete"]), ""))
-    label_w = max(len(label) for label, _, _ in rows)
-    number_w = max(len(value.split(" ")[0]) for _, value, _ in rows)
-    for label, value, note in rows:
-        number, _, unit = value.partition(" ")
-        text = f"{label:<{label_w}}  {number:>{number_w}} {unit:<5}"
-        lines.append(f"{text}  {note}".rstrip() if note else text.rstrip())
-    if r["async_write_fits"] is False:
-        lines.append(f"# warning: the background write ({_time(r['write_s'])}) takes longer than "
-                     "the interval: each save would wait for the previous write; get more write "
-                     "bandwidth or save less often")
-    if not r["first_order_ok"]:
-        lines.append("# warning: the interval and the save are not short against the MTBF (tau + "
-                     f"delta > {FIRST_ORDER_LIMIT:g} M): the first-order model does not hold, and "
-                     "the time lost shown is Daly's complete model; no interval recommended: save "
-                     "faster (asynchronous saves, more write bandwidth) or fail less often")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

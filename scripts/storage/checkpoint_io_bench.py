@@ -1,92 +1,30 @@
 #!/usr/bin/env python
 """checkpoint_io_bench.py: checkpoint write and read bandwidth with torch.save and with DCP.
 
-What it measures
-----------------
-Every rank builds a state dict of ``--size`` / world_size bytes (the rank's shard of a model and
-optimizer state: ``--tensor-size`` tensors of ``--dtype``, filled with values that depend on the
-rank and tensor index) and then, ``--iters`` times for each method:
-
-* ``torch.save``: every rank writes its shard to its own file with ``torch.save`` and fsyncs it
-  (without the fsync the "write" would end in the page cache), then reads it back with
-  ``torch.load(..., weights_only=True)``;
-* ``dcp``: ``torch.distributed.checkpoint.save`` with a ``FileSystemWriter`` (one file per rank,
-  fsync on: ``sync_files=True``), then ``torch.distributed.checkpoint.load`` into the same
-  state dict (https://docs.pytorch.org/docs/stable/distributed.checkpoint.html);
-* ``dcp_async`` (with ``--async-save``): ``torch.distributed.checkpoint.async_save``; reported
-  separately as the time training is blocked (until async_save returns: the copy of the state
-  to host memory) and the time until the background write has finished.
-
-Before each read the written files are dropped from the page cache with
-``posix_fadvise(POSIX_FADV_DONTNEED)`` (a cold read; ``--warm-read`` skips this), and after each
-read every tensor is compared with what was written. A time is the MAX over ranks (a checkpoint
-is done when the slowest rank is done), measured between two barriers; bandwidth is total bytes
-(all ranks) divided by that time, in decimal GBps (1 GBps = 1e9 bytes/s). The median over the
-iterations is reported.
-
-Output
-------
-A table (method, operation, bytes, median seconds, GBps) and ``--json PATH`` (values in <> are
-placeholders)::
-
-    {"benchmark": "checkpoint_io_bench", "schema_version": 1, "world_size": <int>,
-     "backend": "gloo" | "nccl", "device": "cpu" | "<CUDA device name>", "dtype": "bfloat16",
-     "size_bytes": <int, all ranks>, "tensor_bytes": <int>, "iters": <int>, "directory": "<DIR>",
-     "filesystem": "<type>", "cold_read": true, "torch_version": "<version>",
-     "hostname": "<host>", "date_utc": "YYYY-MM-DDTHH:MM:SSZ", "command": "<command line>",
-     "results": [{"method": "torch.save" | "dcp" | "dcp_async", "op": "save" | "load" |
-                  "save_blocking", "bytes": <int>, "time_s": <float, median>,
-                  "times_s": [<float>, ...], "GBps": <float>}, ...],
-     "verified": true}
-
-How to launch
--------------
-Any number of processes; CPU tensors use gloo, ``--device cuda`` puts the state on GPU LOCAL_RANK
-(the save then includes the device-to-host copy) and adds nccl for CUDA tensors::
+Every rank builds its shard, ``--size`` / world_size bytes of ``--dtype`` tensors, then ``--iters``
+times per method saves it and reads it back: ``torch.save`` (one fsynced file per rank, read with
+torch.load(weights_only=True)), ``dcp`` (torch.distributed.checkpoint save and load) and, with
+``--async-save``, ``dcp_async`` (also the time training is blocked). Files are dropped from the
+page cache before each read (``--warm-read``: not), and every tensor read back is checked. Time
+= the max over ranks between two barriers, median of the iterations; GBps = total bytes / time,
+decimal (1e9 bytes/s). CPU tensors use gloo; ``--device cuda`` puts the shard on GPU LOCAL_RANK.
+Method and launch lines for SLURM: book/en/storage/index.md ("Checkpoint benchmark").
 
     python checkpoint_io_bench.py --dir /scratch/$USER --size 2G
     torchrun --standalone --nproc-per-node 8 checkpoint_io_bench.py --dir /lustre/$USER/ckpt \\
         --size 64G --device cuda --async-save --json ckpt.json
-    srun --nodes 4 --ntasks-per-node 1 torchrun --nnodes 4 --nproc-per-node 8 \\
-        --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:29500" checkpoint_io_bench.py \\
-        --dir /lustre/$USER/ckpt --size 256G --device cuda
 
-Plain ``srun`` (one task per GPU, no torchrun) works too: rank and world size come from
-SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID, and MASTER_ADDR/MASTER_PORT must be exported.
+Example output (2 CPU processes, local ext4; results/storage/checkpoint_io_bench-cpu-2proc.json)::
 
-Bad input (a ``--dir`` that is missing, a file or read-only, a ``--json`` that cannot be written,
-a size below one tensor or one that does not fit in the free space of ``--dir`` or, on CPU, in
-memory, launcher variables that are not integers) exits with status 2 and a one-line error from
-rank 0 (every rank checks) before any work; ``--debug`` adds the traceback. Rendezvous is bounded
-by ``--timeout`` too, whatever the store's retries. Collectives have a ``--timeout`` (default 300 s),
-so a dead rank ends the job instead of hanging it; that, a failed save or load, or an unreachable
-MASTER_ADDR:MASTER_PORT exits with status 1 and one line naming the rank. Self-test (for the test
-suite only): ``CHECKPOINT_IO_BENCH_EXIT_RANK=R`` makes rank R exit right after joining the process
-group. The checkpoint files are removed at the end unless ``--keep``. Ctrl-C or SIGTERM (``scancel``,
-a job's time limit) stops the run: rank 0 still prints and writes to ``--json`` the methods that
-finished (``"interrupted": true``), the checkpoint files are removed, and the status is 130 or 143.
-
-Example output (2 CPU processes on the 2-core cloud VM, local ext4 disk; the committed file
-results/storage/checkpoint_io_bench-cpu-2proc.json holds the whole run)::
-
-    $ OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 2 \\
-          scripts/storage/checkpoint_io_bench.py \\
-          --dir /var/tmp --size 2G --iters 3 --async-save \\
-          --json results/storage/checkpoint_io_bench-cpu-2proc.json
-    # finished torch.save (1 of 3 methods)
-    # finished dcp (2 of 3 methods)
-    # finished dcp_async (3 of 3 methods)
-    # checkpoint_io_bench.py: torch 2.13.0+cpu, 2 rank(s), backend gloo, device cpu, dtype bfloat16
-    # checkpoint 2.147 GB in /var/tmp (ext4), cold reads, median of 3; GBps = 1e9 bytes/s; time = max over ranks
         method            op       GB   time(s)     GBps
     torch.save          save    2.147     8.203    0.262
-    torch.save          load    2.147     4.262    0.504
-           dcp          save    2.147    11.122    0.193
            dcp          load    2.147     4.965    0.433
      dcp_async save_blocking    2.147     2.139    1.004
-     dcp_async          save    2.147    14.597    0.147
-     dcp_async          load    2.147     5.303    0.405
     # verified: every tensor read back equals what was written
+
+Exit status: 0 ok, 1 failure (a failed save or load, a dead rank after --timeout: one line
+naming the rank), 2 usage (checked before any work), 130/143 interrupted by Ctrl-C/SIGTERM (the
+methods finished are still reported). The checkpoint files are removed unless --keep.
 """
 
 from __future__ import annotations
@@ -113,9 +51,369 @@ PROG = "checkpoint_io_bench.py"
 DTYPES = ("bfloat16", "float16", "float32")
 
 
+# ----------------------------------------------------------------------------------------------
+# The method: the shard, the page cache, the check
+# ----------------------------------------------------------------------------------------------
+
 class BenchError(Exception):
     """A problem reported as a one-line error."""
 
+
+def make_state(torch, rank: int, nbytes: int, tensor_bytes: int, dtype, device) -> dict:
+    """This rank's shard: tensors 'shard{rank}.t{i}' of ``tensor_bytes`` (last one smaller)
+    totalling ``nbytes``, tensor i filled with (rank * 131 + i) % 97, exact in every dtype."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    state, i, left = {}, 0, nbytes
+    while left >= itemsize:
+        n = min(tensor_bytes, left) // itemsize
+        state[f"shard{rank}.t{i}"] = torch.full((n,), float((rank * 131 + i) % 97), dtype=dtype,
+                                                device=device)
+        left -= n * itemsize
+        i += 1
+    return state
+
+
+def drop_cache(directory: Path) -> None:
+    """Ask the kernel to drop the page-cache pages of every file under ``directory`` (fdatasync
+    first: only clean pages can be dropped). No-op where posix_fadvise is missing."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    for path in directory.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def verify(torch, state: dict, loaded: dict, where: str) -> None:
+    """Raise BenchError unless ``loaded`` holds exactly the tensors of ``state``."""
+    if set(state) != set(loaded):
+        raise BenchError(f"{where}: loaded keys differ from saved keys")
+    for key, tensor in state.items():
+        if not torch.equal(tensor.cpu(), loaded[key].cpu()):
+            raise BenchError(f"{where}: tensor {key} differs after reading it back")
+
+
+# ----------------------------------------------------------------------------------------------
+# Launch and the timed saves and loads
+# ----------------------------------------------------------------------------------------------
+
+def launch_layout() -> tuple[int, int, int]:
+    """(rank, world size, local rank): torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; plain srun sets
+    the SLURM_* equivalents; a lone process is rank 0 of 1."""
+    rank = env_int("RANK", env_int("SLURM_PROCID", 0))
+    world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
+    local_rank = env_int("LOCAL_RANK", env_int("SLURM_LOCALID", 0))
+    if rank >= world:
+        raise ScriptError(f"rank {rank} is outside world size {world} (check RANK and "
+                          "WORLD_SIZE)", EXIT_USAGE)
+    return rank, world, local_rank
+
+
+def fail(rank: int, msg: str, code: int = 2) -> int:
+    """Print ``PROG: error: msg`` (a usage error, code 2, from rank 0 only) and return ``code``."""
+    if rank == 0 or code != 2:
+        print(f"{PROG}: error: {msg}", file=sys.stderr, flush=True)
+    return code
+
+
+def join_group(torch, dist, args, rank: int, world: int, local_rank: int,
+               master: str) -> tuple[object, str]:
+    """(device, backend) after init_process_group, within ``--timeout``: gloo for CPU tensors,
+    with nccl for CUDA ones on GPU LOCAL_RANK. BenchError for a CUDA that is not there;
+    ScriptError naming ``master`` (MASTER_ADDR:MASTER_PORT) for a rendezvous that fails."""
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise BenchError("--device cuda but CUDA is not available")
+        torch.cuda.set_device(local_rank)
+        device, backend = torch.device("cuda", local_rank), "cpu:gloo,cuda:nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    if world == 1 and "MASTER_ADDR" not in os.environ:  # plain `python`: a group of one
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    # The store client retries past `timeout`; the deadline bounds the whole rendezvous.
+    with deadline(args.timeout * 1.1 + 1, f"rank {rank}: rendezvous with "
+                                          f"MASTER_ADDR:MASTER_PORT {master}"):
+        try:
+            dist.init_process_group(backend, rank=rank, world_size=world,
+                                    timeout=datetime.timedelta(seconds=args.timeout))
+        except RuntimeError as err:  # DistNetworkError, DistStoreError: a peer is missing
+            raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master} "
+                              f"failed: {(str(err).strip().splitlines() or [''])[0]}") from None
+    return device, backend
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Bench:
+    """One run on one rank: its shard, the checkpoint folder, the timings, the results so far."""
+
+    def __init__(self, torch, dist, dcp, args, rank: int, world: int, device, backend: str):
+        self.torch, self.dist, self.dcp, self.args = torch, dist, dcp, args
+        self.rank, self.world, self.device, self.backend = rank, world, device, backend
+        self.dtype = getattr(torch, args.dtype)
+        self.workdir: Path | None = None
+        self.results: list[dict] = []
+        self.reporting = False  # True once report() has all it needs
+        self.interrupted = False
+        self.stopped_by: list[int] = []
+
+    def catch_signals(self) -> None:
+        """Ctrl-C (even where a shell started us with SIGINT ignored) and SIGTERM (scancel, a
+        time limit) stop the run between operations; the finished results are still reported."""
+        def on_signal(signum, frame):
+            self.stopped_by.append(signum)
+            raise KeyboardInterrupt
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+
+    def run(self, methods: list[str], per_rank: int) -> int:
+        """Make the run folder, build the shard, measure every method; 0, or fail()'s status."""
+        torch, dist, rank = self.torch, self.dist, self.rank
+        # Every rank checks the directory; rank 0 creates the run directory for all.
+        name = [None]
+        ok = [True]
+        if rank == 0:
+            try:
+                name[0] = tempfile.mkdtemp(prefix="ckpt_bench.", dir=self.args.dir)
+                self.workdir = Path(name[0])  # removed by cleanup() even if the broadcast fails
+            except OSError as err:
+                ok[0] = False
+                name[0] = f"--dir {self.args.dir} is not writable ({err.strerror})"
+        dist.broadcast_object_list(name, src=0)
+        dist.broadcast_object_list(ok, src=0)
+        if not ok[0]:
+            return fail(rank, name[0])
+        self.workdir = Path(name[0])
+        self.state = make_state(torch, rank, per_rank, self.args.tensor_size, self.dtype, self.device)
+        nbytes_rank = sum(t.numel() * t.element_size() for t in self.state.values())
+        total = torch.tensor([nbytes_rank], dtype=torch.int64)
+        dist.all_reduce(total)
+        self.total_bytes = int(total.item())
+        self.results = []
+        # async_save finishes with collectives from a background thread: give it its own
+        # group, or they interleave with this thread's barriers on the default group and hang.
+        self.ckpt_group = dist.new_group(backend="gloo") if self.args.async_save else None
+        self.reporting = True
+
+        todo = methods + (["dcp_async"] if self.args.async_save else [])
+        for done, method in enumerate(todo, 1):
+            self.measure(method)
+            if rank == 0:  # progress, and what an interrupted run will still report
+                print(f"# finished {method} ({done} of {len(todo)} methods)", flush=True)
+        if rank == 0:
+            self.report(interrupted=False)
+        dist.barrier()
+        return 0
+
+    def timed(self, fn) -> float:
+        """Seconds from a barrier to the slowest rank finishing ``fn`` (max over ranks)."""
+        torch, dist = self.torch, self.dist
+        dist.barrier()
+        t0 = time.perf_counter()
+        fn()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    def measure(self, method: str) -> None:
+        """``--iters`` saves and loads of the shard with ``method``; records their medians."""
+        saves, loads, blocking = [], [], []
+        for it in range(self.args.iters):
+            target = self.workdir / f"{method}.{it}"
+            if self.rank == 0:
+                target.mkdir()
+            self.dist.barrier()
+            if method == "torch.save":
+                save_s, load_s = self.torch_save_load(target)
+            else:
+                block_s, save_s, load_s = self.dcp_save_load(method, target)
+                if block_s is not None:
+                    blocking.append(block_s)
+            saves.append(save_s)
+            loads.append(load_s)
+            self.dist.barrier()
+            if self.rank == 0 and not self.args.keep:
+                shutil.rmtree(target, ignore_errors=True)
+        if blocking:
+            self.record(method, "save_blocking", blocking)
+        self.record(method, "save", saves)
+        self.record(method, "load", loads)
+
+    def torch_save_load(self, target: Path) -> tuple[float, float]:
+        """One torch.save of the shard to its own file (fsynced: else the "write" would end in
+        the page cache), then a torch.load (weights only) of it, checked; (save s, load s)."""
+        torch, state = self.torch, self.state
+        path = target / f"rank{self.rank}.pt"
+
+        def save():
+            with open(path, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+        save_s = self.timed(save)
+        if not self.args.warm_read:
+            drop_cache(target)
+        out = {}
+        load_s = self.timed(lambda: out.update(
+            torch.load(path, map_location=self.device, weights_only=True)))
+        verify(torch, state, out, f"rank {self.rank} torch.load")
+        return save_s, load_s
+
+    def dcp_save_load(self, method: str, target: Path) -> tuple[float | None, float, float]:
+        """One dcp.save (``dcp``) or dcp.async_save (``dcp_async``: also the time training is
+        blocked), then a dcp.load into fresh tensors, checked; (blocking s or None, save s,
+        load s)."""
+        torch, dist, dcp, state = self.torch, self.dist, self.dcp, self.state
+        block_s = None
+        if method == "dcp":
+            save_s = self.timed(lambda: dcp.save(state, checkpoint_id=target))
+        else:
+            future = [None]
+
+            def start():
+                future[0] = dcp.async_save(state, checkpoint_id=target,
+                                           process_group=self.ckpt_group)
+            dist.barrier()
+            t0 = time.perf_counter()
+            block_s = self.timed(start)
+            future[0].result()
+            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            save_s = float(t.item())
+        if not self.args.warm_read:
+            drop_cache(target)
+        out = {k: torch.empty_like(v) for k, v in state.items()}
+        load_s = self.timed(lambda: dcp.load(out, checkpoint_id=target))
+        verify(torch, state, out, f"rank {self.rank} dcp.load")
+        return block_s, save_s, load_s
+
+    def record(self, method: str, op: str, times: list[float]) -> None:
+        med = statistics.median(times)
+        self.results.append({"method": method, "op": op, "bytes": self.total_bytes,
+                             "time_s": _sig(med), "times_s": [_sig(t) for t in times],
+                             "GBps": _sig(self.total_bytes / med / 1e9)})
+
+    def report(self, interrupted: bool) -> None:
+        """Rank 0 prints the table and writes --json: every method, or those finished."""
+        torch, args, results = self.torch, self.args, self.results
+        device = self.device
+        dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+        fs = filesystem_of(self.workdir)
+        print(f"# {PROG}: torch {torch.__version__}, {self.world} rank(s), backend {self.backend}, "
+              f"device {dev_name}, dtype {args.dtype}")
+        print(f"# checkpoint {self.total_bytes / 1e9:.3f} GB in {args.dir} ({fs}), "
+              f"{'warm' if args.warm_read else 'cold'} reads, median of {args.iters}; "
+              "GBps = 1e9 bytes/s; time = max over ranks")
+        if interrupted:
+            print(f"# interrupted: {len(results)} results finished before the signal")
+        print(f"{'method':>10} {'op':>13} {'GB':>8} {'time(s)':>9} {'GBps':>8}")
+        for r in results:
+            print(f"{r['method']:>10} {r['op']:>13} {r['bytes'] / 1e9:>8.3f} "
+                  f"{r['time_s']:>9.3f} {r['GBps']:>8.3f}")
+        print("# verified: every tensor read back equals what was written")
+        if args.json:
+            summary = {
+                "benchmark": "checkpoint_io_bench", "schema_version": 1, "world_size": self.world,
+                "backend": self.backend, "device": dev_name, "dtype": args.dtype,
+                "size_bytes": self.total_bytes, "tensor_bytes": args.tensor_size,
+                "iters": args.iters, "directory": str(args.dir), "filesystem": fs,
+                "cold_read": not args.warm_read, "torch_version": torch.__version__,
+                "versions": {"python": platform.python_version(), "torch": torch.__version__},
+                "hostname": platform.node(),
+                "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "command": _command(self.world), "units": {"GBps": "1e9 bytes/s", "time": "s"},
+                "results": results, "verified": True,
+                **({"interrupted": True} if interrupted else {}),
+            }
+            write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
+
+    def stop(self) -> None:
+        """End an interrupted run: report what finished, exit 130 (SIGINT) or 143 (SIGTERM)."""
+        # No teardown collective: the other ranks may be gone and it would wait for them.
+        self.interrupted = True
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut the writing
+            signal.signal(sig, signal.SIG_IGN)
+        rank, results, args = self.rank, self.results, self.args
+        if rank == 0 and self.reporting and results:
+            self.report(interrupted=True)
+        name = signal.Signals(self.stopped_by[0]).name
+        kept = (f" after {len(results)} results" + (f"; wrote them to {args.json}"
+                if args.json and results else "")) if rank == 0 else ""
+        raise ScriptError(f"rank {rank}: interrupted by {name}{kept}", 128 + self.stopped_by[0]) from None
+
+    def failed(self, err: BaseException) -> int:
+        """The status of a run that raised ``err`` (not an interruption): one line naming the
+        rank, status 1. DCP's CheckpointException maps each failing rank to its (error,
+        traceback): the lowest rank's error is named."""
+        if self.stopped_by:  # the signal landed inside a save or load, which wrapped it
+            self.stop()
+        if not isinstance(err, (RuntimeError, OSError)):
+            failures = getattr(err, "failures", None)
+            if failures:
+                item = min(failures.items())[1]
+                err = item[0] if isinstance(item, tuple) else item
+            first = (str(err).strip().splitlines() or [""])[0]
+            return fail(self.rank, f"rank {self.rank}: checkpoint in {self.args.dir} failed: "
+                        f"{type(err).__name__}{': ' + first if first else ''}", 1)
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        return fail(self.rank, f"rank {self.rank}: {first}", 1)
+
+    def cleanup(self) -> None:
+        """Remove the checkpoint files (unless --keep) and, unless interrupted, the group."""
+        if self.rank == 0 and self.workdir is not None and not self.args.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.dist.is_initialized() and not self.interrupted:
+            self.dist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
+def filesystem_of(path: Path) -> str:
+    """File-system type of the mount holding ``path`` (from /proc/mounts), or 'unknown'."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    best, fstype, target = "", "unknown", str(path.resolve())
+    for line in mounts:
+        f = line.split()
+        if len(f) >= 3 and (target == f[1] or target.startswith(f[1].rstrip("/") + "/")) \
+                and len(f[1]) > len(best):
+            best, fstype = f[1], f[2]
+    return fstype
+
+
+def _sig(x: float) -> float:
+    """``x`` with 6 significant digits (JSON stays readable, precision stays relative)."""
+    return float(f"{x:.6g}")
+
+
+def _command(world: int) -> str:
+    """The launch line, rebuilt from sys.argv and the launcher's environment."""
+    args = " ".join(shlex.quote(a) for a in sys.argv)
+    omp = os.environ.get("OMP_NUM_THREADS")
+    prefix = f"OMP_NUM_THREADS={omp} " if omp else ""
+    if "LOCAL_WORLD_SIZE" in os.environ:
+        return f"{prefix}torchrun --nproc-per-node {os.environ['LOCAL_WORLD_SIZE']} {args}"
+    return f"{prefix}python {args}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
 
 def parse_size(text: str) -> int:
     """Bytes in ``text``: integer with optional binary suffix K, M, G, T (K = 1024)."""
@@ -195,82 +493,17 @@ def check_args(args) -> list[str]:
     return methods
 
 
-def filesystem_of(path: Path) -> str:
-    """File-system type of the mount holding ``path`` (from /proc/mounts), or 'unknown'."""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return "unknown"
-    best, fstype, target = "", "unknown", str(path.resolve())
-    for line in mounts:
-        f = line.split()
-        if len(f) >= 3 and (target == f[1] or target.startswith(f[1].rstrip("/") + "/")) \
-                and len(f[1]) > len(best):
-            best, fstype = f[1], f[2]
-    return fstype
-
-
-def make_state(torch, rank: int, nbytes: int, tensor_bytes: int, dtype, device) -> dict:
-    """This rank's shard: tensors 'shard{rank}.t{i}' of ``tensor_bytes`` (last one smaller)
-    totalling ``nbytes``, tensor i filled with (rank * 131 + i) % 97, exact in every dtype."""
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    state, i, left = {}, 0, nbytes
-    while left >= itemsize:
-        n = min(tensor_bytes, left) // itemsize
-        state[f"shard{rank}.t{i}"] = torch.full((n,), float((rank * 131 + i) % 97), dtype=dtype,
-                                                device=device)
-        left -= n * itemsize
-        i += 1
-    return state
-
-
-def drop_cache(directory: Path) -> None:
-    """Ask the kernel to drop the page-cache pages of every file under ``directory`` (fdatasync
-    first: only clean pages can be dropped). No-op where posix_fadvise is missing."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-    for path in directory.rglob("*"):
-        if path.is_file():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fdatasync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
-def verify(torch, state: dict, loaded: dict, where: str) -> None:
-    """Raise BenchError unless ``loaded`` holds exactly the tensors of ``state``."""
-    if set(state) != set(loaded):
-        raise BenchError(f"{where}: loaded keys differ from saved keys")
-    for key, tensor in state.items():
-        if not torch.equal(tensor.cpu(), loaded[key].cpu()):
-            raise BenchError(f"{where}: tensor {key} differs after reading it back")
-
-
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     env = os.environ
-    # torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; plain srun sets the SLURM_* equivalents.
-    rank = env_int("RANK", env_int("SLURM_PROCID", 0))
-    world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
-    local_rank = env_int("LOCAL_RANK", env_int("SLURM_LOCALID", 0))
-    if rank >= world:
-        raise ScriptError(f"rank {rank} is outside world size {world} (check RANK and "
-                          "WORLD_SIZE)", EXIT_USAGE)
-
-    def fail(msg: str, code: int = 2) -> int:
-        if rank == 0 or code != 2:
-            print(f"{PROG}: error: {msg}", file=sys.stderr, flush=True)
-        return code
-
+    rank, world, local_rank = launch_layout()
     try:
         methods = check_args(args)
     except (BenchError, ScriptError) as err:
-        return fail(str(err))
+        return fail(rank, str(err))
     if world > 1 and ("MASTER_ADDR" not in env or "MASTER_PORT" not in env):
-        return fail("MASTER_ADDR and MASTER_PORT must be set (launch with torchrun, or export "
-                    "them under srun)")
+        return fail(rank, "MASTER_ADDR and MASTER_PORT must be set (launch with torchrun, or "
+                    "export them under srun)")
     master = f"{env.get('MASTER_ADDR')}:{env_int('MASTER_PORT', 0)}"
     if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
@@ -279,244 +512,36 @@ def main(argv=None) -> int:
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
 
-    dtype = getattr(torch, args.dtype)
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = torch.empty((), dtype=getattr(torch, args.dtype)).element_size()
     if per_rank < itemsize or args.tensor_size < itemsize:
-        return fail(f"--size {args.size} B over {world} ranks leaves less than one {args.dtype} "
-                    "element per rank")
-    if args.device == "cuda":
-        if not torch.cuda.is_available():
-            return fail("--device cuda but CUDA is not available")
-        torch.cuda.set_device(local_rank)
-        device, backend = torch.device("cuda", local_rank), "cpu:gloo,cuda:nccl"
-    else:
-        device, backend = torch.device("cpu"), "gloo"
-    if world == 1 and "MASTER_ADDR" not in env:  # plain `python`: a group of one
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    # The store client retries past `timeout`; the deadline bounds the whole rendezvous.
-    with deadline(args.timeout * 1.1 + 1, f"rank {rank}: rendezvous with "
-                                          f"MASTER_ADDR:MASTER_PORT {master}"):
-        try:
-            dist.init_process_group(backend, rank=rank, world_size=world,
-                                    timeout=datetime.timedelta(seconds=args.timeout))
-        except RuntimeError as err:  # DistNetworkError, DistStoreError: a peer is missing
-            raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master} "
-                              f"failed: {(str(err).strip().splitlines() or [''])[0]}") from None
+        return fail(rank, f"--size {args.size} B over {world} ranks leaves less than one "
+                    f"{args.dtype} element per rank")
+    try:
+        device, backend = join_group(torch, dist, args, rank, world, local_rank, master)
+    except BenchError as err:
+        return fail(rank, str(err))
     if env.get("CHECKPOINT_IO_BENCH_EXIT_RANK") == str(rank):  # self-test: a rank dies
         os._exit(3)
-    workdir = None
-    report, results, interrupted = None, [], False
-    # Ctrl-C (even where a shell started us with SIGINT ignored) and SIGTERM (scancel, a time
-    # limit) stop the run between operations; the finished results are still reported.
-    stopped_by: list[int] = []
-
-    def on_signal(signum, frame):
-        stopped_by.append(signum)
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-
-    def stop():
-        """End an interrupted run: report what finished, exit 130 (SIGINT) or 143 (SIGTERM)."""
-        nonlocal interrupted
-        # No teardown collective: the other ranks may be gone and it would wait for them.
-        interrupted = True
-        for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut the writing
-            signal.signal(sig, signal.SIG_IGN)
-        if rank == 0 and report is not None and results:
-            report(interrupted=True)
-        name = signal.Signals(stopped_by[0]).name
-        kept = (f" after {len(results)} results" + (f"; wrote them to {args.json}"
-                if args.json and results else "")) if rank == 0 else ""
-        raise ScriptError(f"rank {rank}: interrupted by {name}{kept}", 128 + stopped_by[0]) from None
+    bench = Bench(torch, dist, dcp, args, rank, world, device, backend)
+    bench.catch_signals()
     try:
-        # Every rank checks the directory; rank 0 creates the run directory for all.
-        name = [None]
-        ok = [True]
-        if rank == 0:
-            try:
-                name[0] = tempfile.mkdtemp(prefix="ckpt_bench.", dir=args.dir)
-                workdir = Path(name[0])  # removed in `finally` even if the broadcast fails
-            except OSError as err:
-                ok[0] = False
-                name[0] = f"--dir {args.dir} is not writable ({err.strerror})"
-        dist.broadcast_object_list(name, src=0)
-        dist.broadcast_object_list(ok, src=0)
-        if not ok[0]:
-            return fail(name[0])
-        workdir = Path(name[0])
-        state = make_state(torch, rank, per_rank, args.tensor_size, dtype, device)
-        nbytes_rank = sum(t.numel() * t.element_size() for t in state.values())
-        total = torch.tensor([nbytes_rank], dtype=torch.int64)
-        dist.all_reduce(total)
-        total_bytes = int(total.item())
-
-        def timed(fn) -> float:
-            """Seconds from a barrier to the slowest rank finishing ``fn`` (max over ranks)."""
-            dist.barrier()
-            t0 = time.perf_counter()
-            fn()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            return float(t.item())
-
-        results: list[dict] = []
-        # async_save finishes with collectives from a background thread: give it its own
-        # group, or they interleave with this thread's barriers on the default group and hang.
-        ckpt_group = dist.new_group(backend="gloo") if args.async_save else None
-
-        def record(method, op, times):
-            med = statistics.median(times)
-            results.append({"method": method, "op": op, "bytes": total_bytes,
-                            "time_s": _sig(med), "times_s": [_sig(t) for t in times],
-                            "GBps": _sig(total_bytes / med / 1e9)})
-
-        def report(interrupted: bool) -> None:
-            """Rank 0 prints the table and writes --json: every method, or those finished."""
-            dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-            fs = filesystem_of(workdir)
-            print(f"# {PROG}: torch {torch.__version__}, {world} rank(s), backend {backend}, "
-                  f"device {dev_name}, dtype {args.dtype}")
-            print(f"# checkpoint {total_bytes / 1e9:.3f} GB in {args.dir} ({fs}), "
-                  f"{'warm' if args.warm_read else 'cold'} reads, median of {args.iters}; "
-                  "GBps = 1e9 bytes/s; time = max over ranks")
-            if interrupted:
-                print(f"# interrupted: {len(results)} results finished before the signal")
-            print(f"{'method':>10} {'op':>13} {'GB':>8} {'time(s)':>9} {'GBps':>8}")
-            for r in results:
-                print(f"{r['method']:>10} {r['op']:>13} {r['bytes'] / 1e9:>8.3f} "
-                      f"{r['time_s']:>9.3f} {r['GBps']:>8.3f}")
-            print("# verified: every tensor read back equals what was written")
-            if args.json:
-                summary = {
-                    "benchmark": "checkpoint_io_bench", "schema_version": 1, "world_size": world,
-                    "backend": backend, "device": dev_name, "dtype": args.dtype,
-                    "size_bytes": total_bytes, "tensor_bytes": args.tensor_size,
-                    "iters": args.iters, "directory": str(args.dir), "filesystem": fs,
-                    "cold_read": not args.warm_read, "torch_version": torch.__version__,
-                    "versions": {"python": platform.python_version(), "torch": torch.__version__},
-                    "hostname": platform.node(),
-                    "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "command": _command(world), "units": {"GBps": "1e9 bytes/s", "time": "s"},
-                    "results": results, "verified": True,
-                    **({"interrupted": True} if interrupted else {}),
-                }
-                write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
-
-        todo = methods + (["dcp_async"] if args.async_save else [])
-        for done, method in enumerate(todo, 1):
-            saves, loads, blocking = [], [], []
-            for it in range(args.iters):
-                target = workdir / f"{method}.{it}"
-                if rank == 0:
-                    target.mkdir()
-                dist.barrier()
-                if method == "torch.save":
-                    path = target / f"rank{rank}.pt"
-
-                    def save():
-                        with open(path, "wb") as f:
-                            torch.save(state, f)
-                            f.flush()
-                            os.fsync(f.fileno())
-                    saves.append(timed(save))
-                    if not args.warm_read:
-                        drop_cache(target)
-                    out = {}
-                    loads.append(timed(lambda: out.update(
-                        torch.load(path, map_location=device, weights_only=True))))
-                    verify(torch, state, out, f"rank {rank} torch.load")
-                else:
-                    if method == "dcp":
-                        saves.append(timed(lambda: dcp.save(state, checkpoint_id=target)))
-                    else:
-                        future = [None]
-
-                        def start():
-                            future[0] = dcp.async_save(state, checkpoint_id=target,
-                                                       process_group=ckpt_group)
-                        dist.barrier()
-                        t0 = time.perf_counter()
-                        block = timed(start)
-                        future[0].result()
-                        t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-                        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-                        blocking.append(block)
-                        saves.append(float(t.item()))
-                    if not args.warm_read:
-                        drop_cache(target)
-                    out = {k: torch.empty_like(v) for k, v in state.items()}
-                    loads.append(timed(lambda: dcp.load(out, checkpoint_id=target)))
-                    verify(torch, state, out, f"rank {rank} dcp.load")
-                dist.barrier()
-                if rank == 0 and not args.keep:
-                    shutil.rmtree(target, ignore_errors=True)
-            if blocking:
-                record(method, "save_blocking", blocking)
-            record(method, "save", saves)
-            record(method, "load", loads)
-            if rank == 0:  # progress, and what an interrupted run will still report
-                print(f"# finished {method} ({done} of {len(todo)} methods)", flush=True)
-
-        if rank == 0:
-            report(interrupted=False)
-        dist.barrier()
-        return 0
+        return bench.run(methods, per_rank)
     except KeyboardInterrupt:
-        if not stopped_by:  # Python's own Ctrl-C, before our handler was set
-            stopped_by.append(signal.SIGINT)
-        stop()
+        if not bench.stopped_by:  # Python's own Ctrl-C, before our handler was set
+            bench.stopped_by.append(signal.SIGINT)
+        bench.stop()
     except BenchError as err:
-        return fail(str(err), 1)
+        return fail(rank, str(err), 1)
     except (RuntimeError, OSError) as err:  # a collective timed out, a peer died, disk full
         if isinstance(err, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
             raise  # run_main ends the run quietly, with status 0 (after the teardown below)
-        if stopped_by:  # the signal landed inside a save or load, which wrapped it
-            stop()
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        return fail(f"rank {rank}: {first}", 1)
-    except (KeyboardInterrupt, SystemExit):
+        return bench.failed(err)
+    except SystemExit:
         raise
     except BaseException as err:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if stopped_by:  # the signal landed inside a save or load: DCP wrapped the interrupt
-            stop()
-        # it maps each failing rank to its (error, traceback): name the lowest one's error
-        failures = getattr(err, "failures", None)
-        if failures:
-            item = min(failures.items())[1]
-            err = item[0] if isinstance(item, tuple) else item
-        first = (str(err).strip().splitlines() or [""])[0]
-        return fail(f"rank {rank}: checkpoint in {args.dir} failed: {type(err).__name__}"
-                    f"{': ' + first if first else ''}", 1)
+        return bench.failed(err)
     finally:
-        if rank == 0 and workdir is not None and not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
-        if dist.is_initialized() and not interrupted:
-            dist.destroy_process_group()
-
-
-def _sig(x: float) -> float:
-    """``x`` with 6 significant digits (JSON stays readable, precision stays relative)."""
-    return float(f"{x:.6g}")
-
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _command(world: int) -> str:
-    """The launch line, rebuilt from sys.argv and the launcher's environment."""
-    args = " ".join(shlex.quote(a) for a in sys.argv)
-    omp = os.environ.get("OMP_NUM_THREADS")
-    prefix = f"OMP_NUM_THREADS={omp} " if omp else ""
-    if "LOCAL_WORLD_SIZE" in os.environ:
-        return f"{prefix}torchrun --nproc-per-node {os.environ['LOCAL_WORLD_SIZE']} {args}"
-    return f"{prefix}python {args}"
+        bench.cleanup()
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---

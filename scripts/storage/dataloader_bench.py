@@ -1,82 +1,30 @@
 #!/usr/bin/env python
 """dataloader_bench.py: DataLoader throughput against num_workers, pin_memory and non_blocking.
 
-What it measures
-----------------
-A synthetic map-style dataset returns samples of ``--sample-shape`` (uint8, like a decoded image)
-and spends ``--sample-ms`` milliseconds producing each one, as decoding and augmentation would:
-``--cost cpu`` busy-waits (holds a CPU core and, in the main process, the GIL), ``--cost sleep``
-sleeps (like waiting for a network file system or an object store). For every combination of
-``--workers`` (DataLoader ``num_workers``), pin_memory and non_blocking the script iterates over
-``--batches`` batches of ``--batch-size`` samples after ``--warmup`` untimed batches, copies each
-batch to the device (``tensor.to(device, non_blocking=...)``) and optionally simulates a training
-step of ``--step-ms`` milliseconds. It reports:
+A synthetic dataset returns uint8 samples of ``--sample-shape`` and spends ``--sample-ms`` ms on
+each (``--cost cpu``: busy-wait, like decoding; ``sleep``: waiting, like remote storage). For
+every ``--workers`` value (and, on a CUDA GPU, each pin_memory / non_blocking combination) it
+times ``--batches`` batches of ``--batch-size`` after ``--warmup``, copying each to the device, and
+reports samples/s, MBps (1e6 bytes/s), the seconds to the first batch, the ms per batch spent
+waiting for data and the ideal k / c samples/s; then it recommends the cheapest setting within
+5% of the best. Method: book/en/storage/index.md ("Data loading", "Data loader benchmark").
 
-* ``samples/s`` - timed samples divided by the timed wall-clock seconds (the steady state);
-* ``MBps``      - the same in decimal megabytes per second of batch data (1 MBps = 1e6 bytes/s);
-* ``first(s)``  - seconds from creating the iterator to the first batch (worker start-up);
-* ``wait(ms)``  - mean time per batch the loop waited for the loader (0 = data is never the
-  bottleneck).
-
-pin_memory and non_blocking only matter when batches are copied to a CUDA GPU: page-locked
-(pinned) host memory lets the copy run as an asynchronous DMA, and ``non_blocking=True`` lets the
-host queue the copy and go on
-(https://docs.pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers). Without CUDA the
-script measures ``num_workers`` only and says so.
-
-The ideal throughput of k workers with a per-sample cost of c seconds is k / c samples/s, until
-the workers run out of CPU cores (``cpu``) or the main process becomes the bottleneck. The
-recommendation is the cheapest setting (fewest workers; pinning only if it helps) within 5% of
-the best measured throughput.
-
-Output
-------
-A table (one row per setting) and a recommendation. ``--json PATH`` writes (values in <> are
-placeholders)::
-
-    {"benchmark": "dataloader_bench", "schema_version": 1, "device": "cpu" | "<CUDA device name>",
-     "cpu_count": <int>, "sample_shape": [3, 224, 224], "sample_bytes": <int>,
-     "sample_ms": <float>, "cost": "cpu" | "sleep", "batch_size": <int>, "batches": <int>,
-     "warmup": <int>, "step_ms": <float>, "torch_version": "<version>", "hostname": "<host>",
-     "date_utc": "YYYY-MM-DDTHH:MM:SSZ", "command": "<command line>",
-     "results": [{"num_workers": <int>, "pin_memory": <bool>, "non_blocking": <bool>,
-                  "samples_per_s": <float>, "MBps": <float>, "first_batch_s": <float>,
-                  "wait_ms_per_batch": <float>, "ideal_samples_per_s": <float>}, ...],
-     "recommended": {"num_workers": <int>, "pin_memory": <bool>, "non_blocking": <bool>}}
-
-How to launch
--------------
 One process (the DataLoader starts its own worker processes)::
 
     python dataloader_bench.py --workers 0,1,2,4,8 --sample-ms 5 --batch-size 64 --json dl.json
     srun --ntasks 1 --cpus-per-task 16 python dataloader_bench.py --workers 0,4,8,16 --device cuda
 
-Bad input (a non-positive batch size, negative workers or cost, nan or inf, a batch above 4 GiB
-or more than 1e7 samples per setting, a ``--json`` that cannot be written) exits with status 2
-and a one-line error before anything is measured;
-``--debug`` adds the traceback. A batch that takes longer than ``--timeout`` seconds fails the run
-(status 1) instead of hanging it: DataLoader's own ``timeout`` with workers (the settings measured
-before it are still written, with the error under ``"failed"``), a deadline of the script's with
-``--workers 0`` (it ends the process at once). Ctrl-C or SIGTERM stops the sweep and still writes
-the settings measured so far (``"interrupted": true``; exit status 130 or 143).
+Example output (a loaded 2-core VM, no GPU; results/storage/dataloader_bench-cpu.json)::
 
-Example output (2-core cloud VM, no GPU, heavily loaded by other jobs during the run: every row is
-far below the ideal, and extra workers kept winning CPU time from the other jobs; the committed
-file results/storage/dataloader_bench-cpu.json holds the whole run)::
-
-    $ OMP_NUM_THREADS=1 python scripts/storage/dataloader_bench.py --workers 0,1,2,3,4 \\
-          --sample-ms 2 --batch-size 32 --batches 30 --json results/storage/dataloader_bench-cpu.json
-    # dataloader_bench.py: torch 2.13.0+cpu, device cpu, 2 CPU cores
-    # sample 3x224x224 uint8 (0.151 MB), 2 ms/sample (cpu), batch 32, 30 timed batches, step 0 ms
-    # samples/s and MBps (1e6 bytes/s) over the timed batches; first = s to first batch; wait = ms per batch spent waiting for data
-    # no CUDA: pin_memory and non_blocking are not measured (they only affect copies to a GPU)
     workers   pin nonblk  samples/s      MBps     ideal first(s) wait(ms)
           0 False  False       80.1      12.1     500.0     0.29   399.45
-          1 False  False       66.5      10.0     500.0     0.82   481.34
           2 False  False      136.3      20.5    1000.0     0.77   234.64
-          3 False  False      179.4      27.0    1000.0     0.75   178.28
           4 False  False      226.8      34.1    1000.0     1.23   141.01
     # recommended: num_workers=4, pin_memory=False, non_blocking=False (226.8 samples/s, within 5% of the best 226.8)
+
+Exit status: 0 ok, 1 failure (a batch later than --timeout, a worker that died: the settings
+measured before are still written), 2 usage (checked before any measurement), 130/143
+interrupted by Ctrl-C/SIGTERM (the settings measured so far are still written).
 """
 
 from __future__ import annotations
@@ -97,7 +45,6 @@ import traceback
 
 PROG = "dataloader_bench.py"
 
-
 # Each worker is a process holding a copy of the dataset object: more than this is a typo.
 MAX_WORKERS = 1024
 # One synthetic sample is allocated per item; above this a typo in --sample-shape eats the node.
@@ -108,70 +55,9 @@ MAX_BATCH_BYTES = 2**32
 MAX_SAMPLES_PER_SETTING = 10_000_000
 
 
-def _csv_ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from err
-    if not values or min(values) < 0 or max(values) > MAX_WORKERS or len(values) > 64:
-        raise argparse.ArgumentTypeError(
-            f"need a list of at most 64 integers from 0 to {MAX_WORKERS}, got {text!r}")
-    return values
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Measure DataLoader throughput "
-                                "(samples/s, decimal MBps) against num_workers, pin_memory and "
-                                "non_blocking on a synthetic dataset.")
-    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    p.add_argument("--workers", type=_csv_ints, default=None,
-                   help="num_workers values to try (default 0,1,2,4,... up to 2x the cores)")
-    p.add_argument("--sample-ms", type=number(float, 0), default=2.0,
-                   help="milliseconds of work per sample (default 2)")
-    p.add_argument("--cost", choices=("cpu", "sleep"), default="cpu",
-                   help="cpu: busy-wait (decode/augment); sleep: wait (remote storage)")
-    p.add_argument("--sample-shape", default="3,224,224",
-                   help="shape of one uint8 sample (default 3,224,224)")
-    p.add_argument("--batch-size", type=number(int, 1, 1_000_000), default=32)
-    p.add_argument("--batches", type=number(int, 1, 1_000_000), default=30,
-                   help="timed batches (default 30)")
-    p.add_argument("--warmup", type=number(int, 0, 1_000_000), default=3,
-                   help="untimed batches first (default 3)")
-    p.add_argument("--step-ms", type=number(float, 0), default=0.0,
-                   help="simulated training step per batch in ms (default 0)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--timeout", type=number(float, 0, 7 * 86400, lo_open=True), default=120.0,
-                   help="seconds to wait for one batch before failing, also with --workers 0 "
-                        "(default 120)")
-    p.add_argument("--json", metavar="PATH", type=nonempty, help="write the results as JSON")
-    return p
-
-
-def check_args(args) -> list[int]:
-    """Validate ``args``; returns the sample shape. Raises ValueError with a one-line message."""
-    try:
-        shape = [int(v) for v in args.sample_shape.split(",")]
-    except ValueError:
-        raise ValueError(f"--sample-shape must be comma-separated integers, got "
-                         f"{args.sample_shape!r}") from None
-    if not shape or min(shape) < 1:
-        raise ValueError(f"--sample-shape needs positive sizes, got {args.sample_shape!r}")
-    if math.prod(shape) > MAX_SAMPLE_BYTES:
-        raise ValueError(f"--sample-shape {args.sample_shape} is {math.prod(shape)} bytes per "
-                         f"sample; at most {MAX_SAMPLE_BYTES} (1 GiB)")
-    batch_bytes = math.prod(shape) * args.batch_size
-    if batch_bytes > MAX_BATCH_BYTES:
-        raise ValueError(f"--batch-size {args.batch_size} x --sample-shape {args.sample_shape} is "
-                         f"{batch_bytes} bytes per batch; at most {MAX_BATCH_BYTES} (4 GiB: the "
-                         "main process and every worker hold batches in memory)")
-    samples = (args.warmup + args.batches) * args.batch_size
-    if samples > MAX_SAMPLES_PER_SETTING:
-        raise ValueError(f"(--warmup + --batches) x --batch-size = {samples} samples per setting; "
-                         f"at most {MAX_SAMPLES_PER_SETTING} (a measurement needs far fewer)")
-    if args.json:
-        check_output(args.json, "--json")
-    return shape
-
+# ----------------------------------------------------------------------------------------------
+# The method: a dataset with a known cost per sample, one timed setting, the sweep
+# ----------------------------------------------------------------------------------------------
 
 class SyntheticDataset:
     """Map-style dataset of ``length`` uint8 tensors of ``shape``, each costing ``cost_s`` seconds.
@@ -245,6 +131,31 @@ def measure(torch, dataset, device, workers: int, pin: bool, non_blocking: bool,
             "first_batch_s": first_batch_s, "wait_ms_per_batch": 1000 * waited / args.batches}
 
 
+def ideal_rate(args, workers: int, cpus: int) -> float:
+    """k / c samples/s: k workers (at most the cores for --cost cpu) at c seconds per sample."""
+    cost = args.sample_ms / 1000
+    if cost <= 0:
+        return float("inf")
+    par = max(1, workers) if args.cost == "sleep" else min(max(1, workers), cpus)
+    return par / cost
+
+
+def sweep(torch, dataset, device, workers: list[int], flags: list[tuple[bool, bool]], args,
+          cpus: int, rows: list[dict]) -> None:
+    """Measure every setting (num_workers x (pin_memory, non_blocking)), appending and printing
+    one row each."""
+    for w in workers:
+        for pin, nb in flags:
+            res = measure(torch, dataset, device, w, pin, nb, args)
+            ideal = ideal_rate(args, w, cpus)
+            row = {"num_workers": w, "pin_memory": pin, "non_blocking": nb, **res,
+                   "ideal_samples_per_s": ideal}
+            rows.append(row)
+            print(f"{w:>7} {str(pin):>5} {str(nb):>6} {res['samples_per_s']:>10.1f} "
+                  f"{res['MBps']:>9.1f} {ideal:>9.1f} {res['first_batch_s']:>8.2f} "
+                  f"{res['wait_ms_per_batch']:>8.2f}", flush=True)
+
+
 def recommend(rows: list[dict]) -> dict:
     """Cheapest setting within 5% of the best samples/s: fewest workers, then no pinning,
     then blocking copies. ``rows`` are the results list; returns one of its rows."""
@@ -253,10 +164,120 @@ def recommend(rows: list[dict]) -> dict:
     return min(good, key=lambda r: (r["num_workers"], r["pin_memory"], r["non_blocking"]))
 
 
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
 def _env_prefix() -> list[str]:
     """``OMP_NUM_THREADS=N`` if it was set: it changes the main process's speed."""
     n = os.environ.get("OMP_NUM_THREADS")
     return [f"OMP_NUM_THREADS={n}"] if n else []
+
+
+def print_header(torch, args, name: str, cpus: int, shape: list[int], sample_bytes: int,
+                 device) -> None:
+    print(f"# {PROG}: torch {torch.__version__}, device {name}, {cpus} CPU cores")
+    print(f"# sample {'x'.join(map(str, shape))} uint8 ({sample_bytes / 1e6:.3f} MB), "
+          f"{args.sample_ms:g} ms/sample ({args.cost}), batch {args.batch_size}, "
+          f"{args.batches} timed batches, step {args.step_ms:g} ms")
+    print("# samples/s and MBps (1e6 bytes/s) over the timed batches; first = s to first batch; "
+          "wait = ms per batch spent waiting for data")
+    if device.type == "cpu":
+        print("# no CUDA: pin_memory and non_blocking are not measured (they only affect copies "
+              "to a GPU)")
+    print(f"{'workers':>7} {'pin':>5} {'nonblk':>6} {'samples/s':>10} {'MBps':>9} "
+          f"{'ideal':>9} {'first(s)':>8} {'wait(ms)':>8}")
+
+
+def json_report(torch, args, name: str, cpus: int, shape: list[int], sample_bytes: int,
+                rows: list[dict], rec: dict, interrupted: bool, failure: str | None) -> dict:
+    """The --json document (keys: tools/schemas/dataloader_bench.schema.json)."""
+    return {
+        "benchmark": "dataloader_bench", "schema_version": 1, "device": name, "cpu_count": cpus,
+        "sample_shape": shape, "sample_bytes": sample_bytes, "sample_ms": args.sample_ms,
+        "cost": args.cost, "batch_size": args.batch_size, "batches": args.batches,
+        "warmup": args.warmup, "step_ms": args.step_ms, "torch_version": torch.__version__,
+        "versions": {"python": platform.python_version(), "torch": torch.__version__},
+        "hostname": platform.node(),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": " ".join(shlex.quote(a) for a in [*_env_prefix(), "python", *sys.argv]),
+        "units": {"MBps": "1e6 bytes/s"},
+        "results": [{k: (float(f"{v:.6g}") if isinstance(v, float) and v != float("inf")
+                         else (None if v == float("inf") else v)) for k, v in r.items()}
+                    for r in rows],
+        "recommended": {k: rec[k] for k in ("num_workers", "pin_memory", "non_blocking")},
+        "interrupted": interrupted,
+        **({"failed": failure} if failure else {}),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
+def _csv_ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    if not values or min(values) < 0 or max(values) > MAX_WORKERS or len(values) > 64:
+        raise argparse.ArgumentTypeError(
+            f"need a list of at most 64 integers from 0 to {MAX_WORKERS}, got {text!r}")
+    return values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Measure DataLoader throughput "
+                                "(samples/s, decimal MBps) against num_workers, pin_memory and "
+                                "non_blocking on a synthetic dataset.")
+    p.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    p.add_argument("--workers", type=_csv_ints, default=None,
+                   help="num_workers values to try (default 0,1,2,4,... up to 2x the cores)")
+    p.add_argument("--sample-ms", type=number(float, 0), default=2.0,
+                   help="milliseconds of work per sample (default 2)")
+    p.add_argument("--cost", choices=("cpu", "sleep"), default="cpu",
+                   help="cpu: busy-wait (decode/augment); sleep: wait (remote storage)")
+    p.add_argument("--sample-shape", default="3,224,224",
+                   help="shape of one uint8 sample (default 3,224,224)")
+    p.add_argument("--batch-size", type=number(int, 1, 1_000_000), default=32)
+    p.add_argument("--batches", type=number(int, 1, 1_000_000), default=30,
+                   help="timed batches (default 30)")
+    p.add_argument("--warmup", type=number(int, 0, 1_000_000), default=3,
+                   help="untimed batches first (default 3)")
+    p.add_argument("--step-ms", type=number(float, 0), default=0.0,
+                   help="simulated training step per batch in ms (default 0)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--timeout", type=number(float, 0, 7 * 86400, lo_open=True), default=120.0,
+                   help="seconds to wait for one batch before failing, also with --workers 0 "
+                        "(default 120)")
+    p.add_argument("--json", metavar="PATH", type=nonempty, help="write the results as JSON")
+    return p
+
+
+def check_args(args) -> list[int]:
+    """Validate ``args``; returns the sample shape. Raises ValueError with a one-line message."""
+    try:
+        shape = [int(v) for v in args.sample_shape.split(",")]
+    except ValueError:
+        raise ValueError(f"--sample-shape must be comma-separated integers, got "
+                         f"{args.sample_shape!r}") from None
+    if not shape or min(shape) < 1:
+        raise ValueError(f"--sample-shape needs positive sizes, got {args.sample_shape!r}")
+    if math.prod(shape) > MAX_SAMPLE_BYTES:
+        raise ValueError(f"--sample-shape {args.sample_shape} is {math.prod(shape)} bytes per "
+                         f"sample; at most {MAX_SAMPLE_BYTES} (1 GiB)")
+    batch_bytes = math.prod(shape) * args.batch_size
+    if batch_bytes > MAX_BATCH_BYTES:
+        raise ValueError(f"--batch-size {args.batch_size} x --sample-shape {args.sample_shape} is "
+                         f"{batch_bytes} bytes per batch; at most {MAX_BATCH_BYTES} (4 GiB: the "
+                         "main process and every worker hold batches in memory)")
+    samples = (args.warmup + args.batches) * args.batch_size
+    if samples > MAX_SAMPLES_PER_SETTING:
+        raise ValueError(f"(--warmup + --batches) x --batch-size = {samples} samples per setting; "
+                         f"at most {MAX_SAMPLES_PER_SETTING} (a measurement needs far fewer)")
+    if args.json:
+        check_output(args.json, "--json")
+    return shape
 
 
 def main(argv=None) -> int:
@@ -284,21 +305,9 @@ def main(argv=None) -> int:
         else [(False, False)]
     length = (args.warmup + args.batches) * args.batch_size
     dataset = SyntheticDataset(length, shape, args.sample_ms / 1000, args.cost)
-    sample_bytes = 1
-    for s in shape:
-        sample_bytes *= s
+    sample_bytes = math.prod(shape)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"# {PROG}: torch {torch.__version__}, device {name}, {cpus} CPU cores")
-    print(f"# sample {'x'.join(map(str, shape))} uint8 ({sample_bytes / 1e6:.3f} MB), "
-          f"{args.sample_ms:g} ms/sample ({args.cost}), batch {args.batch_size}, "
-          f"{args.batches} timed batches, step {args.step_ms:g} ms")
-    print("# samples/s and MBps (1e6 bytes/s) over the timed batches; first = s to first batch; "
-          "wait = ms per batch spent waiting for data")
-    if device.type == "cpu":
-        print("# no CUDA: pin_memory and non_blocking are not measured (they only affect copies "
-              "to a GPU)")
-    print(f"{'workers':>7} {'pin':>5} {'nonblk':>6} {'samples/s':>10} {'MBps':>9} "
-          f"{'ideal':>9} {'first(s)':>8} {'wait(ms)':>8}")
+    print_header(torch, args, name, cpus, shape, sample_bytes, device)
     rows = []
     stopped_by = []
     failure = None  # a setting that failed after others were measured: keep theirs
@@ -309,21 +318,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     try:
-        for w in workers:
-            for pin, nb in flags:
-                res = measure(torch, dataset, device, w, pin, nb, args)
-                cost = args.sample_ms / 1000
-                if cost > 0:
-                    par = max(1, w) if args.cost == "sleep" else min(max(1, w), cpus)
-                    ideal = par / cost
-                else:
-                    ideal = float("inf")
-                row = {"num_workers": w, "pin_memory": pin, "non_blocking": nb, **res,
-                       "ideal_samples_per_s": ideal}
-                rows.append(row)
-                print(f"{w:>7} {str(pin):>5} {str(nb):>6} {res['samples_per_s']:>10.1f} "
-                      f"{res['MBps']:>9.1f} {ideal:>9.1f} {res['first_batch_s']:>8.2f} "
-                      f"{res['wait_ms_per_batch']:>8.2f}", flush=True)
+        sweep(torch, dataset, device, workers, flags, args, cpus, rows)
     except (RuntimeError, OSError) as err:  # a DataLoader timeout, a worker that died, a wrong batch
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if "timed out" in msg:
@@ -346,23 +341,8 @@ def main(argv=None) -> int:
           f"non_blocking={rec['non_blocking']} ({rec['samples_per_s']:.1f} samples/s, within 5% "
           f"of the best {max(r['samples_per_s'] for r in rows):.1f})")
     if args.json:
-        summary = {
-            "benchmark": "dataloader_bench", "schema_version": 1, "device": name, "cpu_count": cpus,
-            "sample_shape": shape, "sample_bytes": sample_bytes, "sample_ms": args.sample_ms,
-            "cost": args.cost, "batch_size": args.batch_size, "batches": args.batches,
-            "warmup": args.warmup, "step_ms": args.step_ms, "torch_version": torch.__version__,
-            "versions": {"python": platform.python_version(), "torch": torch.__version__},
-            "hostname": platform.node(),
-            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "command": " ".join(shlex.quote(a) for a in [*_env_prefix(), "python", *sys.argv]),
-            "units": {"MBps": "1e6 bytes/s"},
-            "results": [{k: (float(f"{v:.6g}") if isinstance(v, float) and v != float("inf")
-                             else (None if v == float("inf") else v)) for k, v in r.items()}
-                        for r in rows],
-            "recommended": {k: rec[k] for k in ("num_workers", "pin_memory", "non_blocking")},
-            "interrupted": bool(stopped_by),
-            **({"failed": failure} if failure else {}),
-        }
+        summary = json_report(torch, args, name, cpus, shape, sample_bytes, rows, rec,
+                              bool(stopped_by), failure)
         write_atomic(args.json, json.dumps(summary, indent=2) + "\n")
     if failure:
         kept = f"; wrote the {len(rows)} settings measured before it to {args.json}" if args.json else ""

@@ -1,89 +1,30 @@
 #!/usr/bin/env python
 """fio_scan.py: run a matrix of fio jobs against one directory and print one table.
 
-What it measures
-----------------
-For every combination of access pattern (``--rw``: read, write, randread, randwrite), block size
-(``--bs``), file size per job (``--size``) and number of parallel jobs (``--numjobs``) the script
-runs one fio job against files in a scratch directory it creates inside DIR, with fio's
-``--output-format=json``, and reports, per combination (all jobs of one combination summed):
+For every combination of pattern (``--rw``: read, write, randread, randwrite), block size
+(``--bs``), file size per job (``--size``) and parallel jobs (``--numjobs``) it runs one
+time-based fio job (``--budget`` seconds split evenly over the matrix; laying out the files is not
+timed) in a scratch directory it creates inside DIR and removes at the end, and reports the jobs'
+sum: MBps (1e6 bytes/s), IOPS (blocks/s) and the p50/p99 total latency of one I/O in
+microseconds. Defaults: O_DIRECT (``--direct 1``), libaio, ``--iodepth 16``. Sizes take binary
+suffixes (K = 1024). Needs fio 3.x on PATH. Method and safety checks: book/en/storage/index.md
+("The fio scan").
 
-* ``MBps``  - bandwidth in decimal megabytes per second (1 MBps = 1e6 bytes/s);
-* ``IOPS``  - I/O operations per second (one operation = one block of ``bs`` bytes);
-* ``p50``/``p99`` - 50th and 99th percentile of the total latency of one I/O (submission to
-  completion, fio's ``lat``), in microseconds (us).
-
-Each fio job is time based: it runs for ``--budget`` seconds divided by the number of
-combinations (fio's ``runtime`` + ``time_based``), after laying out its files (not timed; files of
-one size are laid out once and re-used). So a scan takes about ``--budget`` seconds plus the time
-to write the files. By default the IO bypasses the page cache (``--direct 1``, O_DIRECT) with the
-``libaio`` engine at ``--iodepth 16``. With ``--direct 0`` reads of a file smaller than RAM can be
-served from the page cache and measure memory, not storage; the script warns when that may happen.
-fio's own option meanings: https://fio.readthedocs.io/en/latest/fio_doc.html
-
-Sizes accept binary suffixes (K = 1024, M = 1024**2, G = 1024**3): ``--bs 4K,1M``.
-
-Output
-------
-A table (one row per combination), then the best sequential-read bandwidth and random-read IOPS.
-``--json PATH`` writes (values in <> are placeholders)::
-
-    {"benchmark": "fio_scan", "schema_version": 1, "fio_version": "fio-3.33",
-     "directory": "<DIR>", "filesystem": "<type from /proc/mounts>", "ioengine": "libaio",
-     "direct": 1, "iodepth": 16, "runtime_s_per_job": <float>, "hostname": "<host>",
-     "device": "<filesystem> at <DIR>", "versions": {"python": "3.x", "fio": "fio-3.33"},
-     "date_utc": "YYYY-MM-DDTHH:MM:SSZ", "command": "<command line>", "units": {...},
-     "results": [{"rw": "randread", "bs_bytes": 4096, "size_bytes": <int>, "numjobs": <int>,
-                  "iodepth": 16, "bw_MBps": <float>, "iops": <float>, "lat_mean_us": <float>,
-                  "lat_p50_us": <float>, "lat_p99_us": <float>, "io_bytes": <int>,
-                  "runtime_s": <float>}, ...]}
-
-``--plot PATH`` saves a PNG of bandwidth against block size, one line per pattern (needs the
-optional dependency matplotlib, imported only then).
-
-Safety
-------
-Refuses, with a one-line error and exit status 2, a DIR that is empty, does not exist, is not a
-directory or cannot be written (checked by creating the scratch directory, which also works for root
-on a read-only file system), a budget that is not a positive finite number of seconds (at most a
-week) or too short for the matrix (0.5 s per job at least), a ``--numjobs`` above 1024, a
-``--bs`` larger than a ``--size``, a ``--json``/``--plot`` path that cannot be written (checked
-before fio starts), a matrix whose files do not fit in the free space, and a missing fio. A fio
-run that fails or outlives its time limit ends the scan with exit status 1; fio and every job
-process it forked are killed (fio writes its output to temporary files, not pipes, so a job
-process that outlives fio cannot block the scan). The
-scratch directory and everything fio wrote in it are removed when the scan ends, fails, or is
-interrupted with Ctrl-C (SIGINT) or SIGTERM (exit status 130 or 143), after fio has stopped; an
-interrupted scan still writes the jobs it finished to ``--json`` (``"interrupted": true``).
-``--debug`` adds a traceback to any error.
-
-How to launch
--------------
-One process; fio does the parallel IO (``--numjobs``). Needs fio 3.x on PATH (``apt-get install
-fio``). On a shared file system, run it from the compute node, inside your job::
+One process; fio does the parallel I/O. On a shared file system, run it from a compute node::
 
     python fio_scan.py /scratch/$USER --size 4G --bs 4K,1M --numjobs 1,8 --budget 300 --json fio.json
     srun --nodes 1 --ntasks 1 python fio_scan.py /lustre/$USER --budget 120
 
-Example output (the 2-core cloud VM's local virtio disk, ext4; the committed file
-results/storage/fio_scan-local-ext4.json holds the whole run)::
+Example output (a 2-core VM's disk, ext4, rows cut; results/storage/fio_scan-local-ext4.json)::
 
-    $ python scripts/storage/fio_scan.py /var/tmp --size 1G --bs 4K,64K,1M --numjobs 1,4 \\
-          --budget 96 --json results/storage/fio_scan-local-ext4.json
-    # fio_scan.py: fio-3.33, /var/tmp (ext4), ioengine libaio, direct=1, 24 jobs x 4.00 s
-    # MBps = 1e6 bytes/s; IOPS = blocks/s; p50/p99 = total IO latency in microseconds
             rw     bs   size jobs  qd       MBps        IOPS    p50(us)    p99(us)
           read     4K     1G    1  16      314.0      76,664      148.5    2,342.9
-          read    64K     1G    1  16    1,236.1      18,861      684.0    5,603.3
-          read     1M     1G    1  16      960.8         916   17,170.4   23,461.9
-         write     4K     1G    1  16      230.6      56,305      144.4    3,784.7
          write    64K     1G    1  16    1,803.9      27,526      391.2    2,244.6
-         write     1M     1G    1  16    1,847.8       1,762    7,831.6   16,711.7
-        ...
-     randwrite    64K     1G    4  16    1,302.1      19,869    3,031.0    8,290.3
      randwrite     1M     1G    4  16    1,810.7       1,727   43,778.0   98,041.9
     # best read: 1,613 MBps
-    # best randread: 89,230 IOPS
+
+Exit status: 0 ok, 1 failure (fio failed or outlived its time limit), 2 usage (checked before fio
+starts), 130/143 interrupted by Ctrl-C/SIGTERM (the finished jobs are still written to --json).
 """
 
 from __future__ import annotations
@@ -113,6 +54,10 @@ MAX_NUMJOBS = 1024     # fio forks one process per job: more than this is a typo
 MAX_IODEPTH = 65536    # fio's own limit on iodepth
 
 
+# ----------------------------------------------------------------------------------------------
+# The method: one time-based fio job per point of the matrix
+# ----------------------------------------------------------------------------------------------
+
 class ScanError(Exception):
     """A problem that ends the scan with a one-line error message."""
 
@@ -123,56 +68,6 @@ class Interrupted(Exception):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-
-
-def parse_size(text: str) -> int:
-    """Bytes in ``text``: an integer with an optional binary suffix K, M, G or T (K = 1024).
-
-    Raises ValueError for anything else or a value < 1.
-    """
-    text = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = 1
-    for i, suffix in enumerate("KMGT", 1):
-        if text.endswith(suffix):
-            mult, text = 1024 ** i, text[:-1]
-            break
-    value = int(text) * mult
-    if value < 1:
-        raise ValueError(f"size must be >= 1 byte, got {value}")
-    return value
-
-
-def human_size(nbytes: int) -> str:
-    """Shortest binary-suffixed spelling of ``nbytes`` (4096 -> '4K'), as fio accepts it."""
-    for suffix, mult in (("T", 1024 ** 4), ("G", 1024 ** 3), ("M", 1024 ** 2), ("K", 1024)):
-        if nbytes % mult == 0:
-            return f"{nbytes // mult}{suffix}"
-    return str(nbytes)
-
-
-def _csv(kind):
-    def convert(text: str):
-        try:
-            values = [kind(v) for v in text.split(",") if v.strip()]
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from err
-        if not values:
-            raise argparse.ArgumentTypeError("empty list")
-        return values
-    return convert
-
-
-def _pattern(text: str) -> str:
-    if text not in PATTERNS:
-        raise ValueError(f"unknown pattern {text!r} (choose from {', '.join(PATTERNS)})")
-    return text
-
-
-def _positive_int(text: str, hi: int = MAX_NUMJOBS) -> int:
-    value = int(text)
-    if not 1 <= value <= hi:
-        raise ValueError(f"must be from 1 to {hi}, got {value}")
-    return value
 
 
 def filesystem_of(path: Path) -> str:
@@ -193,6 +88,35 @@ def filesystem_of(path: Path) -> str:
     return fstype
 
 
+def make_scratch(directory: Path) -> Path:
+    """Create and return a scratch directory inside ``directory``.
+
+    Raises ScanError (one line) if ``directory`` is missing, not a directory or not writable.
+    Creating a directory is the test of writability: ``os.access`` says yes to root even on a
+    read-only file system.
+    """
+    if not directory.exists():
+        raise ScanError(f"directory {directory} does not exist")
+    if not directory.is_dir():
+        raise ScanError(f"{directory} is not a directory")
+    try:
+        return Path(tempfile.mkdtemp(prefix="fio_scan.", dir=directory))
+    except OSError as err:
+        raise ScanError(f"directory {directory} is not writable ({err.strerror})") from err
+
+
+def fio_version(fio: str) -> str:
+    """fio's version string; raises ScanError if ``fio`` cannot be run."""
+    path = shutil.which(fio)
+    if not path:
+        raise ScanError(f"fio not found ({fio!r}); install it, e.g. apt-get install fio")
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ScanError(f"cannot run {path} --version ({err})") from err
+    return out.stdout.strip() or "unknown"
+
+
 def fio_command(fio: str, workdir: Path, rw: str, bs: int, size: int, numjobs: int,
                 iodepth: int, runtime_s: float, direct: int, ioengine: str) -> list[str]:
     """The fio command line of one matrix point (one group-reported job, JSON output)."""
@@ -204,6 +128,41 @@ def fio_command(fio: str, workdir: Path, rw: str, bs: int, size: int, numjobs: i
         "--lat_percentiles=1", "--percentile_list=50:99", "--randrepeat=0",
         "--output-format=json",
     ]
+
+
+def run_fio(cmd: list[str], timeout_s: float, state: dict) -> str:
+    """Run one fio command, return its stdout; ScriptError with fio's last error line if it
+    fails or outlives ``timeout_s``.
+
+    The child is recorded in ``state['child']`` so that a signal handler can stop it.
+    """
+    # fio's output goes to unnamed temporary files, not pipes: a job process that outlives fio
+    # would hold a pipe open and reading it to the end would block; the scan waits for fio
+    # itself only. A session of its own: stopping fio means stopping its job processes too
+    # (see stop_fio).
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        proc = subprocess.Popen(cmd, stdout=out_file, stderr=err_file, start_new_session=True)
+        state["child"] = proc
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stop_fio(proc)
+            state["child"] = None
+            raise ScriptError(f"fio did not finish within {timeout_s:.0f} s (stopped it and its "
+                              "job processes)") from None
+        # (a signal raised inside wait() leaves state["child"] set: stop_scan stops it)
+        state["child"] = None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever fio left behind in its group
+        out_file.seek(0)
+        err_file.seek(0)
+        out = out_file.read().decode("utf-8", errors="replace")
+        err = err_file.read().decode("utf-8", errors="replace")
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in (err + "\n" + out).splitlines() if ln.strip()]
+        msgs = [ln for ln in lines if "fio:" in ln or "error" in ln.lower()] or lines or ["?"]
+        raise ScriptError(f"fio failed (exit {proc.returncode}): {msgs[-1]}")
+    return out
 
 
 def parse_fio_json(text: str, rw: str) -> dict:
@@ -251,149 +210,6 @@ def parse_fio_json(text: str, rw: str) -> dict:
         "io_bytes": int(number(side, "io_bytes", f"{name}.")),
         "runtime_s": number(side, "runtime", f"{name}.") / 1000.0,
     }
-
-
-def _fmt(value: float, digits: int = 1) -> str:
-    return "nan" if value != value else f"{value:,.{digits}f}"
-
-
-def print_header(file=sys.stdout) -> None:
-    """Column titles of the table that print_row fills."""
-    print(f"{'rw':>10} {'bs':>6} {'size':>6} {'jobs':>4} {'qd':>3} {'MBps':>10} {'IOPS':>11} "
-          f"{'p50(us)':>10} {'p99(us)':>10}", file=file)
-
-
-def print_row(r: dict, file=sys.stdout) -> None:
-    """One table line: pattern, bs, file size, jobs, queue depth, MBps, IOPS, p50, p99 (us)."""
-    print(f"{r['rw']:>10} {human_size(r['bs_bytes']):>6} {human_size(r['size_bytes']):>6} "
-          f"{r['numjobs']:>4} {r['iodepth']:>3} {_fmt(r['bw_MBps']):>10} "
-          f"{_fmt(r['iops'], 0):>11} {_fmt(r['lat_p50_us']):>10} {_fmt(r['lat_p99_us']):>10}",
-          file=file, flush=True)
-
-
-def save_plot(rows: list[dict], path: Path, title: str) -> None:
-    """PNG of bandwidth (MBps) against block size, one line per (pattern, jobs, size)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise ScanError(f"--plot needs matplotlib ({err}); pip install matplotlib") from err
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    keys = sorted({(r["rw"], r["numjobs"], r["size_bytes"]) for r in rows})
-    for rw, jobs, size in keys:
-        pts = sorted((r["bs_bytes"], r["bw_MBps"]) for r in rows
-                     if (r["rw"], r["numjobs"], r["size_bytes"]) == (rw, jobs, size))
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                label=f"{rw}, {jobs} job(s), {human_size(size)}")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("block size (bytes)")
-    ax.set_ylabel("bandwidth (MBps, 1 MBps = 1e6 B/s)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    write_atomic(path, buffer.getvalue())
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="Run a matrix of fio jobs against DIR and print bandwidth "
-        "(decimal MBps), IOPS and p50/p99 latency in one table.")
-    parser.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
-    parser.add_argument("directory", type=lambda t: Path(nonempty(t)),
-                        help="existing, writable directory to test")
-    parser.add_argument("--rw", type=_csv(_pattern), default=list(PATTERNS),
-                        help="comma-separated patterns from read,write,randread,randwrite "
-                        "(default: all four)")
-    parser.add_argument("--bs", type=_csv(parse_size), default=[4096, 1024 ** 2],
-                        help="block sizes, e.g. 4K,64K,1M (default 4K,1M)")
-    parser.add_argument("--size", type=_csv(parse_size), default=[1024 ** 3],
-                        help="file size per job, e.g. 256M,4G (default 1G); make it larger than "
-                        "RAM for buffered reads")
-    parser.add_argument("--numjobs", type=_csv(_positive_int), default=[1],
-                        help="parallel jobs (processes), e.g. 1,8 (default 1)")
-    parser.add_argument("--iodepth", type=number(int, 1, MAX_IODEPTH), default=16,
-                        help="IOs in flight per job (queue depth; default 16)")
-    parser.add_argument("--ioengine", default="libaio" if sys.platform.startswith("linux")
-                        else "posixaio", help="fio ioengine (default libaio on Linux)")
-    parser.add_argument("--direct", type=number(int), choices=(0, 1), default=1,
-                        help="1 = O_DIRECT, bypass the page cache (default); 0 = buffered")
-    parser.add_argument("--budget", type=number(float, 0, 7 * 86400, lo_open=True), default=120.0,
-                        help="total seconds of measurement, split evenly over the matrix "
-                        "(default 120; file layout comes on top)")
-    parser.add_argument("--fio", default="fio", help="fio executable (default: fio on PATH)")
-    parser.add_argument("--json", type=nonempty, metavar="PATH", help="write the results as JSON")
-    parser.add_argument("--plot", type=nonempty, metavar="PATH",
-                        help="save a PNG of bandwidth vs block size (needs matplotlib)")
-    return parser
-
-
-def make_scratch(directory: Path) -> Path:
-    """Create and return a scratch directory inside ``directory``.
-
-    Raises ScanError (one line) if ``directory`` is missing, not a directory or not writable.
-    Creating a directory is the test of writability: ``os.access`` says yes to root even on a
-    read-only file system.
-    """
-    if not directory.exists():
-        raise ScanError(f"directory {directory} does not exist")
-    if not directory.is_dir():
-        raise ScanError(f"{directory} is not a directory")
-    try:
-        return Path(tempfile.mkdtemp(prefix="fio_scan.", dir=directory))
-    except OSError as err:
-        raise ScanError(f"directory {directory} is not writable ({err.strerror})") from err
-
-
-def fio_version(fio: str) -> str:
-    """fio's version string; raises ScanError if ``fio`` cannot be run."""
-    path = shutil.which(fio)
-    if not path:
-        raise ScanError(f"fio not found ({fio!r}); install it, e.g. apt-get install fio")
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise ScanError(f"cannot run {path} --version ({err})") from err
-    return out.stdout.strip() or "unknown"
-
-
-def run_fio(cmd: list[str], timeout_s: float, state: dict) -> str:
-    """Run one fio command, return its stdout; ScriptError with fio's last error line if it
-    fails or outlives ``timeout_s``.
-
-    The child is recorded in ``state['child']`` so that a signal handler can stop it.
-    """
-    # fio's output goes to unnamed temporary files, not pipes: a job process that outlives fio
-    # would hold a pipe open and reading it to the end would block; the scan waits for fio
-    # itself only. A session of its own: stopping fio means stopping its job processes too
-    # (see stop_fio).
-    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
-        proc = subprocess.Popen(cmd, stdout=out_file, stderr=err_file, start_new_session=True)
-        state["child"] = proc
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            stop_fio(proc)
-            state["child"] = None
-            raise ScriptError(f"fio did not finish within {timeout_s:.0f} s (stopped it and its "
-                              "job processes)") from None
-        # (a signal raised inside wait() leaves state["child"] set: stop_scan stops it)
-        state["child"] = None
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # whatever fio left behind in its group
-        out_file.seek(0)
-        err_file.seek(0)
-        out = out_file.read().decode("utf-8", errors="replace")
-        err = err_file.read().decode("utf-8", errors="replace")
-    if proc.returncode != 0:
-        lines = [ln.strip() for ln in (err + "\n" + out).splitlines() if ln.strip()]
-        msgs = [ln for ln in lines if "fio:" in ln or "error" in ln.lower()] or lines or ["?"]
-        raise ScriptError(f"fio failed (exit {proc.returncode}): {msgs[-1]}")
-    return out
 
 
 def process_tree(pid: int) -> list[int]:
@@ -504,6 +320,50 @@ def scan(args, state: dict) -> dict:
     return summary
 
 
+def stop_scan(state: dict) -> None:
+    """Stop a running fio (and its job processes) and remove the scratch directory; signals are
+    ignored meanwhile, so a second Ctrl-C cannot leave files behind."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = state.get("child")
+    if child is not None:
+        stop_fio(child)
+        state["child"] = None
+    if state.get("scratch") is not None:
+        shutil.rmtree(state["scratch"], ignore_errors=True)
+        state["scratch"] = None
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+
+def human_size(nbytes: int) -> str:
+    """Shortest binary-suffixed spelling of ``nbytes`` (4096 -> '4K'), as fio accepts it."""
+    for suffix, mult in (("T", 1024 ** 4), ("G", 1024 ** 3), ("M", 1024 ** 2), ("K", 1024)):
+        if nbytes % mult == 0:
+            return f"{nbytes // mult}{suffix}"
+    return str(nbytes)
+
+
+def _fmt(value: float, digits: int = 1) -> str:
+    return "nan" if value != value else f"{value:,.{digits}f}"
+
+
+def print_header(file=sys.stdout) -> None:
+    """Column titles of the table that print_row fills."""
+    print(f"{'rw':>10} {'bs':>6} {'size':>6} {'jobs':>4} {'qd':>3} {'MBps':>10} {'IOPS':>11} "
+          f"{'p50(us)':>10} {'p99(us)':>10}", file=file)
+
+
+def print_row(r: dict, file=sys.stdout) -> None:
+    """One table line: pattern, bs, file size, jobs, queue depth, MBps, IOPS, p50, p99 (us)."""
+    print(f"{r['rw']:>10} {human_size(r['bs_bytes']):>6} {human_size(r['size_bytes']):>6} "
+          f"{r['numjobs']:>4} {r['iodepth']:>3} {_fmt(r['bw_MBps']):>10} "
+          f"{_fmt(r['iops'], 0):>11} {_fmt(r['lat_p50_us']):>10} {_fmt(r['lat_p99_us']):>10}",
+          file=file, flush=True)
+
+
 def summarize(args, rows: list[dict], fio_version: str, filesystem: str, runtime_s: float,
               interrupted: bool = False) -> dict:
     """The --json document of a scan (``interrupted``: the rows measured before a signal)."""
@@ -521,6 +381,113 @@ def summarize(args, rows: list[dict], fio_version: str, filesystem: str, runtime
                     for r in rows],
         **({"interrupted": True} if interrupted else {}),
     }
+
+
+def save_plot(rows: list[dict], path: Path, title: str) -> None:
+    """PNG of bandwidth (MBps) against block size, one line per (pattern, jobs, size)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise ScanError(f"--plot needs matplotlib ({err}); pip install matplotlib") from err
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    keys = sorted({(r["rw"], r["numjobs"], r["size_bytes"]) for r in rows})
+    for rw, jobs, size in keys:
+        pts = sorted((r["bs_bytes"], r["bw_MBps"]) for r in rows
+                     if (r["rw"], r["numjobs"], r["size_bytes"]) == (rw, jobs, size))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                label=f"{rw}, {jobs} job(s), {human_size(size)}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("block size (bytes)")
+    ax.set_ylabel("bandwidth (MBps, 1 MBps = 1e6 B/s)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    write_atomic(path, buffer.getvalue())
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
+def parse_size(text: str) -> int:
+    """Bytes in ``text``: an integer with an optional binary suffix K, M, G or T (K = 1024).
+
+    Raises ValueError for anything else or a value < 1.
+    """
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = 1
+    for i, suffix in enumerate("KMGT", 1):
+        if text.endswith(suffix):
+            mult, text = 1024 ** i, text[:-1]
+            break
+    value = int(text) * mult
+    if value < 1:
+        raise ValueError(f"size must be >= 1 byte, got {value}")
+    return value
+
+
+def _csv(kind):
+    def convert(text: str):
+        try:
+            values = [kind(v) for v in text.split(",") if v.strip()]
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from err
+        if not values:
+            raise argparse.ArgumentTypeError("empty list")
+        return values
+    return convert
+
+
+def _pattern(text: str) -> str:
+    if text not in PATTERNS:
+        raise ValueError(f"unknown pattern {text!r} (choose from {', '.join(PATTERNS)})")
+    return text
+
+
+def _positive_int(text: str, hi: int = MAX_NUMJOBS) -> int:
+    value = int(text)
+    if not 1 <= value <= hi:
+        raise ValueError(f"must be from 1 to {hi}, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Run a matrix of fio jobs against DIR and print bandwidth "
+        "(decimal MBps), IOPS and p50/p99 latency in one table.")
+    parser.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    parser.add_argument("directory", type=lambda t: Path(nonempty(t)),
+                        help="existing, writable directory to test")
+    parser.add_argument("--rw", type=_csv(_pattern), default=list(PATTERNS),
+                        help="comma-separated patterns from read,write,randread,randwrite "
+                        "(default: all four)")
+    parser.add_argument("--bs", type=_csv(parse_size), default=[4096, 1024 ** 2],
+                        help="block sizes, e.g. 4K,64K,1M (default 4K,1M)")
+    parser.add_argument("--size", type=_csv(parse_size), default=[1024 ** 3],
+                        help="file size per job, e.g. 256M,4G (default 1G); make it larger than "
+                        "RAM for buffered reads")
+    parser.add_argument("--numjobs", type=_csv(_positive_int), default=[1],
+                        help="parallel jobs (processes), e.g. 1,8 (default 1)")
+    parser.add_argument("--iodepth", type=number(int, 1, MAX_IODEPTH), default=16,
+                        help="IOs in flight per job (queue depth; default 16)")
+    parser.add_argument("--ioengine", default="libaio" if sys.platform.startswith("linux")
+                        else "posixaio", help="fio ioengine (default libaio on Linux)")
+    parser.add_argument("--direct", type=number(int), choices=(0, 1), default=1,
+                        help="1 = O_DIRECT, bypass the page cache (default); 0 = buffered")
+    parser.add_argument("--budget", type=number(float, 0, 7 * 86400, lo_open=True), default=120.0,
+                        help="total seconds of measurement, split evenly over the matrix "
+                        "(default 120; file layout comes on top)")
+    parser.add_argument("--fio", default="fio", help="fio executable (default: fio on PATH)")
+    parser.add_argument("--json", type=nonempty, metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--plot", type=nonempty, metavar="PATH",
+                        help="save a PNG of bandwidth vs block size (needs matplotlib)")
+    return parser
 
 
 def main(argv=None) -> int:
@@ -557,20 +524,6 @@ def main(argv=None) -> int:
         return 128 + sig.signum
     finally:
         stop_scan(state)
-
-
-def stop_scan(state: dict) -> None:
-    """Stop a running fio (and its job processes) and remove the scratch directory; signals are
-    ignored meanwhile, so a second Ctrl-C cannot leave files behind."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    child = state.get("child")
-    if child is not None:
-        stop_fio(child)
-        state["child"] = None
-    if state.get("scratch") is not None:
-        shutil.rmtree(state["scratch"], ignore_errors=True)
-        state["scratch"] = None
 
 
 # --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---

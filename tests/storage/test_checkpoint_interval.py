@@ -1,7 +1,7 @@
 """Tests of scripts/storage/checkpoint_interval.py: Young's and Daly's checkpoint intervals and the
 first-order lost time, against values worked out by hand here and against the functions of
 notebooks/storage/checkpoint_planning.py (the Storage chapter's model); the CLI's table and its
-deterministic --json; the docstring's example output; and careless inputs. Everything runs
+deterministic --json; the example output in the docstring and the chapter; and careless inputs. Everything runs
 in-process except the CLI and bad-input cases."""
 
 from __future__ import annotations
@@ -268,20 +268,30 @@ def test_interval_too_long_for_the_model_is_flagged():
     assert "# warning: the background write (2.72 h) takes longer than the interval" in slow.stdout
 
 
-def test_docstring_example_output_is_real(ci):
-    """Every ``$ python scripts/storage/checkpoint_interval.py ...`` block of the docstring's
-    "Example output" prints exactly the lines that follow it."""
-    text = ci.__doc__
-    section = text[text.index("Example output"):text.index("Exit status")]
-    blocks = re.findall(r"^    \$ python (scripts/storage/checkpoint_interval\.py[^\n]*)\n((?:    [^\n]*\n)+)",
-                        section, flags=re.M)
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_chapter_example_output_is_real(lang):
+    """Every ``$ python scripts/storage/checkpoint_interval.py ...`` line of the Storage chapter's
+    text blocks is followed by exactly what that command prints (the docstring's short example
+    is cut from the first)."""
+    text = (REPO / "book" / lang / "storage" / "index.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^\$ python (scripts/storage/checkpoint_interval\.py[^\n]*)\n((?:[^$`][^\n]*\n)+)",
+                        text, flags=re.M)
     assert len(blocks) == 2
     for command, expected in blocks:
         argv = command.split()[1:]
         res = run_cli(argv)
         assert res.returncode == 0, res.stderr
-        shown = "".join(line[4:] + "\n" for line in expected.splitlines())
-        assert res.stdout == shown, f"docstring example of {command!r} differs from the real output"
+        assert res.stdout == expected, f"chapter example of {command!r} differs from the real output"
+
+
+def test_docstring_example_lines_are_real(ci):
+    """The docstring's short example is lines of the real output of the defaults, in order."""
+    text = ci.__doc__
+    shown = [line[4:] for line in text[text.index("Example output"):text.index("Exit status")].splitlines()
+             if line.startswith("    ")]
+    out = run_cli([]).stdout.splitlines()
+    assert shown and all(line in out for line in shown)
+    assert [out.index(line) for line in shown] == sorted(out.index(line) for line in shown)
 
 
 def test_import_has_no_side_effects_and_only_the_standard_library():
