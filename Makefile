@@ -53,6 +53,10 @@ serve: venv node-packages  ## live preview on http://127.0.0.1:8000
 PYTEST_WORKERS ?= -n $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 ))) --dist loadgroup
 # More pytest options, e.g. PYTEST_ARGS=--junitxml=pytest-report.xml (what tools/loop_bench.py reads).
 PYTEST_ARGS ?=
+# pytest keeps each test module compiled, with its asserts rewritten, in __pycache__ (git and the
+# book build ignore those folders); with PYTHONDONTWRITEBYTECODE set it would redo that in every
+# worker of every run, about 3 s a worker on 2 cores.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 # PART=network: only that part's tests (tests/network/ and its notebooks under nbval).
 PART ?=
@@ -60,20 +64,20 @@ PART_PATHS = $(if $(PART),$(wildcard tests/$(PART) notebooks/$(PART)),)
 
 test: $(if $(PART),venv node-packages,book)  ## the whole suite, on the book that `make book` built (GPU tests skip without CUDA); PART=name for one part
 	$(if $(PART),$(if $(PART_PATHS),,$(error PART=$(PART): no tests/$(PART) or notebooks/$(PART))))
-	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) $(PART_PATHS)
+	$(PYTEST) $(PYTEST_WORKERS) $(PYTEST_ARGS) $(PART_PATHS)
 
 # The book's own tests (site, PDFs, calculators, downloads, translations, lint), without the parts'
 # scripts and notebooks: CI's book lane; `make test PART=name` is a part's lane.
 BOOK_TESTS = tests/build tests/notebooks tests/tools $(wildcard tests/test_*.py)
 test-book: book  ## the book's own tests on the book `make book` built (not the parts' scripts)
-	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) $(BOOK_TESTS)
+	$(PYTEST) $(PYTEST_WORKERS) $(PYTEST_ARGS) $(BOOK_TESTS)
 
 # Paths given explicitly: pytest.ini's testpaths would bring the notebooks back despite --ignore.
 check: venv node-packages  ## the quick part: no PDFs, notebooks, multi-rank or SLURM runs, long trainings (pytest -m slow)
-	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests --ignore=tests/build
+	$(PYTEST) $(PYTEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests --ignore=tests/build
 
 test-gpu: venv  ## only the GPU tests, on a machine with CUDA
-	$(BIN)/python -m pytest -m gpu
+	$(PYTEST) -m gpu
 
 clean:
 	rm -rf site .pytest_cache .cache

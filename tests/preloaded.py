@@ -20,6 +20,7 @@ BOOK_TEST_FRESH_PROCESS=1 to run every case in a real process.
 from __future__ import annotations
 
 import atexit
+import io
 import multiprocessing
 import os
 import signal
@@ -59,9 +60,13 @@ def _child(path: str, argv: list[str], cwd: str, env: dict[str, str], out: str, 
         os.dup2(target, fd)
         os.close(target)
     sys.stdin = open(0, encoding="utf-8", closefd=False)
-    # Block-buffered like a real run's pipes; errors unbuffered-ish like Python's stderr.
-    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-    sys.stderr = open(2, "w", encoding="utf-8", closefd=False, buffering=1)
+    # As a real interpreter's: stdout block-buffered (a file or pipe), stderr line-buffered, and
+    # both written through at once under PYTHONUNBUFFERED (tests/launchers.clean_env sets it).
+    unbuffered = bool(env.get("PYTHONUNBUFFERED"))
+    sys.stdout = io.TextIOWrapper(io.open(1, "wb", closefd=False, buffering=0 if unbuffered else -1),
+                                  encoding="utf-8", write_through=unbuffered)
+    sys.stderr = io.TextIOWrapper(io.open(2, "wb", closefd=False, buffering=0 if unbuffered else -1),
+                                  encoding="utf-8", line_buffering=True, write_through=unbuffered)
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
     signal.signal(signal.SIGINT, signal.SIG_IGN if signal.SIGINT in ignored else signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_IGN if signal.SIGTERM in ignored else signal.SIG_DFL)
@@ -95,7 +100,12 @@ def _child(path: str, argv: list[str], cwd: str, env: dict[str, str], out: str, 
         status = 1
     try:
         atexit._run_exitfuncs()
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+        except Exception as error:  # noqa: BLE001 - as the interpreter at exit: report it, exit 120
+            print(f"Exception ignored in: {sys.stdout!r}", file=sys.stderr)
+            traceback.print_exception(error, limit=0, file=sys.stderr)
+            status = 120
         sys.stderr.flush()
     finally:
         if status < 0:  # as an interpreter killed by an uncaught KeyboardInterrupt
@@ -104,29 +114,58 @@ def _child(path: str, argv: list[str], cwd: str, env: dict[str, str], out: str, 
         os._exit(status & 0xFF)
 
 
+class Forked:
+    """A script run forked from the server (:func:`start`); :meth:`wait` gives its result."""
+
+    def __init__(self, path: str, argv: list[str], cwd: str, env: dict[str, str], stdout: str | None):
+        self.argv = [sys.executable, path, *argv]
+        self._tmp = tempfile.TemporaryDirectory(prefix="preloaded-")
+        self._out = stdout or os.path.join(self._tmp.name, "stdout")
+        self._err = os.path.join(self._tmp.name, "stderr")
+        ignored = tuple(sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) == signal.SIG_IGN)
+        self.process = _context().Process(target=_child, args=(path, argv, cwd, env, self._out, self._err, ignored))
+        self.process.start()
+        self.pid = self.process.pid
+
+    def wait(self, timeout: float) -> subprocess.CompletedProcess:
+        """The result as subprocess.run gives it (``returncode`` negative for a signal; stdout ""
+        when it went to the caller's path). Raises subprocess.TimeoutExpired after ``timeout``
+        seconds, when the child's session has been killed."""
+        try:
+            self.process.join(timeout)
+            if self.process.is_alive():
+                _kill_session(self.pid)
+                self.process.join(30)
+                raise subprocess.TimeoutExpired(self.argv, timeout, self._read(self._out).encode(),
+                                                self._read(self._err).encode())
+            return subprocess.CompletedProcess(self.argv, self.process.exitcode, self._read(self._out),
+                                               self._read(self._err))
+        finally:
+            if not self.process.is_alive():
+                self._tmp.cleanup()
+
+
+    def _read(self, path: str) -> str:
+        """A file of ours the child wrote ("" for the caller's path, or when it never started)."""
+        mine = path.startswith(self._tmp.name) and os.path.exists(path)
+        return Path(path).read_text(encoding="utf-8", errors="replace") if mine else ""
+
+
+def start(path: Path | str, argv: list[str], cwd: Path | str, env: dict[str, str],
+          stdout: Path | str | None = None) -> Forked:
+    """Start ``python path argv`` in ``cwd`` with exactly ``env``. ``stdout``: a path the child
+    opens for writing as its stdout (a FIFO the caller reads, say) instead of a file of ours."""
+    return Forked(str(path), [str(a) for a in argv], str(cwd), dict(env), None if stdout is None else str(stdout))
+
+
 def run(path: Path | str, argv: list[str], cwd: Path | str, env: dict[str, str],
         timeout: float) -> subprocess.CompletedProcess:
-    """``python path argv`` in ``cwd`` with exactly ``env``; the result as subprocess.run gives
-    it (``returncode`` negative for a signal). Raises subprocess.TimeoutExpired after ``timeout``
-    seconds, when the child's session has been killed."""
-    path, argv = str(path), [str(a) for a in argv]
+    """``python path argv`` in ``cwd`` with exactly ``env``, to its end: :meth:`Forked.wait`'s
+    result, or a real interpreter's where BOOK_TEST_FRESH_PROCESS is set."""
     if fresh_processes_only():
-        return subprocess.run([sys.executable, path, *argv], cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=timeout, start_new_session=True, stdin=subprocess.DEVNULL)
-    with tempfile.TemporaryDirectory(prefix="preloaded-") as tmp:
-        out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        ignored = tuple(sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) == signal.SIG_IGN)
-        child = _context().Process(target=_child, args=(path, argv, str(cwd), dict(env), out, err, ignored))
-        child.start()
-        child.join(timeout)
-        if child.is_alive():
-            _kill_session(child.pid)
-            child.join(30)
-            raise subprocess.TimeoutExpired([path, *argv], timeout,
-                                            Path(out).read_bytes(), Path(err).read_bytes())
-        return subprocess.CompletedProcess([sys.executable, path, *argv], child.exitcode,
-                                           Path(out).read_text(encoding="utf-8", errors="replace"),
-                                           Path(err).read_text(encoding="utf-8", errors="replace"))
+        return subprocess.run([sys.executable, str(path), *map(str, argv)], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=timeout, start_new_session=True, stdin=subprocess.DEVNULL)
+    return start(path, argv, cwd, env).wait(timeout)
 
 
 def _kill_session(pid: int) -> None:

@@ -3,6 +3,8 @@ cases from several scripts (torch and standard library only, one distributed), a
 real `python SCRIPT` give the same exit status, the same stdout and the same error lines."""
 
 import importlib
+import os
+import select
 import subprocess
 import sys
 
@@ -71,3 +73,42 @@ def test_an_uncaught_exception_and_a_hang_end_as_in_a_real_run(tmp_path):
     hang.write_text("import time\nprint('started', flush=True)\ntime.sleep(600)\n", encoding="utf-8")
     with pytest.raises(subprocess.TimeoutExpired):
         preloaded.run(hang, [], tmp_path, {"PATH": "/usr/bin"}, timeout=2)
+
+
+# Prints a line, waits until its reader has closed stdout (poll reports POLLERR on the pipe), then
+# prints once more: the write fails at once when unbuffered, at the interpreter's exit otherwise.
+WRITES_AFTER_READER_LEFT = """import select, sys, time
+print("first", flush=True)
+poller = select.poll()
+poller.register(sys.stdout.fileno(), 0)
+while not any(events & select.POLLERR for _, events in poller.poll(0)):
+    time.sleep(0.01)
+print("after the reader left")
+"""
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_a_closed_stdout_ends_as_in_a_real_run(tmp_path, unbuffered):
+    """Status 1 and a BrokenPipeError traceback for a failed write; status 120 and "Exception
+    ignored" when only the exit's flush fails (what tests/test_closed_stdout.py relies on)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(WRITES_AFTER_READER_LEFT, encoding="utf-8")
+    env = {"PATH": "/usr/bin", "PYTHONUNBUFFERED": unbuffered}
+    read_fd, write_fd = os.pipe()
+    real = subprocess.Popen([sys.executable, str(probe)], cwd=tmp_path, env=env, stdout=write_fd,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    os.close(write_fd)
+    os.read(read_fd, 1)
+    os.close(read_fd)
+    real_err = real.communicate(timeout=60)[1]
+    fifo = tmp_path / "stdout.fifo"
+    os.mkfifo(fifo)
+    read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    forked = preloaded.start(probe, [], tmp_path, env, stdout=fifo)
+    select.select([read_fd], [], [], 60)
+    os.read(read_fd, 1)
+    os.close(read_fd)
+    forked_err = forked.wait(60).stderr
+    assert (forked.process.exitcode, forked_err.splitlines()[-1]) == (real.returncode, real_err.splitlines()[-1])
+    assert real.returncode == (1 if unbuffered else 120)
+    assert "Exception ignored" in forked_err if not unbuffered else "Traceback" in forked_err

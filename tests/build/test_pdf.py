@@ -11,8 +11,8 @@ import pytest
 from pypdf import PdfReader
 from pypdf.generic import IndirectObject
 
-from tests.build.book import (BUILT_PAGES, LANGS, PDF_NAME, RAW_TEX, ROOT, built_page, config, markers, nav_pages, page_soup,
-                              script_summary, script_usage)
+from tests.build.book import (BUILT_PAGES, LANGS, PDF_NAME, RAW_TEX, ROOT, built_page, config, markers, nav_pages, page_tree,
+                              script_summary, script_usage, select, text_of)
 from tests.conftest import require_tool
 from tools import calculators
 
@@ -104,10 +104,9 @@ def outline_titles(reader) -> list[str]:
 
 def _headings(built_book, lang, level):
     for src in nav_pages():
-        page = page_soup(built_page(built_book, lang, src).resolve())
-        article = page.select_one("article")
-        for h in article.find_all(level):
-            text = h.get_text(" ", strip=True).rstrip("¶").strip()
+        article = select(page_tree(built_page(built_book, lang, src).resolve()), "article")[0]
+        for h in article.iter(level):
+            text = text_of(h).rstrip("¶").strip()
             yield src, text
 
 
@@ -195,11 +194,12 @@ def test_internal_links_land_on_the_page_of_their_target(pdfs, page_texts, built
             assert name in named, f"page {number + 1}: link to unknown destination {name}"
             target = reader.get_destination_page_number(named[name])
             key, _, anchor = name.partition("--")
-            soup = page_soup(built_page(built_book, lang, urls[key]).resolve())
-            element = soup.select_one("article h1") if not anchor else soup.find(id=anchor)
-            assert element is not None, f"page {number + 1}: {name} is no element of {urls[key]}"
-            if element.name in ("h1", "h2", "h3", "h4"):
-                heading = squeezed(element.get_text(" ", strip=True).rstrip("¶"))
+            page_html = page_tree(built_page(built_book, lang, urls[key]).resolve())
+            found = select(page_html, "article h1") if not anchor else page_html.xpath("//*[@id=$id]", id=anchor)
+            assert found, f"page {number + 1}: {name} is no element of {urls[key]}"
+            element = found[0]
+            if element.tag in ("h1", "h2", "h3", "h4"):
+                heading = squeezed(text_of(element).rstrip("¶"))
                 wrong += heading not in squeezed(pages[target].text)
     assert links > 100, f"only {links} internal links (the contents page alone links every entry)"
     assert wrong == 0, f"{wrong} of {links} links land on a page without their heading"

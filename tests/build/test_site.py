@@ -1,5 +1,6 @@
 """The website: both languages, notebooks, embedded scripts, tables from data, and no third-party requests."""
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -7,16 +8,16 @@ from urllib.parse import quote, unquote
 
 import markdown
 import pytest
-from bs4 import BeautifulSoup, NavigableString
+import lxml.html
 
-from tests.build.book import BUILT_PAGES, LANGS, RAW_TEX, ROOT, built_page, markers, nav_pages, page_soup
+from tests.build.book import BUILT_PAGES, LANGS, RAW_TEX, ROOT, built_page, markers, nav_pages, page_tree, select, text_of
 from tools.tables import is_results_summary, render
 
 pytestmark = BUILT_PAGES
 
 
-def soup(path: Path) -> BeautifulSoup:
-    return page_soup(path.resolve())
+def tree(path: Path):
+    return page_tree(path.resolve())
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -26,22 +27,22 @@ def test_every_nav_page_is_built_in_each_language(built_site, lang):
     for src in pages:
         page = built_page(built_site, lang, src)
         assert page.is_file(), f"{lang}: {src} was not built ({page})"
-        assert soup(page).html.get("lang") == lang
+        assert tree(page).get("lang") == lang
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_every_page_links_its_languages_pdf(built_book, lang):
     for src in nav_pages():
         page_path = built_page(built_book, lang, src)
-        links = [a["href"] for a in soup(page_path).select("a.book-pdf")]
+        links = [a.get("href") for a in select(tree(page_path), "a.book-pdf")]
         assert len(links) == 1, f"{lang} {src}: expected one PDF link, found {links}"
         assert links[0].endswith(f"-{lang}.pdf")
         assert (page_path.parent / links[0]).resolve().is_file(), f"{lang} {src}: {links[0]} does not resolve"
 
 
 def test_language_switcher_links_the_other_language(built_site):
-    page = soup(built_page(built_site, "en", "network/index.md"))
-    hreflangs = {a.get("hreflang") for a in page.select("a[hreflang]")}
+    page = tree(built_page(built_site, "en", "network/index.md"))
+    hreflangs = {a.get("hreflang") for a in select(page, "a[hreflang]")}
     assert {"en", "zh"} <= hreflangs
 
 
@@ -51,24 +52,20 @@ def test_notebooks_render_as_pages_with_outputs_and_download(built_site, lang):
     assert notebooks, "no notebook in the nav"
     for src in notebooks:
         page_path = built_page(built_site, lang, src)
-        page = soup(page_path)
-        assert page.select(".jp-Notebook"), f"{src} is not rendered as a notebook"
-        images = [img for img in page.select(".jp-OutputArea-output img") if img["src"].startswith("data:image/png")]
+        page = tree(page_path)
+        assert select(page, ".jp-Notebook"), f"{src} is not rendered as a notebook"
+        images = [img for img in select(page, ".jp-OutputArea-output img") if img.get("src", "").startswith("data:image/png")]
         cells = json.loads((ROOT / "book" / lang / src).read_text(encoding="utf-8"))["cells"]
         plots = sum("image/png" in out.get("data", {}) for cell in cells for out in cell.get("outputs", []))
         assert plots and len(images) == plots, f"{src}: {len(images)} of its {plots} plots rendered"
-        downloads = [a for a in page.find_all("a", href=True) if a["href"].endswith(".ipynb")]
+        downloads = [a.get("href") for a in select(page, "a[href$='.ipynb']")]
         assert downloads, f"{src}: no download link to the .ipynb"
-        assert (page_path.parent / downloads[0]["href"]).resolve().is_file()
+        assert (page_path.parent / downloads[0]).resolve().is_file()
 
 
-def _prose(element):
+def _prose(element) -> list[str]:
     """The strings under ``element`` outside <pre> and <code>, in document order."""
-    for child in element.children:
-        if isinstance(child, NavigableString):
-            yield child
-        elif child.name not in ("pre", "code"):
-            yield from _prose(child)
+    return element.xpath(".//text()[not(ancestor::pre) and not(ancestor::code)]")
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -78,9 +75,9 @@ def test_math_is_svg_and_no_raw_tex_is_left(built_site, lang):
     for page in pages:
         text = page.read_text(encoding="utf-8")
         assert 'class="arithmatex"' not in text, f"{page}: math left for client-side rendering"
-        body = soup(page).select_one("article")
+        body = next(iter(select(tree(page), "article")), None)
         # Code may hold a backslash-parenthesis of its own (a sed group); only prose can hold raw math.
-        visible = " ".join(_prose(body)) if body else ""
+        visible = " ".join(_prose(body)) if body is not None else ""
         for raw in ("\\(", "\\[", "$$"):
             assert raw not in visible, f"{page}: raw TeX {raw!r} in the text"
         raw = RAW_TEX.search(visible)
@@ -89,31 +86,36 @@ def test_math_is_svg_and_no_raw_tex_is_left(built_site, lang):
     assert svgs > 0, "no math rendered at all"
 
 
+@functools.lru_cache(maxsize=None)
+def _listings(path: Path) -> list[list[str]]:
+    """The non-blank lines of each outermost fold's code blocks (<pre>), one list per fold."""
+    return [[line for pre in fold.iter("pre") for line in pre.text_content().splitlines() if line.strip()]
+            for fold in tree(path).xpath("//details[not(ancestor::details)]")]
+
+
 def test_embedded_scripts_show_the_tested_file(built_site):
     found = list(markers("embed-script"))
     assert found, "no chapter embeds a script"
     for lang in LANGS:
         for src, rel in found:
             page_path = built_page(built_site, lang, src)
-            page = soup(page_path)
+            page = tree(page_path)
             source = (ROOT / rel).read_text(encoding="utf-8")
             # The listing may come in pieces (the generated contract folded inside it): every
             # non-blank line of the file, in order, across the pieces of one outer fold.
-            listings = [[line for pre in fold.select("pre") for line in pre.get_text().splitlines() if line.strip()]
-                        for fold in page.select("details") if fold.find_parent("details") is None]
-            assert [line for line in source.splitlines() if line.strip()] in listings, \
+            assert [line for line in source.splitlines() if line.strip()] in _listings(page_path.resolve()), \
                 f"{lang} {src}: {rel} not embedded verbatim"
             if "\n# --- end of script contract ---\n" in source:
-                inner = [fold for fold in page.select("details details") if "end of script contract" in fold.get_text()]
+                inner = [fold for fold in page.xpath("//details//details") if "end of script contract" in fold.text_content()]
                 assert inner, f"{lang} {src}: {rel}'s generated contract is not folded"
-            links = [a["href"] for a in page.select(".script-download a")]
+            links = [a.get("href") for a in select(page, ".script-download a")]
             assert any(href.endswith(rel) for href in links), f"{lang} {src}: no download link to {rel}"
             for href in links:
                 assert (page_path.parent / href).resolve().is_file(), f"{lang} {src}: dangling {href}"
 
 
 def _rows(table) -> list[list[str]]:
-    return [[c.get_text(" ", strip=True) for c in tr.find_all(["td", "th"])] for tr in table.find_all("tr")]
+    return [[text_of(cell) for cell in select(tr, "td, th")] for tr in select(table, "tr")]
 
 
 @pytest.mark.parametrize("kind", ["data-table", "results-table"])
@@ -122,14 +124,14 @@ def test_tables_come_from_their_data_files(built_site, kind):
     assert found, f"no chapter uses a {kind}"
     for lang in LANGS:
         for src, rel in found:
-            page = soup(built_page(built_site, lang, src))
-            shown = [_rows(t) for t in page.select("article table")]
+            page = tree(built_page(built_site, lang, src))
+            shown = [_rows(t) for t in select(page, "article table")]
             # A results marker naming a benchmark (or a glob) renders a summary of all its files:
             # ours, then the published figures in a table of their own; every table must be shown.
             summary = kind == "results-table" and is_results_summary(rel)
             text = render(rel if summary else ROOT / rel, lang)
             expected_html = markdown.markdown(text, extensions=["tables"])
-            tables = BeautifulSoup(expected_html, "html.parser").find_all("table")
+            tables = select(lxml.html.fragment_fromstring(expected_html, create_parent="div"), "table")
             assert tables, f"{rel} renders no table"
             for table in tables:
                 assert _rows(table) in shown, \
@@ -196,8 +198,8 @@ def test_chinese_paragraphs_are_not_hard_wrapped():
     assert not wrapped, "join these lines: " + ", ".join(wrapped)
 
 
-def _fragment_targets(page: BeautifulSoup) -> set[str]:
-    return {el["id"] for el in page.find_all(id=True)} | {el["name"] for el in page.find_all("a", attrs={"name": True})}
+def _fragment_targets(page) -> set[str]:
+    return set(page.xpath("//@id")) | set(page.xpath("//a/@name"))
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -209,10 +211,9 @@ def test_every_in_page_link_resolves(built_site, lang):
     assert len(pages) >= len(nav_pages())
     broken = []
     for path in pages:
-        page = soup(path)
+        page = tree(path)
         targets = _fragment_targets(page)
-        for a in page.find_all("a", href=True):
-            href = a["href"]
+        for href in page.xpath("//a/@href"):
             if not href.startswith("#") or href in ("#", "#__search"):
                 continue
             fragment = href[1:]
@@ -224,10 +225,10 @@ def test_every_in_page_link_resolves(built_site, lang):
 @pytest.mark.parametrize("lang", LANGS)
 def test_appendix_page_lists_every_embedded_script_with_a_download(built_site, lang):
     page_path = built_page(built_site, lang, "appendix/scripts.md")
-    page = soup(page_path)
-    sections = [h.get_text(" ", strip=True).rstrip("¶").strip() for h in page.select("article h2")]
+    page = tree(page_path)
+    sections = [text_of(h).rstrip("¶").strip() for h in select(page, "article h2")]
     assert sections == list(dict.fromkeys(rel for _, rel in _nav_ordered_markers()))
-    for href in [a["href"] for a in page.select("article a[download]")]:
+    for href in [a.get("href") for a in select(page, "article a[download]")]:
         assert (page_path.parent / href).resolve().is_file(), f"{lang}: dangling {href}"
 
 
