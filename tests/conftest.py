@@ -50,9 +50,14 @@ def built_book(built_site) -> Path:
     return _build()
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """Multi-rank and SLURM tests (tests.launchers.RANKS) are the slow ones: `make check`, which
-    deselects ``slow``, leaves them out."""
+    deselects ``slow``, leaves them out. Notebooks run in kernels forked from a preloaded server
+    (tests/notebook_kernel.py) unless BOOK_TEST_FRESH_PROCESS is set."""
+    from tests import notebook_kernel, preloaded
+
+    if any(type(item).__name__ == "IPyNbCell" for item in items) and not preloaded.fresh_processes_only():
+        notebook_kernel.use_preloaded_kernels(config)
     for item in items:
         if any((m.args[:1] or (m.kwargs.get("name"),))[0] == "ranks" for m in item.iter_markers("xdist_group")):
             item.add_marker(pytest.mark.slow)
