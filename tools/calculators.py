@@ -16,6 +16,12 @@ runs it under Pyodide)::
     fields:                                         # the options the form shows, in this order
       - {option: --params, label: {en: Parameters, zh: 参数量}}
       - {option: --model, label: {...}, choices_from: {data: data/models/architectures.yml, key: name}}
+    checks:                                         # what the in-browser test enters: five or more
+      - {--params: "7.5e9", --dp: "64"}             # configurations the script accepts, then one
+      - {--params: "7e9", --dp: "0"}                # it refuses (tests/build/test_calculators.py)
+
+The shape is checked against ``tools/schemas/data/calculator.schema.json`` (a bad key or value is
+one CalculatorError line naming the file, the field and the key); ``load`` checks the rest.
 
 What a field is (a flag, a choice, a value), its choices, default and help come from the script's
 own argparse parser (``build_parser()``), so the form cannot drift from the command line; the
@@ -39,6 +45,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "data" / "calculators"
+SCHEMA = REPO / "tools" / "schemas" / "data" / "calculator.schema.json"
 LANGS = ("en", "zh")
 RUN_TIMEOUT_S = 60  # one calculator run on the command line; they take well under a second
 
@@ -52,40 +59,37 @@ def names() -> list[str]:
     return sorted(p.stem for p in SPECS.glob("*.yml"))
 
 
-def _text(value, lang: str, where: str) -> str:
-    if not isinstance(value, dict) or not isinstance(value.get(lang), str) or not value[lang].strip():
-        raise CalculatorError(f"{where}: needs a text for each language ({', '.join(LANGS)})")
-    return value[lang]
-
-
 def load(name: str) -> dict:
-    """The calculator file ``name``, checked: its script exists, every field names an option of
-    the script's parser and every data file exists. Raises CalculatorError naming the file."""
+    """The calculator file ``name``, checked: its shape against SCHEMA, and that its script exists,
+    every field and picker names an option of the script's parser, every check sets only fields
+    of the form and every data file exists. Raises CalculatorError naming the file."""
+    from tools import tables
+
     path = SPECS / f"{name}.yml"
     where = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
     try:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:
         raise CalculatorError(f"{where}: {err}") from None
-    if not isinstance(spec, dict):
-        raise CalculatorError(f"{where}: not a mapping")
-    for key in ("script", "chapter", "example", "fields"):
-        if key not in spec:
-            raise CalculatorError(f"{where}: no '{key}'")
+    problems = tables.schema_problems(spec, where, SCHEMA)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise CalculatorError(problems[0] + more)
     if not (REPO / spec["script"]).is_file():
         raise CalculatorError(f"{where}: script {spec['script']} does not exist")
-    if not all(isinstance(a, str) for a in spec["example"]):
-        raise CalculatorError(f"{where}: example must be a list of strings (quote the numbers)")
     options = parser_options(spec["script"])
     for field in spec["fields"]:
-        if field.get("option") not in options:
-            raise CalculatorError(f"{where}: {field.get('option')!r} is not an option of {spec['script']}")
-        for lang in LANGS:
-            _text(field.get("label"), lang, f"{where}: {field['option']}")
+        if field["option"] not in options:
+            raise CalculatorError(f"{where}: {field['option']!r} is not an option of {spec['script']}")
     for picker in spec.get("pickers", []):
-        for option in picker.get("sets", {}):
+        for option in picker["sets"]:
             if option not in options:
                 raise CalculatorError(f"{where}: picker sets {option!r}, not an option of {spec['script']}")
+    shown = {field["option"] for field in spec["fields"]}
+    for number, check in enumerate(spec.get("checks", []), 1):
+        unknown = sorted(set(check) - shown)
+        if unknown:
+            raise CalculatorError(f"{where}: check {number} sets {unknown[0]}, not a field of the form")
     for rel in data_files(spec):
         if not (REPO / rel).is_file():
             raise CalculatorError(f"{where}: data file {rel} does not exist")
@@ -179,7 +183,7 @@ def form(spec: dict, lang: str) -> dict:
             value = ""
         default = action.default if action.default not in (None, False, argparse.SUPPRESS) else None
         fields.append({
-            "option": field["option"], "label": _text(field["label"], lang, spec["name"]),
+            "option": field["option"], "label": field["label"][lang],
             "kind": kind, "choices": choices, "value": value,
             "default": None if default is None else str(default),
             "help": (action.help or "").replace("%%", "%"),
@@ -191,7 +195,7 @@ def form(spec: dict, lang: str) -> dict:
             values = {opt: _number(row.get(col)) for opt, col in picker["sets"].items()}
             if all(v is not None for v in values.values()):
                 rows.append({"name": str(row[picker["key"]]), "values": values})
-        pickers.append({"label": _text(picker["label"], lang, spec["name"]), "rows": rows})
+        pickers.append({"label": picker["label"][lang], "rows": rows})
     files = {rel: json.dumps(_data(rel), ensure_ascii=False) for rel in spec.get("files", [])}
     return {"name": spec["name"], "script": spec["script"], "fields": fields, "pickers": pickers,
             "files": files, "example": example}

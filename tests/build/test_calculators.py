@@ -28,80 +28,8 @@ from tests.build.conftest import requested_urls
 from tools import calculators
 
 WAIT_S = 60  # loading Pyodide takes a few seconds on a 2-core machine; a run well under one
+POLL_S = 0.05  # how often a wait looks (Selenium's default, 0.5 s, would add a quarter second a wait)
 PROVENANCE = ("date_utc", "versions", "command")  # the results envelope's "when, where, how" (tools/schemas)
-
-# option -> value (True: a flag that is set). Each calculator: five or more valid configurations,
-# then one that the script refuses.
-CONFIGS = {
-    "training_memory": [
-        {"--params": "7.5e9", "--dp": "64", "--zero": "1"},  # the ZeRO paper's Figure 1 example
-        {"--params": "7.5e9", "--dp": "64", "--zero": "3", "--recipe": "bf16"},
-        {"--layers": "32", "--hidden": "4096", "--heads": "32", "--vocab": "32000", "--seq": "4096",
-         "--micro-batch": "2", "--recipe": "bf16-fp32-grads", "--dp": "8", "--zero": "3"},
-        {"--layers": "80", "--hidden": "8192", "--heads": "64", "--vocab": "32000", "--seq": "4096",
-         "--micro-batch": "1", "--tp": "8", "--pp": "4", "--dp": "8", "--zero": "1",
-         "--sequence-parallel": True, "--recompute": "full"},
-        {"--layers": "40", "--hidden": "5120", "--heads": "40", "--vocab": "50257", "--seq": "2048",
-         "--micro-batch": "4", "--ffn-hidden": "13824", "--optimizer": "sgd-momentum",
-         "--recompute": "selective", "--flash-attention": True, "--tp": "2"},
-        {"--params": "1e12", "--dp": "1024", "--zero": "3", "--optimizer": "adamw-8bit"},
-        {"--params": "7e9", "--dp": "0"},
-    ],
-    "flops_mfu": [
-        {"--params": "540.35e9", "--layers": "118", "--heads": "48", "--head-dim": "256", "--seq-len": "2048",
-         "--tokens-per-s": "238.3e3", "--devices": "6144", "--peak-tflops": "275"},  # PaLM's Table 3
-        {"--layers": "32", "--hidden": "4096", "--heads": "32", "--vocab": "32000", "--seq-len": "4096",
-         "--tokens-per-s": "3.2e5", "--devices": "64", "--peak-tflops": "989.4"},
-        {"--layers": "32", "--hidden": "4096", "--heads": "32", "--kv-heads": "8", "--ffn": "14336", "--gated": True,
-         "--vocab": "128256", "--seq-len": "8192", "--step-time-s": "6.5", "--global-batch": "512",
-         "--devices": "128", "--peak-tflops": "989.4", "--recompute": "full"},
-        {"--params": "70e9", "--layers": "80", "--hidden": "8192", "--heads": "64", "--seq-len": "4096",
-         "--tokens-per-s": "1.2e5", "--devices": "512", "--peak-tflops": "312", "--train-tokens": "2e12"},
-        {"--params": "13e9", "--layers": "40", "--hidden": "5120", "--heads": "40", "--seq-len": "2048",
-         "--tokens-per-s": "5e4", "--devices": "32", "--peak-tflops": "312", "--recompute": "attention"},
-        {"--params": "7e9", "--seq-len": "4096", "--tokens-per-s": "nan", "--devices": "8", "--peak-tflops": "989.4"},
-    ],
-    "checkpoint_interval": [
-        {},  # the script's defaults (the Storage chapter's worked example)
-        {"--params": "405e9", "--write-GBps": "200", "--nodes": "2048", "--async-save": True, "--snapshot-s": "5",
-         "--step-time-s": "4"},
-        {"--checkpoint-gb": "140", "--write-GBps": "2", "--job-mtbf-hours": "12", "--restart-min": "20"},
-        {"--params": "7e9", "--bytes-per-param": "2", "--write-GBps": "10", "--nodes": "16", "--node-mtbf-hours": "2000"},
-        {"--params": "1e12", "--write-GBps": "1000", "--nodes": "4096", "--restart-min": "30", "--step-time-s": "12"},
-        {"--job-mtbf-hours": "24", "--nodes": "128"},
-    ],
-    "communication_volume": [
-        {},  # the script's defaults
-        {"--params": "7e9", "--layers": "32", "--hidden": "4096", "--seq-len": "4096", "--dp": "64", "--tp": "1",
-         "--pp": "1", "--zero": "0"},
-        {"--params": "7e9", "--layers": "32", "--hidden": "4096", "--seq-len": "4096", "--dp": "64", "--tp": "1",
-         "--pp": "1", "--zero": "3"},
-        {"--params": "70e9", "--layers": "80", "--hidden": "8192", "--seq-len": "4096", "--dp": "8", "--tp": "8",
-         "--pp": "8", "--zero": "1", "--grad-accum": "32", "--busbw-GBps": "45"},
-        {"--params": "175e9", "--layers": "96", "--hidden": "12288", "--heads": "96", "--seq-len": "2048",
-         "--dp": "32", "--tp": "8", "--pp": "12", "--sequence-parallel": True, "--micro-batch": "2",
-         "--tp-busbw-GBps": "300"},
-        {"--dp": "16", "--tp": "0"},
-    ],
-    "kv_cache": [
-        {"--model": "Llama 3.1 70B"},
-        {"--model": "Llama 3.1 8B", "--context": "131072", "--gpu-memory": "80"},
-        {"--model": "Mixtral 8x7B", "--gpus": "2", "--kv-dtype": "fp8", "--gpu-memory": "141"},
-        {"--model": "Gemma 2 27B", "--context": "8192", "--weight-dtype": "fp8", "--memory-utilization": "0.85"},
-        {"--model": "DeepSeek-V3", "--gpus": "8", "--gpu-memory": "141", "--weight-dtype": "fp8",
-         "--overhead-gb": "4"},
-        {"--model": "Qwen2.5 72B", "--params": "72.7B", "--gpus": "4", "--context": "32768"},
-        {"--model": "Llama 3.1 70B", "--gpus": "3"},
-    ],
-    "model_size": [
-        {"--model": "Llama 2 7B"},
-        {"--model": "Mixtral 8x7B", "--context": "32768"},
-        {"--model": "DeepSeek-V3", "--kv-dtype": "fp8"},
-        {"--model": "Gemma 2 9B", "--context": "8192"},
-        {"--model": "Qwen3-30B-A3B", "--context": "2048", "--kv-dtype": "fp32"},
-        {"--model": "OLMoE-1B-7B", "--context": "0"},
-    ],
-}
 
 
 def argv_of(spec: dict, config: dict) -> list[str]:
@@ -138,7 +66,7 @@ def page_url(site_url: str, name: str, lang: str = "en") -> str:
 
 
 def wait_ready(browser) -> None:
-    WebDriverWait(browser, WAIT_S).until(
+    WebDriverWait(browser, WAIT_S, poll_frequency=POLL_S).until(
         lambda d: d.find_element(By.CSS_SELECTOR, ".calculator").get_attribute("data-state") in ("ready", "failed"))
     block = browser.find_element(By.CSS_SELECTOR, ".calculator")
     assert block.get_attribute("data-state") == "ready", block.find_element(By.CSS_SELECTOR, ".calculator-status").text
@@ -151,27 +79,25 @@ def enter(browser, spec: dict, config: dict) -> None:
     assert not unknown, f"not fields of the form: {unknown}"
     block = browser.find_element(By.CSS_SELECTOR, ".calculator")
     runs = int(block.get_attribute("data-runs"))
-    for field in spec["fields"]:
-        value = config.get(field["option"])
-        browser.execute_script(
-            "const el = document.querySelector(`.calculator-form [name='${arguments[0]}']`);"
-            "if (el.type === 'checkbox') el.checked = arguments[1] === true; else el.value = arguments[1] ?? '';",
-            field["option"], value)
+    # One round trip for every field (a WebDriver call costs milliseconds, a form has up to 17 fields).
+    browser.execute_script(
+        "for (const [name, value] of arguments[0]) {"
+        "  const el = document.querySelector(`.calculator-form [name='${name}']`);"
+        "  if (el.type === 'checkbox') el.checked = value === true; else el.value = value ?? '';"
+        "}", [[field["option"], config.get(field["option"])] for field in spec["fields"]])
     block.find_element(By.CSS_SELECTOR, ".calculator-run").click()
-    WebDriverWait(browser, WAIT_S).until(lambda d: int(block.get_attribute("data-runs")) > runs)
+    WebDriverWait(browser, WAIT_S, poll_frequency=POLL_S).until(lambda d: int(block.get_attribute("data-runs")) > runs)
 
 
 def shown(browser) -> dict:
     """What the result block shows: command, error, the table's rows, the JSON text."""
-    box = browser.find_element(By.CSS_SELECTOR, ".calculator-result")
-    text = {name: browser.execute_script(
-        f"const el = arguments[0].querySelector('{selector}'); return el ? el.textContent : null;", box)
-        for name, selector in [("command", ".calculator-command"), ("error", ".calculator-error"),
-                               ("stdout", ".calculator-stdout"), ("json", ".calculator-json")]}
-    text["rows"] = browser.execute_script(
-        "return [...arguments[0].querySelectorAll('.calculator-fields tbody tr')]"
-        ".map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent));", box)
-    return text
+    return browser.execute_script(
+        "const box = document.querySelector('.calculator-result');"
+        "const text = selector => { const el = box.querySelector(selector); return el ? el.textContent : null; };"
+        "return {command: text('.calculator-command'), error: text('.calculator-error'),"
+        "        stdout: text('.calculator-stdout'), json: text('.calculator-json'),"
+        "        rows: [...box.querySelectorAll('.calculator-fields tbody tr')]"
+        "              .map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))};")
 
 
 @functools.lru_cache(maxsize=None)
@@ -184,7 +110,7 @@ def cli_results():
     """Every configuration's command-line result, computed in parallel before the pages load."""
     runs = [(spec["script"], tuple(argv_of(spec, config)))
             for name in calculators.names() for spec in [calculators.load(name)]
-            for config in [*CONFIGS[name], dict(_pairs(spec["example"]))]]
+            for config in [*spec.get("checks", []), dict(_pairs(spec["example"]))]]
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         list(pool.map(lambda run: _cli(*run), runs))
 
@@ -211,7 +137,7 @@ def check_same_as_cli(page: dict, spec: dict, argv: list[str]) -> None:
 @pytest.mark.parametrize("name", calculators.names())
 def test_calculator_gives_what_the_command_line_gives(site_url, browser, name):
     spec = calculators.load(name)
-    configs = CONFIGS[name]
+    configs = spec.get("checks", [])  # data/calculators/<name>.yml
     assert len(configs) >= 6, "five configurations and an invalid one"
     browser.get(page_url(site_url, name))
     wait_ready(browser)

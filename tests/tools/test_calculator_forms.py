@@ -4,9 +4,9 @@ does under Pyodide) gives what the command line gives, and a data file given as 
 page gives a script) reads as the YAML does."""
 
 import json
+import re
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import yaml
@@ -35,30 +35,48 @@ def test_each_calculator_file_describes_its_scripts_options(name):
     assert calculators.run_cli(spec["script"], spec["example"])["status"] == 0
 
 
-def test_a_field_that_is_not_an_option_of_the_script_is_refused(tmp_path, monkeypatch):
-    (tmp_path / "bad.yml").write_text(textwrap.dedent("""\
-        script: scripts/training/memory_estimator.py
-        chapter: training/memory.md
-        example: []
-        fields:
-          - {option: --not-an-option, label: {en: X, zh: X}}
-        """), encoding="utf-8")
-    monkeypatch.setattr(calculators, "SPECS", tmp_path)
-    with pytest.raises(calculators.CalculatorError, match="--not-an-option"):
-        calculators.load("bad")
+GOOD = """\
+script: scripts/training/memory_estimator.py
+chapter: training/memory.md
+example: [--params, "7e9"]
+fields:
+  - {option: --params, label: {en: Parameters, zh: 参数量}}
+  - {option: --dp, label: {en: Data parallel, zh: 数据并行度}}
+checks:
+  - {--params: "7e9", --dp: "8"}
+"""
+
+# (id, text replaced in GOOD, by, the error after "FILE: "): each one line naming the key
+BAD = [
+    ("not-an-option", "option: --dp,", "option: --not-an-option,",
+     r"'--not-an-option' is not an option of scripts/training/memory_estimator\.py"),
+    ("label-one-language", "{en: Parameters, zh: 参数量}", "{en: Parameters}", r"field 1 \(--params\): label\.zh: missing"),
+    ("label-blank", "zh: 参数量", "zh: ' '", r"field 1 \(--params\): label\.zh: ' ' does not match"),
+    ("example-number", '[--params, "7e9"]', "[--params, 7]",
+     r"example\.1: 7 is not of type string; an argument as typed: quote the numbers"),
+    ("no-fields", "fields:", "field:", r"fields: missing"),
+    ("misspelt-key", "chapter:", "chaptr:", r"chapter: missing"),
+    ("option-without-dashes", "option: --dp,", "option: dp,", r"field 2 \(dp\): option: 'dp' does not match"),
+    ("check-number", '--dp: "8"', "--dp: 8", r"checks\.0\.--dp: 8 is none of: string, True"),
+    ("check-not-a-field", '--dp: "8"', '--tp: "8"', r"check 1 sets --tp, not a field of the form"),
+    ("no-script", "memory_estimator.py", "memory_estimater.py",
+     r"script scripts/training/memory_estimater\.py does not exist"),
+    ("not-a-mapping", GOOD, "[]", r"\[\] is not of type object"),
+]
 
 
-def test_a_label_missing_a_language_is_refused(tmp_path, monkeypatch):
-    (tmp_path / "bad.yml").write_text(textwrap.dedent("""\
-        script: scripts/training/memory_estimator.py
-        chapter: training/memory.md
-        example: []
-        fields:
-          - {option: --params, label: {en: Parameters}}
-        """), encoding="utf-8")
+@pytest.mark.parametrize("old, new, expected", [pytest.param(*case[1:], id=case[0]) for case in BAD])
+def test_a_bad_calculator_file_is_refused_in_one_line_naming_the_key(tmp_path, monkeypatch, old, new, expected):
+    """tools/schemas/data/calculator.schema.json checks the shape, load() what needs the script."""
+    (tmp_path / "good.yml").write_text(GOOD, encoding="utf-8")
+    assert GOOD.count(old) == 1
+    (tmp_path / "bad.yml").write_text(GOOD.replace(old, new), encoding="utf-8")
     monkeypatch.setattr(calculators, "SPECS", tmp_path)
-    with pytest.raises(calculators.CalculatorError, match="zh"):
+    assert calculators.load("good")["checks"] == [{"--params": "7e9", "--dp": "8"}]
+    with pytest.raises(calculators.CalculatorError) as raised:
         calculators.load("bad")
+    message = str(raised.value)
+    assert "\n" not in message and re.match(re.escape(str(tmp_path / "bad.yml")) + ": " + expected, message), message
 
 
 def test_flatten_keeps_ints_and_floats_apart_and_paths_in_order():

@@ -1,5 +1,6 @@
-"""tools/tables.py: FILE#VIEW selects a view of a data file; results of the compute benchmarks
-(mamf_finder, mem_bandwidth) render with their captions."""
+"""tools/tables.py: FILE#VIEW selects a view of a data file; results render as their benchmark's
+view file (tools/schemas/<benchmark>.view.yml) says, with their captions; a new benchmark is its
+results schema and its view file, with no code; a bad view file fails in one line naming the key."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tools.tables import TableError, render, split_view
 
@@ -185,3 +187,195 @@ def test_summary_refuses_what_it_cannot_show(tmp_path):
 def test_a_published_file_is_not_rendered_alone():
     with pytest.raises(TableError, match="render with the other files of their benchmark"):
         render("results/compute/mamf_finder-published-various-2026-11-25.json")
+
+
+# --- the view files: how each benchmark renders is data (tools/schemas/<benchmark>.view.yml) ------
+
+TOY_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://schemas.invalid/ml-engineering-book/toy_bench.schema.json",
+    "title": "a benchmark that tools/tables.py has never heard of",
+    "$ref": "envelope.schema.json",
+    "required": ["warmup"],
+    "properties": {"benchmark": {"const": "toy_bench"}, "warmup": {"type": "integer"},
+                   "results": {"items": {"required": ["kind", "size_bytes", "seconds"],
+                                         "properties": {"seconds": {"type": "number"}}}}},
+}
+TOY_VIEW = """
+columns:
+  - {title: {en: Kind, zh: 种类}, cell: "{kind|label(kinds)}"}
+  - {title: {en: Size, zh: 大小}, cell: "{size_bytes|binary_size}"}
+  - {title: {en: Time (ms), zh: 时间 (ms)}, cell: "{seconds|mul(1e3):,.1f}"}
+  - {title: {en: Note, zh: 备注}, cell: "{note}", missing: "—"}
+caption:
+  en: "Measured with `{command}`, {date_utc|date}, {warmup} warmup. Fastest: {$fastest}."
+  zh: "由 `{command}` 实测，{date_utc|date}，预热 {warmup} 次。最快：{$fastest}。"
+parts:
+  fastest: "{min(seconds).kind|label(kinds)} {min(seconds).seconds|mul(1e3):.1f} ms"
+labels:
+  kinds: {a: {en: alpha, zh: 甲}}
+summary:
+  columns:
+    - {title: {en: Best (ms), zh: 最佳 (ms)}, cell: "{min(seconds).seconds|mul(1e3):.1f}"}
+    - {title: {en: Largest a, zh: 最大的 a}, cell: "{max(size_bytes, kind=a).size_bytes|binary_size}", missing: "—"}
+published:
+  columns:
+    - {title: {en: Device, zh: 设备}, cell: "{device}"}
+    - {title: {en: Time (ms), zh: 时间 (ms)}, cell: "{seconds|mul(1e3):.1f}"}
+"""
+TOY_ROWS = [{"kind": "a", "size_bytes": 1024, "seconds": 0.25, "note": "cold"},
+            {"kind": "b", "size_bytes": 2 ** 20, "seconds": 0.0125}]
+
+
+@pytest.fixture
+def toy_benchmark(tmp_path, monkeypatch):
+    """A new benchmark as CONTRIBUTING.md says to add one: its results schema and its view file
+    in a folder of schemas (with the envelope), and nothing else."""
+    from tools import results, tables
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "envelope.schema.json").write_text((results.SCHEMAS / "envelope.schema.json").read_text())
+    (schemas / "toy_bench.schema.json").write_text(json.dumps(TOY_SCHEMA))
+    (schemas / "toy_bench.view.yml").write_text(TOY_VIEW, encoding="utf-8")
+    monkeypatch.setattr(results, "SCHEMAS", schemas)
+    monkeypatch.setattr(tables, "VIEWS", schemas)
+    return schemas
+
+
+def _toy_file(folder: Path, name: str, **changes) -> Path:
+    doc = {"benchmark": "toy_bench", "schema_version": 1, "device": "toy", "warmup": 2,
+           "date_utc": "2026-01-02T03:04:05Z", "versions": {"python": "3"}, "command": "python toy.py",
+           "results": TOY_ROWS, **changes}
+    path = folder / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_new_benchmark_is_its_schema_and_its_view_file(toy_benchmark, tmp_path):
+    from tools import results, tables
+    path = _toy_file(tmp_path, "toy_bench-toy.json")
+    assert results.problems(json.loads(path.read_text()), "f") == []
+    assert results.problems({**json.loads(path.read_text()), "warmup": "2"}, "f")  # the schema applies
+    assert render(path, "en").splitlines() == [
+        "| Kind | Size | Time (ms) | Note |", "|:--|--:|--:|--:|",
+        "| alpha | 1 KiB | 250.0 | cold |", "| b | 1 MiB | 12.5 | — |", "",
+        "Measured with `python toy.py`, 2026-01-02, 2 warmup. Fastest: b 12.5 ms."]
+    zh = render(path, "zh")
+    assert "| 种类 | 大小 | 时间 (ms) | 备注 |" in zh and "| 甲 | 1 KiB |" in zh and "预热 2 次。最快：b 12.5 ms。" in zh
+    _toy_file(tmp_path, "toy_bench-other.json", device="other", results=TOY_ROWS[1:])
+    (tmp_path / "toy_bench-published.json").write_text(json.dumps({
+        "benchmark": "toy_bench", "schema_version": 1, "origin": "published", "device": "various",
+        "date_utc": "2026-01-02T00:00:00Z", "versions": {}, "published_by": "Someone", "method": "Timed.",
+        "results": [{"device": "GPU C", "kind": "a", "size_bytes": 1, "seconds": 0.002,
+                     "source": "https://example.org/c"}]}))
+    summary = render(f"{tmp_path}/toy_bench-*.json", "en")
+    assert "| Device | Best (ms) | Largest a | Date | File |" in summary
+    assert "| other | 12.5 | — | 2026-01-02 | `toy_bench-other.json` |" in summary
+    assert "| toy | 12.5 | 1 KiB | 2026-01-02 | `toy_bench-toy.json` |" in summary
+    assert "| GPU C | 2.0 | [[1]](https://example.org/c) |" in summary and "Someone. Timed. Each row" in summary
+    assert "toy_bench" not in Path(tables.__file__).read_text()
+
+
+def _toy_view_with(toy_benchmark, change) -> str:
+    view = yaml.safe_load(TOY_VIEW)
+    change(view)
+    (toy_benchmark / "toy_bench.view.yml").write_text(yaml.safe_dump(view, allow_unicode=True))
+    return str(toy_benchmark / "toy_bench.view.yml")
+
+
+# (id, change to the toy view, the error after "FILE: ")
+BAD_VIEWS = [
+    ("no-cell", lambda v: v["columns"][1].pop("cell"), r"column 2: cell: missing"),
+    ("one-language", lambda v: v["caption"].pop("zh"), r"caption\.zh: missing"),
+    ("misspelt-key", lambda v: v.update(captoin=v["caption"]), r"captoin: not a field of this file"),
+    ("top-not-integer", lambda v: v.update(views={"best": {"top": "5", "by": "seconds", "caption": v["caption"]}}),
+     r"view best: top: '5' is not of type integer"),
+    ("unknown-filter", lambda v: v["columns"][1].update(cell="{size_bytes|binary}"),
+     r"columns\.1\.cell: \{size_bytes\|binary\}: unknown filter 'binary' \(filters: binary_size,"),
+    ("filter-without-argument", lambda v: v["columns"][2].update(cell="{seconds|mul}"),
+     r"columns\.2\.cell: \{seconds\|mul\}: mul takes an argument"),
+    ("not-a-number", lambda v: v["columns"][2].update(cell="{seconds|div(k)}"), r"columns\.2\.cell: could not convert"),
+    ("unknown-labels", lambda v: v["columns"][0].update(cell="{kind|label(sorts)}"),
+     r"columns\.0\.cell: \{kind\|label\(sorts\)\}: no label table 'sorts' in labels"),
+    ("unknown-part", lambda v: v["caption"].update(en="{$slowest}"), r"caption\.en: \{\$slowest\}: no part 'slowest'"),
+    ("unknown-aggregation", lambda v: v["parts"].update(fastest="{mean(seconds)}"),
+     r"parts\.fastest: \{mean\(seconds\)\}: mean\(\) is not one of max, min"),
+    ("aggregation-without-key", lambda v: v["parts"].update(fastest="{max(kind=a).seconds}"),
+     r"parts\.fastest: \{max\(kind=a\)\.seconds\}: max\(\) needs a key"),
+    ("part-uses-itself", lambda v: v["parts"].update(fastest="{$again}", again="{$fastest}"), r"parts\.\w+: uses itself"),
+    ("broken-brace", lambda v: v["caption"].update(en="Fastest: {$fastest"), r"caption\.en: expected '\}'"),
+]
+
+
+@pytest.mark.parametrize("change, expected", [pytest.param(*case[1:], id=case[0]) for case in BAD_VIEWS])
+def test_a_bad_view_file_fails_in_one_line_naming_file_and_key(toy_benchmark, tmp_path, change, expected):
+    view = _toy_view_with(toy_benchmark, change)
+    with pytest.raises(TableError) as raised:
+        render(_toy_file(tmp_path, "toy_bench-toy.json"), "en")
+    message = str(raised.value)
+    assert "\n" not in message and re.match(re.escape(view) + ": " + expected, message), message
+
+
+def test_a_benchmark_without_a_view_file_is_refused_by_name(toy_benchmark, tmp_path):
+    (toy_benchmark / "toy_bench.view.yml").unlink()
+    with pytest.raises(TableError, match=r"no view for benchmark 'toy_bench': .*toy_bench\.view\.yml says how"):
+        render(_toy_file(tmp_path, "toy_bench-toy.json"), "en")
+
+
+def test_a_placeholder_without_a_value_is_the_columns_missing_text_or_an_error(toy_benchmark, tmp_path):
+    rows = [{**TOY_ROWS[0], "note": None}]  # null is no value, as a missing key is
+    assert "| alpha | 1 KiB | 250.0 | — |" in render(_toy_file(tmp_path, "toy_bench-a.json", results=rows))
+    with pytest.raises(TableError, match=r"cannot render results \(MissingValue: no value for \{seconds\|mul"):
+        render(_toy_file(tmp_path, "toy_bench-b.json", results=[{"kind": "a", "size_bytes": 1}]))
+    with pytest.raises(TableError, match=r"no value for \{warmup\}"):
+        render(_toy_file(tmp_path, "toy_bench-c.json", warmup=None))
+
+
+def test_parts_take_the_first_template_that_fills_and_join_items(toy_benchmark, tmp_path):
+    def change(view):
+        view["parts"]["fastest"] = {"first": ["{fastest_kind}", "none named"]}
+        view["parts"]["sizes"] = {"each": "sizes", "item": "{key} = {value:g}", "join": ", ", "numbers_only": True}
+        view["caption"]["en"] = "Fastest: {$fastest}; sizes: {$sizes}."
+    _toy_view_with(toy_benchmark, change)
+    sizes = {"a": 1.5, "b": "text", "c": True, "d": 2}
+    assert render(_toy_file(tmp_path, "toy_bench-a.json", sizes=sizes)).endswith(
+        "Fastest: none named; sizes: a = 1.5, d = 2.")
+    assert render(_toy_file(tmp_path, "toy_bench-b.json", fastest_kind="b")).endswith(
+        "Fastest: b; sizes: .")  # no mapping: no items
+
+
+def test_every_committed_view_loads_and_every_benchmark_with_results_has_one():
+    from tools import results, tables
+    views = sorted(p.name.removesuffix(".view.yml") for p in tables.VIEWS.glob("*.view.yml"))
+    assert views and set(views) <= set(results.known_benchmarks()), "a view beside a results schema"
+    for name in views:
+        tables.benchmark_view(name)
+    shown = {json.loads(p.read_text())["benchmark"] for p in results.result_files()}
+    assert shown <= set(views), shown - set(views)
+    assert set(tables.common_words()) >= {"source", "device", "date", "file"}
+
+
+def test_the_renderer_names_no_benchmark_and_holds_no_chinese():
+    """Each benchmark's columns, captions and words live in its view file, not in tools/tables.py."""
+    import ast
+
+    from tools import results, tables
+    source = Path(tables.__file__).read_text(encoding="utf-8")
+    assert not re.search(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]", source)
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(node)}
+    strings = " ".join(node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                       and isinstance(node.value, str) and id(node) not in docstrings)
+    named = [name for name in results.known_benchmarks() if name in strings]
+    assert not named, f"tools/tables.py's code names {named}: put it in the benchmark's view file"
+
+
+def test_contributings_example_view_renders_the_committed_all_reduce_file(tmp_path, monkeypatch):
+    from tools import tables
+    text = (tables.REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    example = text.split("A shortened `tools/schemas/all_reduce_bench.view.yml`:\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "all_reduce_bench.view.yml").write_text(example, encoding="utf-8")
+    monkeypatch.setattr(tables, "VIEWS", tmp_path)
+    table = render(tables.REPO / "results/network/all_reduce_bench-cpu-gloo-2proc.json", "zh")
+    assert table.startswith("| 消息大小 | busbw (GBps) |\n") and "busbw 峰值：**1.582 GBps**" in table
