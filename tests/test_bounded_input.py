@@ -29,6 +29,15 @@ READERS = [
     ("compute/upgrade_cost.py", ["--params", "7e9", "--tokens", "1e12", "--device", "h100",
                                  "--mamf-json", "{input}", "--usd-per-hour", "3"], "--mamf-json"),
 ]
+# A JSON document read from inside a folder option: script, arguments, the document, the other files
+# the folder needs, how the error line names the document (what follows is the reader's reason). Its
+# name is fixed, so no /dev/zero here: mx_quantize's own table gives it a FIFO. make_tiny_model.py
+# reads JSON only in its Python API (TinyLM.from_dir, CharTokenizer.load), through no option:
+# tests/debug/test_make_tiny_model.py gives those the same files.
+IN_FOLDERS = [
+    ("training/mx_quantize.py", ["--checkpoint", "ck"], "ck/config.json", {"ck/model.pt": "x"},
+     r"--checkpoint: ck/config\.json is not a model config \("),
+]
 # JSON Lines corpora: a bad line is named by file and line number
 CORPORA = [("training/minhash_dedup.py", ["{input}"]), ("training/text_quality_filters.py", ["{input}"])]
 
@@ -38,17 +47,23 @@ BAD = {"deep": "[" * 100_000, "huge-number": "1" * 5000}
 def test_every_reader_carries_the_contracts_read_input():
     """The readers' read_input is the contract's (tools/script_contract.py, generated into each
     script that calls it; tests/test_script_contract.py keeps the copies what sync writes)."""
-    assert {script for script, _, _ in READERS} <= {p.relative_to(REPO / "scripts").as_posix() for p in CARRIERS}
+    readers = {script for script, _, _ in READERS} | {script for script, *_ in IN_FOLDERS}
+    assert readers <= {p.relative_to(REPO / "scripts").as_posix() for p in CARRIERS}
+
+
+MESSAGES = {"deep": "nested too deeply to be JSON data", "huge-number": r"not valid JSON \(Exceeds the limit"}
 
 
 def cases():
     for script, args, option in READERS:
         for name, content in BAD.items():
-            message = {"deep": "nested too deeply to be JSON data", "huge-number": r"not valid JSON \(Exceeds the limit"}[name]
-            yield script, Case(name, [a.replace("{input}", "f.json") for a in args], rf"{option} f\.json: {message}",
+            yield script, Case(name, [a.replace("{input}", "f.json") for a in args], rf"{option} f\.json: {MESSAGES[name]}",
                                files={"f.json": content})
         yield script, Case("dev-zero", [a.replace("{input}", "/dev/zero") for a in args],
                            rf"{option} /dev/zero: is not a regular file or a pipe")
+    for script, args, document, others, named in IN_FOLDERS:
+        for name, content in BAD.items():
+            yield script, Case(name, args, named + MESSAGES[name], files={**others, document: content})
     for script, args in CORPORA:
         for name, content in BAD.items():
             yield script, Case(name, [a.replace("{input}", "c.jsonl") for a in args], r"c\.jsonl:1: not valid JSON",

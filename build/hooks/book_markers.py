@@ -35,7 +35,7 @@ from tools import tables
 from tools.book import (MARKER, ROOT, nav_sources, page_language, script_anchor, script_summary, script_usage,
                         site_root_prefix, strings)
 
-# The markers of the generated contract block (tools/script_contract.py, BEGIN and END)
+# The markers of the generated block, contract and shared code (tools/script_contract.py, BEGIN and END)
 CONTRACT_BEGIN, CONTRACT_END = "# --- script contract", "# --- end of script contract ---"
 _LEXERS = {".py": "python", ".sh": "bash", ".sbatch": "bash", ".slurm": "bash", ".yml": "yaml"}
 APPENDIX = "appendix/scripts.md"  # the page that lists every embedded script

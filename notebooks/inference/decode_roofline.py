@@ -79,7 +79,7 @@ def book_module(rel, name):
 
 accelerators = yaml.safe_load(book_file("data/compute/accelerators.yml"))["rows"]
 calc = book_module("scripts/models/model_calculator.py", "model_calculator")
-models = {m["name"]: m for m in calc.parse_architectures(
+models = {m["name"]: m for m in calc.parse_models(
     book_file("data/models/architectures.yml").decode("utf-8"))}
 
 
@@ -169,7 +169,7 @@ n_matmul = calc.flops_per_token(model, 1)["matmul_params"]
 total = calc.count_params(model)["total"]
 kv_token = calc.kv_bytes_per_token(model, 2)
 kv_calc = book_module("scripts/inference/kv_cache_calculator.py", "kv_cache_calculator")
-shape = kv_calc.cache_shape(model, model["name"])
+shape = model  # the two calculators read a model with the same architecture()
 layers, width = model["num_hidden_layers"], model["num_attention_heads"] * model["head_dim"]
 context = 4096
 batches = np.unique(np.round(np.logspace(0, 11, 200, base=2)).astype(int))

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: f6a6334200d00537f2e7d9e35b332ec8a10ecd60e724330966c71ecae7040b5c
+#       source_sha256: 0309d027fa2cc3f16d88a734bf0ac3eec317e929f56be41349eb6e83aa9250e2
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -92,7 +92,7 @@ def book_module(rel, name):
 
 accelerators = yaml.safe_load(book_file("data/compute/accelerators.yml"))["rows"]
 calc = book_module("scripts/models/model_calculator.py", "model_calculator")
-models = {m["name"]: m for m in calc.parse_architectures(
+models = {m["name"]: m for m in calc.parse_models(
     book_file("data/models/architectures.yml").decode("utf-8"))}
 
 
@@ -164,7 +164,7 @@ n_matmul = calc.flops_per_token(model, 1)["matmul_params"]
 total = calc.count_params(model)["total"]
 kv_token = calc.kv_bytes_per_token(model, 2)
 kv_calc = book_module("scripts/inference/kv_cache_calculator.py", "kv_cache_calculator")
-shape = kv_calc.cache_shape(model, model["name"])
+shape = model  # 两个计算器用同一个 architecture() 读取模型
 layers, width = model["num_hidden_layers"], model["num_attention_heads"] * model["head_dim"]
 context = 4096
 batches = np.unique(np.round(np.logspace(0, 11, 200, base=2)).astype(int))

@@ -78,7 +78,7 @@ def book_module(rel, name):
 
 
 calc = book_module("scripts/models/model_calculator.py", "model_calculator")
-models = calc.parse_architectures(book_file("data/models/architectures.yml").decode("utf-8"))
+models = calc.parse_models(book_file("data/models/architectures.yml").decode("utf-8"))
 counts = {m["name"]: calc.count_params(m) for m in models}
 names = [m["name"] for m in models]
 print(f"{len(models)} models:", ", ".join(names))

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: b7b6ea108616b73613e9f1af9d9220a8b7586f9d06575c7174e115f4ad66ef52
+#       source_sha256: 1bcb1deb46b393dd17a60d0b7f0d28075c442a0c59aa32d21b480785183c9ed5
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -90,7 +90,7 @@ def book_module(rel, name):
 
 
 calc = book_module("scripts/models/model_calculator.py", "model_calculator")
-models = calc.parse_architectures(book_file("data/models/architectures.yml").decode("utf-8"))
+models = calc.parse_models(book_file("data/models/architectures.yml").decode("utf-8"))
 counts = {m["name"]: calc.count_params(m) for m in models}
 names = [m["name"] for m in models]
 print(f"{len(models)} models:", ", ".join(names))

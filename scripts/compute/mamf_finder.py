@@ -32,14 +32,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import math
 import os
 import platform
 import re
-import shlex
-import signal
 import socket
 import statistics
 import sys
@@ -74,17 +71,6 @@ def matmul_flops(m: int, n: int, k: int) -> int:
 def tflops(m: int, n: int, k: int, seconds: float) -> float:
     """Throughput in TFLOPS (1e12 FLOP/s) of one matmul that took ``seconds``."""
     return matmul_flops(m, n, k) / seconds / 1e12
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 class Device:
@@ -239,21 +225,6 @@ def time_shape(device: Device, run, warmup: int, iters: int, flush) -> list[floa
     return times
 
 
-def catch_stop_signals() -> list[int]:
-    """Let Ctrl-C and SIGTERM stop the sweep with the results so far; returns a one-item list
-    holding the signal that stopped it (SIGINT unless SIGTERM came)."""
-    # A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored: the
-    # sweep would run on after Ctrl-C or `kill -INT`. Stopping with the results so far is the point.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    stopped_by = [signal.SIGINT]
-
-    def on_sigterm(signum, frame):  # scancel and job time limits send SIGTERM: keep the results
-        stopped_by[0] = signal.SIGTERM
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_sigterm)
-    return stopped_by
-
-
 def open_device(torch, args: argparse.Namespace):
     """The checked device, its versions and the L2 flush buffer (None when not flushing)."""
     device = Device(torch, args.device, args.parser)
@@ -348,13 +319,10 @@ def json_report(device: Device, versions: dict, args: argparse.Namespace, flush,
                 best: dict, interrupted: bool) -> dict:
     """The --json document (keys: tools/schemas/mamf_finder.schema.json)."""
     return {
-        "benchmark": "mamf_finder", "schema_version": 1, "device": device.name,
+        **envelope("mamf_finder", device.name, versions),
         "device_type": device.type, "dtypes": args.dtype, "warmup": args.warmup,
         "iters": args.iters, "flush_l2": flush is not None, "torch_version": device.torch.__version__,
-        "versions": versions, "hostname": socket.gethostname(),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-        "interrupted": interrupted, "results": results, "best": best,
+        "hostname": socket.gethostname(), "interrupted": interrupted, "results": results, "best": best,
         "units": {"time": "milliseconds per matmul", "throughput": "TFLOPS = 2*M*N*K/time/1e12",
                   "max_tflops": "from the fastest iteration"},
     }
@@ -454,19 +422,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stopped_by = catch_stop_signals()
+    on_stop_signals()  # Ctrl-C and SIGTERM (scancel, a time limit) keep the shapes measured
     import torch  # only now: --help and argument errors never touch torch or a device
 
     device, versions, flush = open_device(torch, args)
     total, width = print_header(device, versions, args, flush)
     results: list[dict] = []
-    interrupted = False
-    failure = None
+    stopped = failure = None
     try:
         failure = sweep(device, args, flush, results, total, width)
-    except KeyboardInterrupt:
-        interrupted = True
-    interrupted = interrupted or failure is not None
+    except Interrupted as stop:
+        stopped = stop
+    interrupted = stopped is not None or failure is not None
     best = _print_summary(results, total, interrupted)
     if args.json:
         write_atomic(args.json, json.dumps(json_report(device, versions, args, flush, results, best,
@@ -475,11 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     if failure is not None:
         raise failure
-    return 128 + stopped_by[0] if interrupted else 0
+    return stopped.status if stopped else 0
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -586,6 +553,34 @@ def write_atomic(path: str, data) -> None:
         raise
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
+
+
 def stdout_reader_gone() -> bool:
     """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
     import select
@@ -597,11 +592,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -613,24 +624,67 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
+
+
+def date_utc() -> str:
+    """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def envelope(benchmark: str, device: str | None, versions: dict | None = None,
+             command: str | None = None, argv=None) -> dict:
+    """The keys every results file starts with (tools/schemas/envelope.schema.json), in order:
+    ``benchmark`` (the script's file stem), ``schema_version`` 1, ``date_utc`` (now),
+    ``command`` (``command``, else ``command_line(argv)``), ``versions`` (Python's, and
+    ``versions``: {"torch": ...}) and ``device`` (None where the result does not depend on the
+    hardware). The script adds its own keys and ``results``."""
+    import platform
+    return {"benchmark": benchmark, "schema_version": 1, "date_utc": date_utc(),
+            "command": command or command_line(argv, f"{benchmark}.py"),
+            "versions": {"python": platform.python_version(), **(versions or {})}, "device": device}
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 # --- end of script contract ---
 
 

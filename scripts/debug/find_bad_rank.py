@@ -36,8 +36,6 @@ import json
 import math
 import os
 import re
-import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -47,12 +45,6 @@ import traceback
 
 PROG = "find_bad_rank.py"
 MAX_BANDWIDTH_BYTES = 2 * 1024**3
-
-
-def say(line: str, stream=sys.stdout) -> None:
-    """Write ``line`` and its newline in one write (ranks share the launcher's stdout)."""
-    stream.write(line + "\n")
-    stream.flush()
 
 
 # --- the schedule --------------------------------------------------------------------------------
@@ -201,53 +193,13 @@ def classify(n: int, latency, bandwidth, compute, dead=(), failed=(), factor: fl
 
 # --- launch and store ----------------------------------------------------------------------------
 
-class Launch:
-    """Rank layout from torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK) or srun's
-    (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), and the store address."""
-
-    def __init__(self) -> None:
-        env = os.environ
-        self.host = socket.gethostname()
-        if "RANK" in env or "WORLD_SIZE" in env:
-            self.rank, self.world = env_int("RANK"), env_int("WORLD_SIZE", lo=1)
-            self.local_rank = env_int("LOCAL_RANK", 0)
-            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
-        elif "SLURM_PROCID" in env:
-            self.rank, self.world = env_int("SLURM_PROCID"), env_int("SLURM_NTASKS", 1, lo=1)
-            self.local_rank = env_int("SLURM_LOCALID", 0)
-            self.launcher = "srun"
-        else:
-            self.rank, self.world, self.local_rank, self.launcher = 0, 1, 0, "python"
-        if self.world < 2:
-            raise ScriptError(f"needs at least 2 ranks (world size is {self.world}); launch with "
-                              "torchrun --nproc-per-node 2 (or more), or srun", EXIT_USAGE)
-        if not 0 <= self.rank < self.world:
-            raise ScriptError(f"rank {self.rank} is outside world size {self.world} (check RANK "
-                              "and WORLD_SIZE)", EXIT_USAGE)
-        if not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
-            raise ScriptError(f"launched by {self.launcher} (rank {self.rank} of {self.world}) but "
-                              "MASTER_ADDR and MASTER_PORT are not set; export them (the first "
-                              "node's address and a free port) or use torchrun", EXIT_USAGE)
-        self.addr, self.port = env["MASTER_ADDR"], env_int("MASTER_PORT", lo=1)
-        if self.port > 65535:
-            raise ScriptError(f"environment variable MASTER_PORT={self.port} is not a TCP port "
-                              "(1-65535)", EXIT_USAGE)
-        # torchrun's agent hosts the store at MASTER_ADDR:MASTER_PORT; under srun rank 0 does.
-        self.host_store = env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and self.rank == 0
-        self.prefix = f"find_bad_rank/{env.get('TORCHELASTIC_RUN_ID', '')}/" \
-                      f"{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
-
-    def me(self) -> str:
-        return f"rank {self.rank} on {self.host}"
-
-    def store_name(self) -> str:
-        return f"the store at MASTER_ADDR:MASTER_PORT {self.addr}:{self.port}"
-
-
-def connect_store(dist, launch: Launch, timeout_s: float, host: bool):
-    """A client (or, for rank 0 under srun, the server) of the rendezvous store, under one
-    deadline: the client retries a refused connection on its own."""
-    what = f"{launch.me()}: connecting to {launch.store_name()}"
+def connect_store(dist, launch: Launch, timeout_s: float, host: bool | None = None):
+    """A client (or, for rank 0 under srun, the server, unless ``host`` is False) of the
+    rendezvous store, under one deadline: the client retries a refused connection on its own."""
+    env = os.environ
+    if host is None:  # torchrun's agent hosts the store at MASTER_ADDR:MASTER_PORT; srun's rank 0
+        host = env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and launch.rank == 0
+    what = f"{launch.me()}: connecting to the store at MASTER_ADDR:MASTER_PORT {launch.master}"
     with deadline(timeout_s * 1.1 + 1, what):
         try:
             store = dist.TCPStore(launch.addr, launch.port, None, host,
@@ -255,7 +207,8 @@ def connect_store(dist, launch: Launch, timeout_s: float, host: bool):
         except (RuntimeError, OSError) as exc:
             first = (str(exc).strip().splitlines() or [""])[0][:200]
             raise ScriptError(f"{what} failed: {first}") from None
-    return dist.PrefixStore(launch.prefix, store)
+    attempt = f"{env.get('TORCHELASTIC_RUN_ID', '')}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    return dist.PrefixStore(f"find_bad_rank/{attempt}/", store)
 
 
 class Peers:
@@ -524,7 +477,7 @@ def report(args, launch: Launch, joined: dict, rows: dict, dead: dict, backend: 
             "hosts": hosts,
             "ranks": [{"rank": r, **joined.get(r, {})} for r in range(n)],
             "backend": backend, "torch_version": torch_version,
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "date_utc": date_utc(),
             "latency_bytes": args.latency_bytes, "bandwidth_bytes": args.bandwidth_bytes,
             "iters": args.iters, "warmup": args.warmup, "matmul_n": args.matmul_n,
             "slow_factor": args.slow_factor, "min_excess_ms": args.min_excess_ms,
@@ -568,8 +521,8 @@ def run(args, launch: Launch, stage: list[str]) -> int:
         raise ScriptError(f"{launch.me()}: injected dead rank: never joined (--inject-dead-how "
                           "no-join)")
 
-    stage[0] = f"connecting to {launch.store_name()}"
-    store = connect_store(dist, launch, args.timeout_s, launch.host_store)
+    stage[0] = f"connecting to the store at MASTER_ADDR:MASTER_PORT {launch.master}"
+    store = connect_store(dist, launch, args.timeout_s)
     hb_store = connect_store(dist, launch, args.timeout_s, False)
     me = {"host": launch.host, "local_rank": launch.local_rank, "pid": os.getpid()}
     store.set(f"joined/{rank}", json.dumps(me))
@@ -715,25 +668,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 # --- main ----------------------------------------------------------------------------------------
 
-_stopped_by = [signal.SIGINT]
-
-
-def _on_sigterm(signum, frame):
-    _stopped_by[0] = signal.SIGTERM
-    raise KeyboardInterrupt
-
-
-def finish(status: int) -> None:
-    """Exit at once: after a timed-out transfer, process-group teardown can wait for a peer that
-    is gone, and a checker that hangs on its way out is what it exists to prevent."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
-    launch = Launch()
+    launch = Launch(min_world=2)
     for option in ("inject_slow_rank", "inject_dead_rank"):
         value = getattr(args, option)
         if value is not None and value >= launch.world:
@@ -747,33 +684,24 @@ def main(argv=None) -> int:
         check_output(args.json, "--json")
     if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    on_stop_signals()
     stage = ["starting"]
+    # Every end is a hard exit (die): after a timed-out transfer, process-group teardown can wait
+    # for a peer that is gone, and a checker that hangs on its way out is what it exists to prevent.
     try:
         status = run(args, launch, stage)
-    except KeyboardInterrupt:
-        say(f"{PROG}: error: {launch.me()}: interrupted during {stage[0]}", sys.stderr)
-        finish(128 + _stopped_by[0])
+    except Interrupted as stop:
+        die(f"{launch.me()}: interrupted during {stage[0]}", stop.status)
     except ScriptError as exc:
-        if args.debug:
-            traceback.print_exc()
-        say(f"{PROG}: error: {exc}", sys.stderr)
-        finish(exc.status)
+        die(str(exc), exc.status, args.debug)
     except Exception as exc:  # noqa: BLE001 - every failure must end this rank, not hang it
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
-            os._exit(EXIT_OK)  # at once, as finish() exits
-        if args.debug:
-            traceback.print_exc()
         first = (str(exc).strip().splitlines() or [""])[0][:200]
-        say(f"{PROG}: error: {launch.me()}: {stage[0]} failed: {type(exc).__name__}: {first}",
-            sys.stderr)
-        finish(EXIT_FAILURE)
-    finish(status)
+        die(f"{launch.me()}: {stage[0]} failed: {type(exc).__name__}: {first}", debug=args.debug)
+    die(None, status)
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -921,6 +849,34 @@ class deadline:
         self.timer.cancel()
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
+
+
 def stdout_reader_gone() -> bool:
     """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
     import select
@@ -932,11 +888,64 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
+def say(line: str, stream=None) -> None:
+    """Write ``line`` and its newline to ``stream`` (stdout) in one write, and flush: the ranks of
+    a job share the launcher's stdout and stderr, and print() writes the newline apart, so two
+    ranks' lines could run together. A reader of stdout that left (``| head -1``) ends no rank,
+    since the others would fail in their next collective without it: the rank goes on."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except BrokenPipeError:
+        if stream is not sys.stdout or not reader_left():
+            raise
+
+
+def die(message: str | None, status: int = EXIT_FAILURE, debug: bool = False) -> None:
+    """End a rank of a distributed script at once: ``PROG: error: MESSAGE`` (its first line) on
+    stderr, after the traceback of the exception being handled when ``debug``, then
+    os._exit(status); no line when ``message`` is None. Not sys.exit: after a failed collective,
+    process-group teardown can wait for peers that are gone, and a rank that hangs on its way out
+    is what these scripts exist to prevent. Called while handling the BrokenPipeError of a reader
+    that closed stdout (``| head -1``), it exits quietly with EXIT_OK, as run_main does; output
+    that a reader gone meanwhile can no longer take is dropped."""
+    if reader_left():
+        message, status = None, EXIT_OK
+    elif debug and sys.exc_info()[1] is not None:
+        traceback.print_exc()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # a reader gone meanwhile, a closed stdout: the exit drops it
+        pass
+    if message is not None:
+        first = " ".join(str(message).strip().splitlines()[:1]) or "unknown error"
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {first}\n")
+        sys.stderr.flush()
+    os._exit(status)
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -948,24 +957,108 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+class Launch:
+    """This process's place in a distributed run, from the environment: torchrun's (or any
+    env:// launch's) RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE when RANK or WORLD_SIZE is
+    set; else plain srun's SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID when it started more than
+    one task; else a lone process, rank 0 of 1. ``launcher`` says which: "torchrun", "env", "srun"
+    or "python". Each variable is read with env_int, so one that is not an integer is a usage
+    error naming it; so are fewer ranks than ``min_world``, a rank outside the world and, for more
+    than one rank, a missing MASTER_ADDR or MASTER_PORT or a port outside 1-65535. ``addr`` and
+    ``port`` are where rank 0 (or torchrun's agent) hosts the rendezvous; ``master`` is
+    "ADDR:PORT", None for a lone process (it makes a group of one without a network port)."""
+
+    def __init__(self, min_world: int = 1):
+        import socket
+        env = os.environ
+        self.host = socket.gethostname()
+        if "RANK" in env or "WORLD_SIZE" in env:
+            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+            names = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+        elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1, lo=1) > 1:
+            self.launcher, names = "srun", ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
+        else:
+            self.launcher, names = "python", None
+        self.rank, self.world = (env_int(names[0]), env_int(names[1], lo=1)) if names else (0, 1)
+        self.local_rank = env_int(names[2], 0) if names else 0
+        self.local_world = env_int("LOCAL_WORLD_SIZE", 1, lo=1)
+        if self.world < min_world:
+            raise ScriptError(f"needs at least {min_world} ranks (world size is {self.world}); launch "
+                              f"with torchrun --nproc-per-node {min_world} (or more), or srun", EXIT_USAGE)
+        if self.rank >= self.world:
+            raise ScriptError(f"rank {self.rank} is outside world size {self.world} (check "
+                              f"{names[0]} and {names[1]})", EXIT_USAGE)
+        self.addr, self.port, self.master = None, None, None
+        if self.launcher != "python":
+            self._read_master()
+
+    def _read_master(self) -> None:
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name, "").strip()]
+        if missing and self.world > 1:
+            both = len(missing) > 1
+            raise ScriptError(
+                f"MASTER_ADDR and MASTER_PORT must be set for rank {self.rank} of {self.world} "
+                f"(launched by {self.launcher}): environment variable{'s' * both} "
+                f"{' and '.join(missing)} {'are' if both else 'is'} not set; export "
+                f"{'them' if both else 'it'} (the first node's address and a free port) or launch "
+                "with torchrun", EXIT_USAGE)
+        if not missing:
+            self.addr, self.port = os.environ["MASTER_ADDR"].strip(), env_int("MASTER_PORT")
+            if not 1 <= self.port <= 65535:
+                raise ScriptError(f"environment variable MASTER_PORT={self.port} is not a TCP port "
+                                  "(1-65535)", EXIT_USAGE)
+            self.master = f"{self.addr}:{self.port}"
+
+    def me(self) -> str:
+        return f"rank {self.rank} on {self.host}"
+
+    def command(self, argv=None) -> str:
+        """The command line of the run, for a results file: ``command_line()`` with the launcher's
+        own in front of it (``torchrun --nnodes N --nproc-per-node M``, ``srun --ntasks N``)."""
+        line = command_line(argv)
+        if self.launcher == "torchrun":
+            nnodes = os.environ.get("GROUP_WORLD_SIZE", "1")
+            return f"torchrun --nnodes {nnodes} --nproc-per-node {self.local_world} {line.removeprefix('python ')}"
+        return f"srun --ntasks {self.world} {line}" if self.launcher == "srun" else line
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
+
+
+def date_utc() -> str:
+    """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 # --- end of script contract ---
 
 

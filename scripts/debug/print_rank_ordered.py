@@ -34,7 +34,6 @@ import argparse
 import datetime
 import math
 import os
-import socket
 import sys
 import threading
 import traceback
@@ -95,16 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not os.path.isfile(args.lock_file) or not os.access(args.lock_file, os.R_OK):
         raise ScriptError(f"--lock-file: cannot read lock file {args.lock_file!r}", EXIT_USAGE)
-    rank = env_int("RANK", env_int("SLURM_PROCID", 0))
-    world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
-    if rank >= world:
-        raise ScriptError(f"rank {rank} is outside world size {world} (check RANK and "
-                          "WORLD_SIZE)", EXIT_USAGE)
-    if world > 1:
-        if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
-            raise ScriptError(f"MASTER_ADDR and MASTER_PORT must be set for {world} ranks "
-                              "(launch with torchrun)", EXIT_USAGE)
-        master = f"{os.environ['MASTER_ADDR']}:{env_int('MASTER_PORT')}"
+    launch = Launch()
+    rank, world, master = launch.rank, launch.world, launch.master
     if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     import torch.distributed as dist
@@ -120,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT "
                                   f"{master} failed: "
                                   f"{(str(exc).strip().splitlines() or [''])[0]}") from None
-    host = socket.gethostname()
+    host = launch.host
     message = "\n".join(f"  rank {rank} of {world} on {host}: line {i + 1} of {args.lines}"
                         for i in range(args.lines))
     if args.only in (None, "plain"):
@@ -139,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -235,11 +226,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -251,24 +258,102 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+class Launch:
+    """This process's place in a distributed run, from the environment: torchrun's (or any
+    env:// launch's) RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE when RANK or WORLD_SIZE is
+    set; else plain srun's SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID when it started more than
+    one task; else a lone process, rank 0 of 1. ``launcher`` says which: "torchrun", "env", "srun"
+    or "python". Each variable is read with env_int, so one that is not an integer is a usage
+    error naming it; so are fewer ranks than ``min_world``, a rank outside the world and, for more
+    than one rank, a missing MASTER_ADDR or MASTER_PORT or a port outside 1-65535. ``addr`` and
+    ``port`` are where rank 0 (or torchrun's agent) hosts the rendezvous; ``master`` is
+    "ADDR:PORT", None for a lone process (it makes a group of one without a network port)."""
+
+    def __init__(self, min_world: int = 1):
+        import socket
+        env = os.environ
+        self.host = socket.gethostname()
+        if "RANK" in env or "WORLD_SIZE" in env:
+            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+            names = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+        elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1, lo=1) > 1:
+            self.launcher, names = "srun", ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
+        else:
+            self.launcher, names = "python", None
+        self.rank, self.world = (env_int(names[0]), env_int(names[1], lo=1)) if names else (0, 1)
+        self.local_rank = env_int(names[2], 0) if names else 0
+        self.local_world = env_int("LOCAL_WORLD_SIZE", 1, lo=1)
+        if self.world < min_world:
+            raise ScriptError(f"needs at least {min_world} ranks (world size is {self.world}); launch "
+                              f"with torchrun --nproc-per-node {min_world} (or more), or srun", EXIT_USAGE)
+        if self.rank >= self.world:
+            raise ScriptError(f"rank {self.rank} is outside world size {self.world} (check "
+                              f"{names[0]} and {names[1]})", EXIT_USAGE)
+        self.addr, self.port, self.master = None, None, None
+        if self.launcher != "python":
+            self._read_master()
+
+    def _read_master(self) -> None:
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name, "").strip()]
+        if missing and self.world > 1:
+            both = len(missing) > 1
+            raise ScriptError(
+                f"MASTER_ADDR and MASTER_PORT must be set for rank {self.rank} of {self.world} "
+                f"(launched by {self.launcher}): environment variable{'s' * both} "
+                f"{' and '.join(missing)} {'are' if both else 'is'} not set; export "
+                f"{'them' if both else 'it'} (the first node's address and a free port) or launch "
+                "with torchrun", EXIT_USAGE)
+        if not missing:
+            self.addr, self.port = os.environ["MASTER_ADDR"].strip(), env_int("MASTER_PORT")
+            if not 1 <= self.port <= 65535:
+                raise ScriptError(f"environment variable MASTER_PORT={self.port} is not a TCP port "
+                                  "(1-65535)", EXIT_USAGE)
+            self.master = f"{self.addr}:{self.port}"
+
+    def me(self) -> str:
+        return f"rank {self.rank} on {self.host}"
+
+    def command(self, argv=None) -> str:
+        """The command line of the run, for a results file: ``command_line()`` with the launcher's
+        own in front of it (``torchrun --nnodes N --nproc-per-node M``, ``srun --ntasks N``)."""
+        line = command_line(argv)
+        if self.launcher == "torchrun":
+            nnodes = os.environ.get("GROUP_WORLD_SIZE", "1")
+            return f"torchrun --nnodes {nnodes} --nproc-per-node {self.local_world} {line.removeprefix('python ')}"
+        return f"srun --ntasks {self.world} {line}" if self.launcher == "srun" else line
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
 # --- end of script contract ---
 
 

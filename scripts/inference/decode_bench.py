@@ -32,13 +32,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import math
 import os
 import platform
-import shlex
-import signal
 import socket
 import statistics
 import sys
@@ -297,17 +294,6 @@ def measure_point(model, args, run: dict, batch: int, context: int, seed: int, s
 # The device
 # ----------------------------------------------------------------------------------------------
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _free_host_bytes() -> int | None:
     try:
         with open("/proc/meminfo", encoding="utf-8") as f:
@@ -380,19 +366,6 @@ def load_model(torch, args, shape: dict, device):
     return model
 
 
-def catch_stop_signals() -> list[int]:
-    """Make Ctrl-C and scancel (SIGTERM) both stop the sweep with the points measured so far (a
-    shell starts background jobs with SIGINT ignored). Returns [the signal that stopped it]."""
-    stopped_by = [signal.SIGINT]
-
-    def on_sigterm(signum, frame):
-        stopped_by[0] = signal.SIGTERM
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, on_sigterm)
-    return stopped_by
-
-
 # ----------------------------------------------------------------------------------------------
 # The report
 # ----------------------------------------------------------------------------------------------
@@ -435,13 +408,10 @@ def json_report(args, run: dict, results: list[dict], interrupted: bool, started
     """The --json report of the points done so far (tools/schemas/decode_bench.schema.json)."""
     elapsed = time.monotonic() - started
     report = {
-        "benchmark": "decode_bench", "schema_version": 1, "device": run["name"],
+        **envelope("decode_bench", run["name"], {"torch": run["torch"]}),
         "device_type": args.device_type, "dtype": args.dtype, "threads": run["threads"],
         "torch_version": run["torch"], "python": platform.python_version(),
-        "versions": {"python": platform.python_version(), "torch": run["torch"]},
         "hostname": socket.gethostname(),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
         "settings": {"layers": args.layers, "dim": args.dim, "heads": args.heads,
                      "kv_heads": args.kv_heads, "head_dim": run["head_dim"], "vocab": args.vocab,
                      "mlp_ratio": MLP_RATIO, "batch_sizes": args.batch_sizes,
@@ -557,7 +527,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stopped_by = catch_stop_signals()
+    on_stop_signals()  # Ctrl-C and scancel stop the sweep with the points measured so far
     torch, device, name, free, sync = open_device(args)
     dtype_bytes = DTYPE_BYTES[args.dtype]
     shape = model_shape(args.layers, args.dim, args.heads, args.kv_heads, args.vocab)
@@ -581,15 +551,15 @@ def main(argv: list[str] | None = None) -> int:
         report = json_report(args, run, results, interrupted, started)
         write_atomic(args.json, json.dumps(report, indent=1) + "\n")
 
-    interrupted = False
+    interrupted, stopped = False, None
     try:
         for index, (batch, context) in enumerate(points):
             results.append(measure_point(model, args, run, batch, context, args.seed + 1 + index, sync))
             print(_table_row(results[-1], width), flush=True)
             if args.json and args.json != "-":
                 write_json(interrupted=index + 1 < len(points))
-    except KeyboardInterrupt:
-        interrupted = True
+    except Interrupted as stop:
+        interrupted, stopped = True, stop
         print(f"# interrupted: {len(results)} of {len(points)} points done")
     elapsed = time.monotonic() - started
     print(f"# {len(results)} points in {elapsed:.1f} s")
@@ -598,15 +568,14 @@ def main(argv: list[str] | None = None) -> int:
     elif args.json:
         write_json(interrupted)
         print(f"# wrote {args.json}")
-    if interrupted:
-        sig = stopped_by[0]
-        raise ScriptError(f"interrupted by {signal.Signals(sig).name} after {len(results)} of "
-                          f"{len(points)} points", 128 + sig)
+    if stopped:
+        raise ScriptError(f"interrupted by {stopped.name} after {len(results)} of "
+                          f"{len(points)} points", stopped.status)
     return 0
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -713,6 +682,34 @@ def write_atomic(path: str, data) -> None:
         raise
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
+
+
 def stdout_reader_gone() -> bool:
     """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
     import select
@@ -724,11 +721,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -740,24 +753,67 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
+
+
+def date_utc() -> str:
+    """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def envelope(benchmark: str, device: str | None, versions: dict | None = None,
+             command: str | None = None, argv=None) -> dict:
+    """The keys every results file starts with (tools/schemas/envelope.schema.json), in order:
+    ``benchmark`` (the script's file stem), ``schema_version`` 1, ``date_utc`` (now),
+    ``command`` (``command``, else ``command_line(argv)``), ``versions`` (Python's, and
+    ``versions``: {"torch": ...}) and ``device`` (None where the result does not depend on the
+    hardware). The script adds its own keys and ``results``."""
+    import platform
+    return {"benchmark": benchmark, "schema_version": 1, "date_utc": date_utc(),
+            "command": command or command_line(argv, f"{benchmark}.py"),
+            "versions": {"python": platform.python_version(), **(versions or {})}, "device": device}
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 # --- end of script contract ---
 
 

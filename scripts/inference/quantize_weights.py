@@ -34,15 +34,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import math
 import os
 import random
 import re
-import platform
-import shlex
-import signal
 import sys
 import tempfile
 import time
@@ -51,18 +47,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROG = "quantize_weights.py"
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "data" / "training" / "corpus.jsonl"
-HELD_OUT_EVERY = 10  # every 10th usable document is held out
+# The book's corpus, when this script sits in its clone (scripts/<part>/); .parent, unlike
+# .parents[2], also works for a copy at the top of a file system.
+DEFAULT_CORPUS = Path(__file__).resolve().parent.parent.parent / "data" / "training" / "corpus.jsonl"
 MAX_STEPS = 100_000
 MAX_SCHEMES = 32
-VOCAB = 256
 SCALE_BITS = {"fp16": 16, "bf16": 16, "fp32": 32}
 FLOAT_SCHEMES = {"bf16": 16, "fp16": 16}
 DEFAULT_SCHEMES = "bf16,int8,int8-g128,int4,int4-gG,int4-asym,int4-g128-asym"
 SCHEME_RE = re.compile(r"int(\d+)(?:-g(\d+|G))?(-asym)?")
-# The corpus is held in memory: at most this much of it, and no line longer than a document can be.
-MAX_CORPUS_BYTES = 256 << 20
-MAX_LINE_CHARS = 16 << 20
 
 
 # --- quantization: pure functions of one weight matrix ---
@@ -202,60 +195,8 @@ def scheme_bytes(shape: tuple[int, int], scheme: Scheme, scale_bits: int) -> flo
 
 
 # --- data, model, training and the measurement ---
-
-def load_corpus(path: str, min_len: int) -> list[str]:
-    """The ``text`` of every JSON line of ``path`` at least ``min_len`` bytes long. Raises
-    ScriptError (usage) naming the file, and the line for a line that is not a JSON object with a
-    string ``text``; a device (/dev/zero), a FIFO, a file over MAX_CORPUS_BYTES or a line over
-    MAX_LINE_CHARS is refused before it is read whole."""
-    option = f"--corpus {path}"
-    if not os.path.exists(path):
-        raise ScriptError(f"{option}: no such file", EXIT_USAGE)
-    if not os.path.isfile(path):
-        raise ScriptError(f"{option}: is not a regular file", EXIT_USAGE)
-    if os.path.getsize(path) > MAX_CORPUS_BYTES:
-        raise ScriptError(f"{option}: larger than {MAX_CORPUS_BYTES >> 20} MiB, more than this "
-                          "script holds in memory; give a smaller corpus", EXIT_USAGE)
-    texts, lines = [], 0
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line_no, line in enumerate(iter(lambda: f.readline(MAX_LINE_CHARS + 1), ""), 1):
-                if len(line) > MAX_LINE_CHARS:
-                    raise ScriptError(f"{path}:{line_no}: a line of more than {MAX_LINE_CHARS >> 20} M "
-                                      "characters; expected one JSON object per line", EXIT_USAGE)
-                if not line.strip():
-                    continue
-                lines += 1
-                try:
-                    doc = json.loads(line)
-                except (ValueError, RecursionError) as err:
-                    raise ScriptError(f"{path}:{line_no}: not JSON ({getattr(err, 'msg', err)}); expected one JSON "
-                                      "object per line", EXIT_USAGE) from None
-                if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
-                    raise ScriptError(f"{path}:{line_no}: not a JSON object with a string "
-                                      "\"text\" field", EXIT_USAGE)
-                if len(doc["text"].encode("utf-8")) >= min_len:
-                    texts.append(doc["text"])
-    except UnicodeDecodeError as err:
-        raise ScriptError(f"{option}: not UTF-8 text ({err.reason} at byte {err.start})",
-                          EXIT_USAGE) from None
-    except OSError as err:
-        raise ScriptError(f"{option}: cannot read ({err.strerror})", EXIT_USAGE) from None
-    if lines == 0:
-        raise ScriptError(f"{option}: is empty (no JSON lines)", EXIT_USAGE)
-    if len(texts) < 2 * HELD_OUT_EVERY:
-        raise ScriptError(f"{option}: {len(texts)} documents of at least {min_len} bytes; need "
-                          f"{2 * HELD_OUT_EVERY} (shorten --context or give a larger corpus)", EXIT_USAGE)
-    return texts
-
-
-def split_documents(texts: list[str]) -> tuple[list[bytes], list[bytes]]:
-    """(training, held-out) documents as bytes: every HELD_OUT_EVERY-th one is held out."""
-    docs = [t.encode("utf-8") for t in texts]
-    held = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY == 0]
-    train = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY != 0]
-    return train, held
-
+# (Reading the corpus, load_corpus and split_documents, and the training loop, train_lm, are
+# shared with other scripts: they are in the generated block at the end.)
 
 def build_model(layers: int, width: int, heads: int, context: int):
     """A small pre-LayerNorm causal transformer over bytes (vocabulary 256, tied embedding)."""
@@ -309,35 +250,6 @@ def quantized_tensors(model, include_embedding: bool) -> dict:
     return out
 
 
-def train_lm(model, docs: list[bytes], steps: int, batch: int, lr: float, rng: random.Random,
-             device: str = "cpu", done: list | None = None) -> list[float]:
-    """``steps`` AdamW steps of next-byte cross-entropy on random windows of ``docs`` as long as
-    the model's context (+1 for the shifted target); returns the loss of every step (nats/byte).
-    ``done``, when given, receives each step's loss as it is taken."""
-    import torch
-    window = model.context + 1
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    warmup = max(1, steps // 20)
-    model.train()
-    losses = [] if done is None else done
-    for step in range(steps):
-        rows = []
-        for _ in range(batch):
-            d = docs[rng.randrange(len(docs))]
-            s = rng.randrange(len(d) - window + 1)
-            rows.append(list(d[s:s + window]))
-        x = torch.tensor(rows, dtype=torch.long, device=device)
-        for group in opt.param_groups:  # linear warm-up, then cosine decay to 10% of lr
-            group["lr"] = lr * min(1.0, (step + 1) / warmup) * (0.55 + 0.45 * math.cos(math.pi * step / steps))
-        loss = torch.nn.functional.cross_entropy(model(x[:, :-1]).reshape(-1, VOCAB), x[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    model.eval()
-    return losses
-
-
 def eval_windows(docs: list[bytes], context: int):
     """Windows of ``context`` + 1 bytes and a mask of the predicted bytes to count, such that
     every byte of every document but its first is counted exactly once: windows start at 0,
@@ -375,8 +287,8 @@ def bits_per_byte(model, x, mask, batch: int = 64) -> float:
     return total / int(mask.sum()) / math.log(2)
 
 
-def train_and_measure(model, train: list[bytes], x, mask, args, rng: random.Random, sync,
-                      stopped_by: list[int]) -> tuple[list[float], float, float, float]:
+def train_and_measure(model, train: list[bytes], x, mask, args, rng: random.Random,
+                      sync) -> tuple[list[float], float, float, float]:
     """Train the model, then measure its fp32 held-out bits per byte. Returns (the loss of every
     step, training seconds, bits per byte, measuring seconds); an interruption is an error, with
     nothing written."""
@@ -391,10 +303,9 @@ def train_and_measure(model, train: list[bytes], x, mask, args, rng: random.Rand
         base = bits_per_byte(model, x, mask)
         sync()
         base_eval_s = time.perf_counter() - t0
-    except KeyboardInterrupt:
-        signum = stopped_by[0] if stopped_by else signal.SIGINT
+    except Interrupted as stop:
         raise ScriptError(f"interrupted during training (step {len(losses)} of {args.steps}) or the "
-                          "fp32 measurement; nothing written", 128 + signum) from None
+                          "fp32 measurement; nothing written", stop.status) from None
     return losses, train_s, base, base_eval_s
 
 
@@ -426,19 +337,6 @@ def measure_scheme(model, x, mask, scheme: Scheme, targets: dict, originals: dic
             for name, p in targets.items():
                 p.copy_(originals[name])
     return bpb, qbytes, errs, quantize_s, eval_s
-
-
-def catch_stop_signals() -> list[int]:
-    """Ctrl-C, scancel and a job's time limit raise KeyboardInterrupt; the returned list receives
-    the signal."""
-    stopped_by: list[int] = []
-
-    def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit
-        stopped_by.append(signum)
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    return stopped_by
 
 
 # --- the report ---
@@ -502,11 +400,8 @@ def json_report(args, run: dict, rows: list[dict], interrupted: bool, elapsed: f
         "schemes", "group_sizes", "scale_dtype", "include_embedding", "layers", "width", "heads",
         "context", "steps", "batch", "lr", "seed", "threads", "device")}
     settings["corpus"] = os.path.basename(args.corpus)
-    return {"benchmark": "quantize_weights", "schema_version": 1,
-            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "torch_version": torch_version, "device_name": device_name, "device": device_name,
-            "versions": {"python": platform.python_version(), "torch": torch_version},
+    return {**envelope("quantize_weights", device_name, {"torch": torch_version}),
+            "torch_version": torch_version, "device_name": device_name,
             "settings": settings,
             "documents": {"train": run["train_docs"], "held_out": run["held_docs"]},
             "model": {"parameters": run["n_params"], "quantized_weights": run["n_weights"],
@@ -623,7 +518,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    texts = load_corpus(args.corpus, args.context + 1)  # before torch: a bad corpus fails fast
+    texts = load_corpus(args.corpus, args.context + 1, "--context")  # before torch: a bad corpus fails fast
 
     import torch
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -641,13 +536,12 @@ def main(argv: list[str] | None = None) -> int:
         if device == "cuda":
             torch.cuda.synchronize()
 
-    stopped_by = catch_stop_signals()
+    on_stop_signals()  # Ctrl-C, scancel and a job's time limit: during the schemes, keep the rows
     train, held = split_documents(texts)
     model = build_model(args.layers, args.width, args.heads, args.context).to(device)
     x, mask = eval_windows(held, args.context)
     x = x.to(device)
-    losses, train_s, base, base_eval_s = train_and_measure(model, train, x, mask, args, rng, sync,
-                                                           stopped_by)
+    losses, train_s, base, base_eval_s = train_and_measure(model, train, x, mask, args, rng, sync)
     targets = quantized_tensors(model, args.include_embedding)
     run = {"n_params": sum(p.numel() for p in model.parameters()),
            "n_weights": sum(p.numel() for p in targets.values()), "targets": targets, "base": base,
@@ -660,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_row(rows[0]), flush=True)
 
     originals = {name: p.detach().clone() for name, p in targets.items()}
+    stopped = None
     try:
         for scheme in args.scheme_list:
             bpb, qbytes, errs, quantize_s, eval_s = measure_scheme(
@@ -668,24 +563,23 @@ def main(argv: list[str] | None = None) -> int:
                                       group_size=scheme.group_size, asymmetric=scheme.asymmetric,
                                       quantize_s=quantize_s, eval_s=eval_s))
             print(format_row(rows[-1]), flush=True)
-    except KeyboardInterrupt:
-        if not stopped_by:
-            stopped_by.append(signal.SIGINT)
+    except Interrupted as stop:
+        stopped = stop
         print(f"# interrupted: {len(rows) - 1} of {len(args.scheme_list)} schemes done")
     elapsed = time.monotonic() - started
-    print_footer(rows, elapsed, bool(stopped_by))
+    print_footer(rows, elapsed, bool(stopped))
     if args.json:
-        text = json.dumps(json_report(args, run, rows, bool(stopped_by), elapsed), indent=1)
+        text = json.dumps(json_report(args, run, rows, bool(stopped), elapsed), indent=1)
         if args.json == "-":
             print(text)
         else:
             write_atomic(args.json, text + "\n")
             print(f"# wrote {args.json}")
-    return 128 + stopped_by[0] if stopped_by else 0
+    return stopped.status if stopped else 0
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -792,6 +686,34 @@ def write_atomic(path: str, data) -> None:
         raise
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
+
+
 def stdout_reader_gone() -> bool:
     """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
     import select
@@ -803,11 +725,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -819,24 +757,157 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
+
+
+def date_utc() -> str:
+    """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def envelope(benchmark: str, device: str | None, versions: dict | None = None,
+             command: str | None = None, argv=None) -> dict:
+    """The keys every results file starts with (tools/schemas/envelope.schema.json), in order:
+    ``benchmark`` (the script's file stem), ``schema_version`` 1, ``date_utc`` (now),
+    ``command`` (``command``, else ``command_line(argv)``), ``versions`` (Python's, and
+    ``versions``: {"torch": ...}) and ``device`` (None where the result does not depend on the
+    hardware). The script adds its own keys and ``results``."""
+    import platform
+    return {"benchmark": benchmark, "schema_version": 1, "date_utc": date_utc(),
+            "command": command or command_line(argv, f"{benchmark}.py"),
+            "versions": {"python": platform.python_version(), **(versions or {})}, "device": device}
+
+
+HELD_OUT_EVERY = 10  # every 10th usable document is held out
+
+
+VOCAB = 256  # bytes
+
+
+# The corpus is held in memory: at most this much of it, and no line longer than a document can be.
+CORPUS_MAX_BYTES = 256 << 20
+
+
+CORPUS_MAX_LINE_CHARS = 16 << 20
+
+
+def load_corpus(path: str, min_len: int, shorten: str) -> list[str]:
+    """The ``text`` of every JSON line of ``path`` (given as --corpus) at least ``min_len`` bytes
+    long. Raises ScriptError (usage) naming the file, and the line for a line that is not a JSON
+    object with a string ``text``; a device (/dev/zero), a FIFO, a file over CORPUS_MAX_BYTES or
+    a line over CORPUS_MAX_LINE_CHARS is refused before it is read whole; fewer than
+    2 x HELD_OUT_EVERY documents long enough is refused naming the options to ``shorten``."""
+    option = f"--corpus {path}"
+    if not os.path.exists(path):
+        raise ScriptError(f"{option}: no such file; give --corpus PATH: the book's "
+                          "data/training/corpus.jsonl (from its repository or its site), or any "
+                          "JSONL file of {\"text\": ...} lines", EXIT_USAGE)
+    if not os.path.isfile(path):
+        raise ScriptError(f"{option}: is not a regular file", EXIT_USAGE)
+    if os.path.getsize(path) > CORPUS_MAX_BYTES:
+        raise ScriptError(f"{option}: larger than {CORPUS_MAX_BYTES >> 20} MiB, more than this "
+                          "script holds in memory; give a smaller corpus", EXIT_USAGE)
+    texts, lines = [], 0
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line_no, line in enumerate(iter(lambda: f.readline(CORPUS_MAX_LINE_CHARS + 1), ""), 1):
+                if len(line) > CORPUS_MAX_LINE_CHARS:
+                    raise ScriptError(f"{path}:{line_no}: a line of more than {CORPUS_MAX_LINE_CHARS >> 20} M "
+                                      "characters; expected one JSON object per line", EXIT_USAGE)
+                if not line.strip():
+                    continue
+                lines += 1
+                try:
+                    doc = json.loads(line)
+                except (ValueError, RecursionError) as err:
+                    raise ScriptError(f"{path}:{line_no}: not JSON ({getattr(err, 'msg', err)}); expected one JSON "
+                                      "object per line", EXIT_USAGE) from None
+                if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
+                    raise ScriptError(f"{path}:{line_no}: not a JSON object with a string "
+                                      "\"text\" field", EXIT_USAGE)
+                if len(doc["text"].encode("utf-8")) >= min_len:
+                    texts.append(doc["text"])
+    except UnicodeDecodeError as err:
+        raise ScriptError(f"{option}: not UTF-8 text ({err.reason} at byte {err.start})",
+                          EXIT_USAGE) from None
+    except OSError as err:
+        raise ScriptError(f"{option}: cannot read ({err.strerror})", EXIT_USAGE) from None
+    if lines == 0:
+        raise ScriptError(f"{option}: is empty (no JSON lines)", EXIT_USAGE)
+    if len(texts) < 2 * HELD_OUT_EVERY:
+        raise ScriptError(f"{option}: {len(texts)} documents of at least {min_len} bytes; need "
+                          f"{2 * HELD_OUT_EVERY} (shorten {shorten} or give a larger corpus)", EXIT_USAGE)
+    return texts
+
+
+def split_documents(texts: list[str]) -> tuple[list[bytes], list[bytes]]:
+    """(training, held-out) documents as bytes: every HELD_OUT_EVERY-th one is held out."""
+    docs = [t.encode("utf-8") for t in texts]
+    held = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY == 0]
+    train = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY != 0]
+    return train, held
+
+
+def train_lm(model, docs: list[bytes], steps: int, batch: int, lr: float, rng,
+             device: str = "cpu", done: list | None = None) -> list[float]:
+    """``steps`` AdamW steps of next-byte cross-entropy on random windows of ``docs`` (those at
+    least as long as the model's context + 1, for the shifted target), drawn with ``rng`` (a
+    random.Random); returns the loss of every step (nats/byte). ``done``, when given, receives
+    each step's loss as it is taken (what an interrupted run has)."""
+    import torch
+    window = model.context + 1
+    usable = [d for d in docs if len(d) >= window]
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    warmup = max(1, steps // 20)
+    model.train()
+    losses = [] if done is None else done
+    for step in range(steps):
+        rows = []
+        for _ in range(batch):
+            d = usable[rng.randrange(len(usable))]
+            s = rng.randrange(len(d) - window + 1)
+            rows.append(list(d[s:s + window]))
+        x = torch.tensor(rows, dtype=torch.long, device=device)
+        for group in opt.param_groups:  # linear warm-up, then cosine decay to 10% of lr
+            group["lr"] = lr * min(1.0, (step + 1) / warmup) * (0.55 + 0.45 * math.cos(math.pi * step / steps))
+        loss = torch.nn.functional.cross_entropy(model(x[:, :-1]).reshape(-1, VOCAB), x[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
 # --- end of script contract ---
 
 

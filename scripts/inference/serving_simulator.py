@@ -34,14 +34,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import math
 import os
 import random
-import platform
-import shlex
-import signal
 import sys
 import tempfile
 import traceback
@@ -599,19 +595,6 @@ def run_sweep(args, model: StepModel, rows: list[dict]) -> None:
             print(format_row(row), flush=True)
 
 
-def catch_stop_signals() -> list[int]:
-    """Ctrl-C, scancel and a job's time limit raise KeyboardInterrupt, so that the rows done are
-    kept; the returned list receives the signal."""
-    stopped_by: list[int] = []
-
-    def stop(signum, frame):  # Ctrl-C, scancel, a job's time limit: keep the rows done
-        stopped_by.append(signum)
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    return stopped_by
-
-
 # ----------------------------------------------------------------------------------------------
 # The report
 # ----------------------------------------------------------------------------------------------
@@ -706,11 +689,7 @@ def json_report(args, model: StepModel, residuals: list[dict] | None, knees: dic
         step_model["max_abs_rel_err"] = {
             "tpot": max(abs(r["tpot_rel_err"]) for r in residuals),
             "ttft": max(abs(r["ttft_rel_err"]) for r in residuals)}
-    return {"benchmark": "serving_simulator", "schema_version": 1,
-            "command": "python " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "device": None, "versions": {"python": platform.python_version()},
-            "settings": settings, "step_model": step_model,
+    return {**envelope("serving_simulator", None), "settings": settings, "step_model": step_model,
             "knee_req_s": knees, "interrupted": interrupted,
             "units": {"times": "seconds", "throughput_tok_s": "output tokens per second",
                       "rates": "requests per second"},
@@ -871,7 +850,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stopped_by = catch_stop_signals()
+    on_stop_signals()  # Ctrl-C, scancel and a job's time limit keep the rows done
     residuals = None
     if args.fit:
         model, residuals = fit_step_model(args.fit_points)
@@ -881,25 +860,25 @@ def main(argv: list[str] | None = None) -> int:
         source = "--step-model" if args.step_model else "default (roofline estimate, Llama 2 7B on one H100)"
     print_setup(args, model, source, residuals)
     rows: list[dict] = []
+    stopped = None
     try:
         run_sweep(args, model, rows)
-    except KeyboardInterrupt:
-        if not stopped_by:
-            stopped_by.append(signal.SIGINT)
+    except Interrupted as stop:
+        stopped = stop
         print(f"# interrupted: {len(rows)} of {len(args.rates) * len(args.policy)} rows done")
     knees = print_knees(args, rows)
     if args.json:
-        text = json.dumps(json_report(args, model, residuals, knees, rows, bool(stopped_by)), indent=1)
+        text = json.dumps(json_report(args, model, residuals, knees, rows, bool(stopped)), indent=1)
         if args.json == "-":
             print(text)
         else:
             write_atomic(args.json, text + "\n")
             print(f"# wrote {args.json}")
-    return 128 + stopped_by[0] if stopped_by else 0
+    return stopped.status if stopped else 0
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -1006,6 +985,34 @@ def write_atomic(path: str, data) -> None:
         raise
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
+
+
 def stdout_reader_gone() -> bool:
     """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
     import select
@@ -1017,11 +1024,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -1033,18 +1056,18 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
@@ -1112,6 +1135,38 @@ def parse_json(data: bytes, option: str, path: str):
         raise ScriptError(f"{option} {path}: nested too deeply to be JSON data", EXIT_USAGE) from None
     except ValueError as err:  # json.JSONDecodeError, and int() of a 5,000-digit number
         raise ScriptError(f"{option} {path}: not valid JSON ({str(err).splitlines()[0]})", EXIT_USAGE) from None
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
+
+
+def date_utc() -> str:
+    """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def envelope(benchmark: str, device: str | None, versions: dict | None = None,
+             command: str | None = None, argv=None) -> dict:
+    """The keys every results file starts with (tools/schemas/envelope.schema.json), in order:
+    ``benchmark`` (the script's file stem), ``schema_version`` 1, ``date_utc`` (now),
+    ``command`` (``command``, else ``command_line(argv)``), ``versions`` (Python's, and
+    ``versions``: {"torch": ...}) and ``device`` (None where the result does not depend on the
+    hardware). The script adds its own keys and ``results``."""
+    import platform
+    return {"benchmark": benchmark, "schema_version": 1, "date_utc": date_utc(),
+            "command": command or command_line(argv, f"{benchmark}.py"),
+            "versions": {"python": platform.python_version(), **(versions or {})}, "device": device}
 # --- end of script contract ---
 
 

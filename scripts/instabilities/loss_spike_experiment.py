@@ -35,7 +35,6 @@ import contextlib
 import json
 import math
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -295,20 +294,6 @@ def open_device(args: argparse.Namespace):
     return device
 
 
-def catch_stop_signals() -> list:
-    """Ctrl-C (even where a shell started us with SIGINT ignored) and SIGTERM (scancel, a time
-    limit) stop the sweep between steps; the runs that finished are still printed and written.
-    Returns [the signal that stopped it]."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    stopped_by = [signal.SIGINT]
-
-    def on_sigterm(signum, frame):
-        stopped_by[0] = signal.SIGTERM
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_sigterm)
-    return stopped_by
-
-
 # ----------------------------------------------------------------------------------------------
 # The report
 # ----------------------------------------------------------------------------------------------
@@ -329,7 +314,7 @@ def json_report(args: argparse.Namespace, argv: list[str] | None, device, floor:
     return {
         "experiment": "loss_spike", "schema_version": 1, "torch_version": torch.__version__,
         "python_version": platform.python_version(), "device": str(device),
-        "command": " ".join([PROG, *(sys.argv[1:] if argv is None else argv)]),
+        "command": command_line(argv, PROG),
         "settings": {k: getattr(args, k) for k in ("steps", "batch_size", "seq_len", "vocab",
                                                    "d_model", "layers", "heads", "seed",
                                                    "window", "z_threshold", "threads")},
@@ -436,34 +421,34 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:22s} {json.dumps({**DEFAULTS, **cfg})}")
         return 0
 
-    stopped_by = catch_stop_signals()
+    on_stop_signals()  # Ctrl-C and SIGTERM (scancel, a time limit) keep the runs that finished
     device = open_device(args)
     succ, probs, floor = markov_language(args.vocab, args.seed)
     runs = {}
     t_start = time.time()
-    interrupted = False
+    stopped = None
     try:
         for name in args.config_names:
             cfg = {**DEFAULTS, **CONFIGS[name]}
             rec, bad = train_run(cfg, args, device, succ, probs)
             runs[name] = summarize_run(cfg, rec, bad, args)
             print_run(name, runs[name]["summary"])
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep the runs that finished
-        interrupted = True
+    except Interrupted as stop:
+        stopped = stop
     elapsed = time.time() - t_start
-    if interrupted:
-        print(f"# interrupted by {stopped_by[0].name}: {len(runs)} of {len(args.config_names)} "
+    if stopped:
+        print(f"# interrupted by {stopped.name}: {len(runs)} of {len(args.config_names)} "
               "runs finished" + (f"; writing them to {args.json}" if args.json else ""))
     print(f"# loss floor (entropy rate of the data) {floor:.3f} nats/token; "
           f"{len(runs)} runs x {args.steps} steps in {elapsed:.0f} s", flush=True)
     if args.json:
-        report = json_report(args, argv, device, floor, elapsed, interrupted, runs)
+        report = json_report(args, argv, device, floor, elapsed, bool(stopped), runs)
         write_atomic(args.json, json.dumps(report, allow_nan=True) + "\n")
-    return 128 + stopped_by[0] if interrupted else 0
+    return stopped.status if stopped else 0
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -570,6 +555,34 @@ def write_atomic(path: str, data) -> None:
         raise
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
+
+
 def stdout_reader_gone() -> bool:
     """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
     import select
@@ -581,11 +594,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -597,24 +626,37 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
 # --- end of script contract ---
 
 

@@ -46,59 +46,12 @@ import traceback
 from pathlib import Path
 
 PROG = "dpo_tiny.py"
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "data" / "training" / "corpus.jsonl"
+# The book's corpus, when this script sits in its clone (scripts/<part>/); .parent, unlike
+# .parents[2], also works for a copy at the top of a file system.
+DEFAULT_CORPUS = Path(__file__).resolve().parent.parent.parent / "data" / "training" / "corpus.jsonl"
 MAX_STEPS = 100_000
-HELD_OUT_EVERY = 10  # every 10th usable document is held out
-# The corpus is held in memory: at most this much of it, and no line longer than a document can be.
-MAX_CORPUS_BYTES = 256 << 20
-MAX_LINE_CHARS = 16 << 20
-
-
-def load_corpus(path: str, min_len: int) -> list[str]:
-    """The ``text`` of every JSON line of ``path`` at least ``min_len`` bytes long. Raises
-    ScriptError (usage) naming the file, and the line for a line that is not a JSON object with a
-    string ``text``; a device (/dev/zero), a FIFO, a file over MAX_CORPUS_BYTES or a line over
-    MAX_LINE_CHARS is refused before it is read whole."""
-    option = f"--corpus {path}"
-    if not os.path.exists(path):
-        raise ScriptError(f"{option}: no such file", EXIT_USAGE)
-    if not os.path.isfile(path):
-        raise ScriptError(f"{option}: is not a regular file", EXIT_USAGE)
-    if os.path.getsize(path) > MAX_CORPUS_BYTES:
-        raise ScriptError(f"{option}: larger than {MAX_CORPUS_BYTES >> 20} MiB, more than this "
-                          "script holds in memory; give a smaller corpus", EXIT_USAGE)
-    texts, lines = [], 0
-    try:
-        with open(path, encoding="utf-8") as f:
-            for number_, line in enumerate(iter(lambda: f.readline(MAX_LINE_CHARS + 1), ""), 1):
-                if len(line) > MAX_LINE_CHARS:
-                    raise ScriptError(f"{path}:{number_}: a line of more than {MAX_LINE_CHARS >> 20} M "
-                                      "characters; expected one JSON object per line", EXIT_USAGE)
-                if not line.strip():
-                    continue
-                lines += 1
-                try:
-                    doc = json.loads(line)
-                except (ValueError, RecursionError) as err:
-                    raise ScriptError(f"{path}:{number_}: not JSON ({getattr(err, 'msg', err)}); expected one JSON "
-                                      "object per line", EXIT_USAGE) from None
-                if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
-                    raise ScriptError(f"{path}:{number_}: not a JSON object with a string "
-                                      "\"text\" field", EXIT_USAGE)
-                if len(doc["text"].encode("utf-8")) >= min_len:
-                    texts.append(doc["text"])
-    except UnicodeDecodeError as err:
-        raise ScriptError(f"{option}: not UTF-8 text ({err.reason} at byte {err.start})",
-                          EXIT_USAGE) from None
-    except OSError as err:
-        raise ScriptError(f"{option}: cannot read ({err.strerror})", EXIT_USAGE) from None
-    if lines == 0:
-        raise ScriptError(f"{option}: is empty (no JSON lines)", EXIT_USAGE)
-    if len(texts) < 2 * HELD_OUT_EVERY:
-        raise ScriptError(f"{option}: {len(texts)} documents of at least {min_len} bytes; need "
-                          f"{2 * HELD_OUT_EVERY} (shorten --prompt-len/--completion-len or give "
-                          "a larger corpus)", EXIT_USAGE)
-    return texts
+# (Reading the corpus, load_corpus and split_documents, is shared with other scripts: it is in the
+# generated block at the end.)
 
 
 def make_pairs(docs: list[bytes], others: list[bytes], n: int, prompt_len: int,
@@ -323,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     # restore it, so that Ctrl-C or `kill -INT` stops the run however it was started.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     min_len = args.prompt_len + args.completion_len
-    texts = load_corpus(args.corpus, min_len)  # before torch: a bad corpus fails fast
+    texts = load_corpus(args.corpus, min_len, "--prompt-len/--completion-len")  # before torch: a bad corpus fails fast
 
     import torch
     torch.set_num_threads(args.threads)
@@ -331,9 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     started = time.monotonic()
 
-    docs = [t.encode("utf-8") for t in texts]
-    held = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY == 0]
-    train = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY != 0]
+    train, held = split_documents(texts)
     train_pairs = make_pairs(train, train, args.train_pairs, args.prompt_len, args.completion_len, rng)
     eval_pairs = make_pairs(held, held, args.eval_pairs, args.prompt_len, args.completion_len, rng)
     model = build_model(args.layers, args.width, args.heads, min_len)
@@ -387,8 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -506,11 +457,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -522,24 +489,91 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+HELD_OUT_EVERY = 10  # every 10th usable document is held out
+
+
+# The corpus is held in memory: at most this much of it, and no line longer than a document can be.
+CORPUS_MAX_BYTES = 256 << 20
+
+
+CORPUS_MAX_LINE_CHARS = 16 << 20
+
+
+def load_corpus(path: str, min_len: int, shorten: str) -> list[str]:
+    """The ``text`` of every JSON line of ``path`` (given as --corpus) at least ``min_len`` bytes
+    long. Raises ScriptError (usage) naming the file, and the line for a line that is not a JSON
+    object with a string ``text``; a device (/dev/zero), a FIFO, a file over CORPUS_MAX_BYTES or
+    a line over CORPUS_MAX_LINE_CHARS is refused before it is read whole; fewer than
+    2 x HELD_OUT_EVERY documents long enough is refused naming the options to ``shorten``."""
+    option = f"--corpus {path}"
+    if not os.path.exists(path):
+        raise ScriptError(f"{option}: no such file; give --corpus PATH: the book's "
+                          "data/training/corpus.jsonl (from its repository or its site), or any "
+                          "JSONL file of {\"text\": ...} lines", EXIT_USAGE)
+    if not os.path.isfile(path):
+        raise ScriptError(f"{option}: is not a regular file", EXIT_USAGE)
+    if os.path.getsize(path) > CORPUS_MAX_BYTES:
+        raise ScriptError(f"{option}: larger than {CORPUS_MAX_BYTES >> 20} MiB, more than this "
+                          "script holds in memory; give a smaller corpus", EXIT_USAGE)
+    texts, lines = [], 0
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line_no, line in enumerate(iter(lambda: f.readline(CORPUS_MAX_LINE_CHARS + 1), ""), 1):
+                if len(line) > CORPUS_MAX_LINE_CHARS:
+                    raise ScriptError(f"{path}:{line_no}: a line of more than {CORPUS_MAX_LINE_CHARS >> 20} M "
+                                      "characters; expected one JSON object per line", EXIT_USAGE)
+                if not line.strip():
+                    continue
+                lines += 1
+                try:
+                    doc = json.loads(line)
+                except (ValueError, RecursionError) as err:
+                    raise ScriptError(f"{path}:{line_no}: not JSON ({getattr(err, 'msg', err)}); expected one JSON "
+                                      "object per line", EXIT_USAGE) from None
+                if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
+                    raise ScriptError(f"{path}:{line_no}: not a JSON object with a string "
+                                      "\"text\" field", EXIT_USAGE)
+                if len(doc["text"].encode("utf-8")) >= min_len:
+                    texts.append(doc["text"])
+    except UnicodeDecodeError as err:
+        raise ScriptError(f"{option}: not UTF-8 text ({err.reason} at byte {err.start})",
+                          EXIT_USAGE) from None
+    except OSError as err:
+        raise ScriptError(f"{option}: cannot read ({err.strerror})", EXIT_USAGE) from None
+    if lines == 0:
+        raise ScriptError(f"{option}: is empty (no JSON lines)", EXIT_USAGE)
+    if len(texts) < 2 * HELD_OUT_EVERY:
+        raise ScriptError(f"{option}: {len(texts)} documents of at least {min_len} bytes; need "
+                          f"{2 * HELD_OUT_EVERY} (shorten {shorten} or give a larger corpus)", EXIT_USAGE)
+    return texts
+
+
+def split_documents(texts: list[str]) -> tuple[list[bytes], list[bytes]]:
+    """(training, held-out) documents as bytes: every HELD_OUT_EVERY-th one is held out."""
+    docs = [t.encode("utf-8") for t in texts]
+    held = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY == 0]
+    train = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY != 0]
+    return train, held
 # --- end of script contract ---
 
 

@@ -34,8 +34,6 @@ import math
 import os
 import re
 import shlex
-import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -47,69 +45,11 @@ PROG = "distributed_connectivity_check.py"
 _SIZE_RE = re.compile(r"(\d+)([KMGT]?)(I?B)?")
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
-# The signal that stopped the run: Ctrl-C (SIGINT) unless SIGTERM (scancel, a job's time limit).
-_stopped_by = [signal.SIGINT]
 
 
 # ----------------------------------------------------------------------------------------------
-# Launch, device and process group
+# Device and process group (the launch: Launch, in the block at the end)
 # ----------------------------------------------------------------------------------------------
-
-class Launch:
-    """Rank layout of this process, read from torchrun or SLURM variables (or a lone process)."""
-
-    def __init__(self) -> None:
-        env = os.environ
-        self.host = socket.gethostname()
-        if "RANK" in env or "WORLD_SIZE" in env:  # torchrun, or a hand-made env:// launch
-            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
-            self.rank = env_int("RANK")
-            self.world_size = env_int("WORLD_SIZE")
-            self.local_rank = env_int("LOCAL_RANK", 0)
-            self.need_master = True
-        elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1) > 1:  # plain `srun python`
-            self.launcher = "srun"
-            self.rank = env_int("SLURM_PROCID")
-            self.world_size = env_int("SLURM_NTASKS")
-            self.local_rank = env_int("SLURM_LOCALID", 0)
-            self.need_master = True
-        else:  # plain `python`: one process, an in-memory store, no network port
-            self.launcher = "python"
-            self.rank, self.world_size, self.local_rank = 0, 1, 0
-            self.need_master = False
-        if self.need_master and not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
-            raise ScriptError(
-                f"launched by {self.launcher} (rank {self.rank} of {self.world_size}) but "
-                "MASTER_ADDR and MASTER_PORT are not set; export them (the address and a free "
-                "port of the first node) or use torchrun", EXIT_USAGE)
-        if self.need_master:
-            self.master = f"{env['MASTER_ADDR']}:{env_int('MASTER_PORT', lo=1)}"
-            if env_int("MASTER_PORT") > 65535:
-                raise ScriptError(f"environment variable MASTER_PORT={env['MASTER_PORT']} is not "
-                                  "a TCP port (1-65535)", EXIT_USAGE)
-        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
-            raise ScriptError(f"rank {self.rank} is outside world size {self.world_size} "
-                              "(check RANK and WORLD_SIZE)", EXIT_USAGE)
-
-
-def die(message: str, status: int | None = None) -> None:
-    """Print ``PROG: error: message`` (one line) to stderr and exit with ``status``
-    (EXIT_FAILURE by default), at once.
-
-    os._exit, not sys.exit: after a failed collective, process-group destructors can block on
-    peers that are gone, and a check that hangs on its way out is the failure we avoid.
-    """
-    first_line = " ".join(message.strip().splitlines()[:1]) or "unknown error"
-    sys.stdout.flush()
-    sys.stderr.write(f"{PROG}: error: {first_line}\n")
-    sys.stderr.flush()
-    os._exit(EXIT_FAILURE if status is None else status)
-
-
-def _on_sigterm(signum, frame):
-    _stopped_by[0] = signal.SIGTERM
-    raise KeyboardInterrupt
-
 
 def check_fits(torch, device, nbytes: int) -> None:
     """ScriptError (status 2) if the ``--size`` buffer cannot fit in ``device``'s memory (the
@@ -142,7 +82,7 @@ def open_device(torch, dist, args: argparse.Namespace, launch: Launch) -> tuple[
         die("--backend nccl needs CUDA and a PyTorch build with NCCL; use --backend gloo")
     if backend == "nccl":
         if launch.local_rank >= torch.cuda.device_count():
-            die(f"rank {launch.rank} on {launch.host}: LOCAL_RANK {launch.local_rank} but only "
+            die(f"{launch.me()}: LOCAL_RANK {launch.local_rank} but only "
                 f"{torch.cuda.device_count()} CUDA device(s) are visible")
         device = torch.device("cuda", launch.local_rank)
         torch.cuda.set_device(device)
@@ -156,7 +96,7 @@ def rank_info(torch, dist, launch: Launch, backend: str, device_text: str) -> di
     nccl_version = "none"
     if torch.cuda.is_available() and dist.is_nccl_available():
         nccl_version = ".".join(str(v) for v in torch.cuda.nccl.version())
-    return {"rank": launch.rank, "local_rank": launch.local_rank, "world_size": launch.world_size,
+    return {"rank": launch.rank, "local_rank": launch.local_rank, "world_size": launch.world,
             "host": launch.host, "device": device_text, "backend": backend,
             "torch": torch.__version__, "cuda": torch.version.cuda or "none",
             "nccl": nccl_version, "pid": os.getpid()}
@@ -174,9 +114,9 @@ def selftest_hooks(rank: int) -> None:
 def join_group(dist, args: argparse.Namespace, launch: Launch, backend: str, init_kwargs: dict) -> None:
     """init_process_group within ``--timeout-s``: through MASTER_ADDR:MASTER_PORT, or an
     in-memory store for a lone process."""
-    rank, world = launch.rank, launch.world_size
+    rank, world = launch.rank, launch.world
     timeout = datetime.timedelta(seconds=args.timeout_s)
-    if launch.need_master:
+    if launch.master:
         # The store client retries a refused connection until well past `timeout`; the
         # deadline (a little later than the store's own timeout, whose message is more
         # precise when it comes) bounds the whole wait.
@@ -236,7 +176,7 @@ def run(args: argparse.Namespace, launch: Launch, stage: list[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    rank, world = launch.rank, launch.world_size
+    rank, world = launch.rank, launch.world
     backend, device, device_text, init_kwargs = open_device(torch, dist, args, launch)
     check_fits(torch, device, max(args.size, 4 * world))
     info = rank_info(torch, dist, launch, backend, device_text)
@@ -325,8 +265,7 @@ def report(args: argparse.Namespace, infos: list[dict], errors: list[dict], back
             "backend": backend,
             "torch_version": torch_version,
             "all_reduce_bytes": all_reduce_bytes,
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
-                "%Y-%m-%dT%H:%M:%SZ"),
+            "date_utc": date_utc(),
             "ranks": infos,
             "errors": errors,
         }
@@ -400,32 +339,25 @@ def main(argv: list[str] | None = None) -> int:
         check_output(args.json, "--json")
     if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
-    # A shell starts background jobs with SIGINT ignored: Ctrl-C must still stop the check.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    on_stop_signals()  # Ctrl-C (even in a background job) and scancel stop the check
     stage = ["starting"]
     try:
         status = run(args, launch, stage)
-    except KeyboardInterrupt:
-        die(f"rank {launch.rank} on {launch.host}: interrupted during {stage[0]}",
-            128 + _stopped_by[0])
+    except Interrupted as stop:
+        die(f"{launch.me()}: interrupted during {stage[0]}", stop.status)
     except ScriptError:  # a usage error found before joining the group (run_main prints it)
         raise
     except Exception as exc:  # noqa: BLE001 - every failure must end the job, not hang it
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
-            os._exit(EXIT_OK)  # at once, as die() exits
-        die(f"rank {launch.rank} on {launch.host}: {stage[0]} failed: "
-            f"{type(exc).__name__}: {exc}")
+        die(f"{launch.me()}: {stage[0]} failed: {type(exc).__name__}: {exc}")
     if status:
         # Another rank reported the problem (rank 0 names it); leave quietly, without waiting
         # for process-group teardown.
-        sys.stdout.flush()
-        os._exit(status)
+        die(None, status)
     return EXIT_OK
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -573,6 +505,34 @@ class deadline:
         self.timer.cancel()
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
+
+
 def stdout_reader_gone() -> bool:
     """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
     import select
@@ -584,11 +544,50 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
+def die(message: str | None, status: int = EXIT_FAILURE, debug: bool = False) -> None:
+    """End a rank of a distributed script at once: ``PROG: error: MESSAGE`` (its first line) on
+    stderr, after the traceback of the exception being handled when ``debug``, then
+    os._exit(status); no line when ``message`` is None. Not sys.exit: after a failed collective,
+    process-group teardown can wait for peers that are gone, and a rank that hangs on its way out
+    is what these scripts exist to prevent. Called while handling the BrokenPipeError of a reader
+    that closed stdout (``| head -1``), it exits quietly with EXIT_OK, as run_main does; output
+    that a reader gone meanwhile can no longer take is dropped."""
+    if reader_left():
+        message, status = None, EXIT_OK
+    elif debug and sys.exc_info()[1] is not None:
+        traceback.print_exc()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # a reader gone meanwhile, a closed stdout: the exit drops it
+        pass
+    if message is not None:
+        first = " ".join(str(message).strip().splitlines()[:1]) or "unknown error"
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {first}\n")
+        sys.stderr.flush()
+    os._exit(status)
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -600,24 +599,108 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+class Launch:
+    """This process's place in a distributed run, from the environment: torchrun's (or any
+    env:// launch's) RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE when RANK or WORLD_SIZE is
+    set; else plain srun's SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID when it started more than
+    one task; else a lone process, rank 0 of 1. ``launcher`` says which: "torchrun", "env", "srun"
+    or "python". Each variable is read with env_int, so one that is not an integer is a usage
+    error naming it; so are fewer ranks than ``min_world``, a rank outside the world and, for more
+    than one rank, a missing MASTER_ADDR or MASTER_PORT or a port outside 1-65535. ``addr`` and
+    ``port`` are where rank 0 (or torchrun's agent) hosts the rendezvous; ``master`` is
+    "ADDR:PORT", None for a lone process (it makes a group of one without a network port)."""
+
+    def __init__(self, min_world: int = 1):
+        import socket
+        env = os.environ
+        self.host = socket.gethostname()
+        if "RANK" in env or "WORLD_SIZE" in env:
+            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+            names = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+        elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1, lo=1) > 1:
+            self.launcher, names = "srun", ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
+        else:
+            self.launcher, names = "python", None
+        self.rank, self.world = (env_int(names[0]), env_int(names[1], lo=1)) if names else (0, 1)
+        self.local_rank = env_int(names[2], 0) if names else 0
+        self.local_world = env_int("LOCAL_WORLD_SIZE", 1, lo=1)
+        if self.world < min_world:
+            raise ScriptError(f"needs at least {min_world} ranks (world size is {self.world}); launch "
+                              f"with torchrun --nproc-per-node {min_world} (or more), or srun", EXIT_USAGE)
+        if self.rank >= self.world:
+            raise ScriptError(f"rank {self.rank} is outside world size {self.world} (check "
+                              f"{names[0]} and {names[1]})", EXIT_USAGE)
+        self.addr, self.port, self.master = None, None, None
+        if self.launcher != "python":
+            self._read_master()
+
+    def _read_master(self) -> None:
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name, "").strip()]
+        if missing and self.world > 1:
+            both = len(missing) > 1
+            raise ScriptError(
+                f"MASTER_ADDR and MASTER_PORT must be set for rank {self.rank} of {self.world} "
+                f"(launched by {self.launcher}): environment variable{'s' * both} "
+                f"{' and '.join(missing)} {'are' if both else 'is'} not set; export "
+                f"{'them' if both else 'it'} (the first node's address and a free port) or launch "
+                "with torchrun", EXIT_USAGE)
+        if not missing:
+            self.addr, self.port = os.environ["MASTER_ADDR"].strip(), env_int("MASTER_PORT")
+            if not 1 <= self.port <= 65535:
+                raise ScriptError(f"environment variable MASTER_PORT={self.port} is not a TCP port "
+                                  "(1-65535)", EXIT_USAGE)
+            self.master = f"{self.addr}:{self.port}"
+
+    def me(self) -> str:
+        return f"rank {self.rank} on {self.host}"
+
+    def command(self, argv=None) -> str:
+        """The command line of the run, for a results file: ``command_line()`` with the launcher's
+        own in front of it (``torchrun --nnodes N --nproc-per-node M``, ``srun --ntasks N``)."""
+        line = command_line(argv)
+        if self.launcher == "torchrun":
+            nnodes = os.environ.get("GROUP_WORLD_SIZE", "1")
+            return f"torchrun --nnodes {nnodes} --nproc-per-node {self.local_world} {line.removeprefix('python ')}"
+        return f"srun --ntasks {self.world} {line}" if self.launcher == "srun" else line
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
+
+
+def date_utc() -> str:
+    """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 # --- end of script contract ---
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import datetime
 import json
 import math
 import os
@@ -59,10 +58,6 @@ FAILED = {"FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL", "PREEM
           "DEADLINE", "REVOKED", "SPECIAL_EXIT", "STOPPED"}
 BAD_NODE = re.compile(r"drain|down|fail|maint|\*$")
 JOB_ID = re.compile(r"\d+(_\d+)?(\+\d+)?")
-
-
-def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- checks ------------------------------------------------------------------------------------
@@ -285,7 +280,7 @@ class Watchdog:
     # -- reporting -----------------------------------------------------------------------------
     def event(self, check: str, status: str, message: str) -> None:
         if self.args.events:
-            line = json.dumps({"time": now_iso(), "check": check, "status": status,
+            line = json.dumps({"time": date_utc(), "check": check, "status": status,
                                "message": message}) + "\n"
             try:
                 with open(self.args.events, "a") as f:
@@ -300,10 +295,10 @@ class Watchdog:
             before = self.last.get(name)
             if before is None or (before["status"], before["kind"]) != (status, kind):
                 self.last[name] = {"status": status, "kind": kind, "message": message,
-                                   "since": now_iso()}
+                                   "since": date_utc()}
                 self.event(name, status, message)
                 if status != FINDING:
-                    print(f"{now_iso()} {name}: {status}: {message}", flush=True)
+                    print(f"{date_utc()} {name}: {status}: {message}", flush=True)
             self.last[name]["message"] = message
             if status != FINDING:
                 for key in [k for k in self.sent if k[0] == name]:
@@ -315,12 +310,12 @@ class Watchdog:
                 continue
             self.sent[key] = now
             self.touch(name, fs=name.startswith("fs:"))  # first: a switch file is the urgent part
-            print(f"{now_iso()} {PROG}: finding: {name}: {message}", flush=True)
+            print(f"{date_utc()} {PROG}: finding: {name}: {message}", flush=True)
             self.alert(name, status, message)
         if self.args.json:
             try:
                 write_atomic(self.args.json, json.dumps(
-                    {"time": now_iso(), "checks": self.last}, indent=1) + "\n")
+                    {"time": date_utc(), "checks": self.last}, indent=1) + "\n")
             except OSError as exc:
                 warn(f"cannot write --json {self.args.json}: {exc.strerror}")
         return any_finding
@@ -564,7 +559,7 @@ def main(argv=None) -> int:
     watched = ", ".join([f"fs {p}" for p, _, _ in args.fs] + [f"{k} {v}" for k, v in (
         ("job", args.job), ("heartbeat", args.heartbeat), ("log", args.log),
         ("rss of pid", args.rss_pid)) if v])
-    print(f"{now_iso()} {PROG}: watching {watched}; every {args.interval:g} s", flush=True)
+    print(f"{date_utc()} {PROG}: watching {watched}; every {args.interval:g} s", flush=True)
     end = None if args.max_runtime is None else time.monotonic() + args.max_runtime
     while True:
         findings = dog.handle(dog.round())
@@ -573,23 +568,23 @@ def main(argv=None) -> int:
         if args.once:
             return EXIT_FINDING if findings else EXIT_OK
         if dog.job_end is not None:
-            print(f"{now_iso()} {PROG}: job {args.job} ended; exit {dog.job_end}", flush=True)
+            print(f"{date_utc()} {PROG}: job {args.job} ended; exit {dog.job_end}", flush=True)
             return dog.job_end
         wait = args.interval
         if end is not None:
             wait = min(wait, end - time.monotonic())
             if wait <= 0:
-                print(f"{now_iso()} {PROG}: --max-runtime reached", flush=True)
+                print(f"{date_utc()} {PROG}: --max-runtime reached", flush=True)
                 return EXIT_FINDING if findings else EXIT_OK
         if stop.wake.wait(wait):
             break
     name = signal.Signals(stop.signal).name
-    print(f"{now_iso()} {PROG}: {name}: stopped", flush=True)
+    print(f"{date_utc()} {PROG}: {name}: stopped", flush=True)
     return 128 + stop.signal
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -707,11 +702,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -723,24 +734,30 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+def date_utc() -> str:
+    """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 # --- end of script contract ---
 
 

@@ -36,7 +36,6 @@ import json
 import math
 import os
 import platform
-import shlex
 import shutil
 import signal
 import statistics
@@ -101,18 +100,6 @@ def verify(torch, state: dict, loaded: dict, where: str) -> None:
 # Launch and the timed saves and loads
 # ----------------------------------------------------------------------------------------------
 
-def launch_layout() -> tuple[int, int, int]:
-    """(rank, world size, local rank): torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; plain srun sets
-    the SLURM_* equivalents; a lone process is rank 0 of 1."""
-    rank = env_int("RANK", env_int("SLURM_PROCID", 0))
-    world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
-    local_rank = env_int("LOCAL_RANK", env_int("SLURM_LOCALID", 0))
-    if rank >= world:
-        raise ScriptError(f"rank {rank} is outside world size {world} (check RANK and "
-                          "WORLD_SIZE)", EXIT_USAGE)
-    return rank, world, local_rank
-
-
 def fail(rank: int, msg: str, code: int = 2) -> int:
     """Print ``PROG: error: msg`` (a usage error, code 2, from rank 0 only) and return ``code``."""
     if rank == 0 or code != 2:
@@ -120,11 +107,11 @@ def fail(rank: int, msg: str, code: int = 2) -> int:
     return code
 
 
-def join_group(torch, dist, args, rank: int, world: int, local_rank: int,
-               master: str) -> tuple[object, str]:
+def join_group(torch, dist, args, launch: Launch) -> tuple[object, str]:
     """(device, backend) after init_process_group, within ``--timeout``: gloo for CPU tensors,
     with nccl for CUDA ones on GPU LOCAL_RANK. BenchError for a CUDA that is not there;
-    ScriptError naming ``master`` (MASTER_ADDR:MASTER_PORT) for a rendezvous that fails."""
+    ScriptError naming MASTER_ADDR:MASTER_PORT for a rendezvous that fails."""
+    rank, world, local_rank, master = launch.rank, launch.world, launch.local_rank, launch.master
     if args.device == "cuda":
         if not torch.cuda.is_available():
             raise BenchError("--device cuda but CUDA is not available")
@@ -132,8 +119,9 @@ def join_group(torch, dist, args, rank: int, world: int, local_rank: int,
         device, backend = torch.device("cuda", local_rank), "cpu:gloo,cuda:nccl"
     else:
         device, backend = torch.device("cpu"), "gloo"
-    if world == 1 and "MASTER_ADDR" not in os.environ:  # plain `python`: a group of one
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    if master is None:  # plain `python`: a group of one
+        master = f"127.0.0.1:{_free_port()}"
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=master.partition(":")[2])
     # The store client retries past `timeout`; the deadline bounds the whole rendezvous.
     with deadline(args.timeout * 1.1 + 1, f"rank {rank}: rendezvous with "
                                           f"MASTER_ADDR:MASTER_PORT {master}"):
@@ -156,24 +144,17 @@ def _free_port() -> int:
 class Bench:
     """One run on one rank: its shard, the checkpoint folder, the timings, the results so far."""
 
-    def __init__(self, torch, dist, dcp, args, rank: int, world: int, device, backend: str):
-        self.torch, self.dist, self.dcp, self.args = torch, dist, dcp, args
-        self.rank, self.world, self.device, self.backend = rank, world, device, backend
+    def __init__(self, torch, dist, dcp, args, launch: Launch, device, backend: str):
+        self.torch, self.dist, self.dcp, self.args, self.launch = torch, dist, dcp, args, launch
+        self.rank, self.world, self.device, self.backend = launch.rank, launch.world, device, backend
         self.dtype = getattr(torch, args.dtype)
         self.workdir: Path | None = None
         self.results: list[dict] = []
         self.reporting = False  # True once report() has all it needs
         self.interrupted = False
-        self.stopped_by: list[int] = []
-
-    def catch_signals(self) -> None:
-        """Ctrl-C (even where a shell started us with SIGINT ignored) and SIGTERM (scancel, a
-        time limit) stop the run between operations; the finished results are still reported."""
-        def on_signal(signum, frame):
-            self.stopped_by.append(signum)
-            raise KeyboardInterrupt
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
+        # Ctrl-C and SIGTERM (scancel, a time limit) stop the run between operations; the
+        # finished results are still reported. The signals that came: DCP wraps what it raises.
+        self.stopped_by = on_stop_signals()
 
     def run(self, methods: list[str], per_rank: int) -> int:
         """Make the run folder, build the shard, measure every method; 0, or fail()'s status."""
@@ -324,15 +305,13 @@ class Bench:
         print("# verified: every tensor read back equals what was written")
         if args.json:
             summary = {
-                "benchmark": "checkpoint_io_bench", "schema_version": 1, "world_size": self.world,
-                "backend": self.backend, "device": dev_name, "dtype": args.dtype,
+                **envelope("checkpoint_io_bench", dev_name, {"torch": torch.__version__},
+                           _command(self.launch)),
+                "world_size": self.world, "backend": self.backend, "dtype": args.dtype,
                 "size_bytes": self.total_bytes, "tensor_bytes": args.tensor_size,
                 "iters": args.iters, "directory": str(args.dir), "filesystem": fs,
                 "cold_read": not args.warm_read, "torch_version": torch.__version__,
-                "versions": {"python": platform.python_version(), "torch": torch.__version__},
-                "hostname": platform.node(),
-                "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "command": _command(self.world), "units": {"GBps": "1e9 bytes/s", "time": "s"},
+                "hostname": platform.node(), "units": {"GBps": "1e9 bytes/s", "time": "s"},
                 "results": results, "verified": True,
                 **({"interrupted": True} if interrupted else {}),
             }
@@ -347,13 +326,13 @@ class Bench:
         rank, results, args = self.rank, self.results, self.args
         if rank == 0 and self.reporting and results:
             self.report(interrupted=True)
-        name = signal.Signals(self.stopped_by[0]).name
+        stop = Interrupted(self.stopped_by[0])
         kept = (f" after {len(results)} results" + (f"; wrote them to {args.json}"
                 if args.json and results else "")) if rank == 0 else ""
-        raise ScriptError(f"rank {rank}: interrupted by {name}{kept}", 128 + self.stopped_by[0]) from None
+        raise ScriptError(f"rank {rank}: interrupted by {stop.name}{kept}", stop.status) from None
 
-    def failed(self, err: BaseException) -> int:
-        """The status of a run that raised ``err`` (not an interruption): one line naming the
+    def failed(self, err: BaseException) -> None:
+        """Raise the one line of a run that raised ``err`` (not an interruption), naming the
         rank, status 1. DCP's CheckpointException maps each failing rank to its (error,
         traceback): the lowest rank's error is named."""
         if self.stopped_by:  # the signal landed inside a save or load, which wrapped it
@@ -364,10 +343,10 @@ class Bench:
                 item = min(failures.items())[1]
                 err = item[0] if isinstance(item, tuple) else item
             first = (str(err).strip().splitlines() or [""])[0]
-            return fail(self.rank, f"rank {self.rank}: checkpoint in {self.args.dir} failed: "
-                        f"{type(err).__name__}{': ' + first if first else ''}", 1)
+            raise ScriptError(f"rank {self.rank}: checkpoint in {self.args.dir} failed: "
+                              f"{type(err).__name__}{': ' + first if first else ''}") from err
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        return fail(self.rank, f"rank {self.rank}: {first}", 1)
+        raise ScriptError(f"rank {self.rank}: {first}") from err
 
     def cleanup(self) -> None:
         """Remove the checkpoint files (unless --keep) and, unless interrupted, the group."""
@@ -401,14 +380,10 @@ def _sig(x: float) -> float:
     return float(f"{x:.6g}")
 
 
-def _command(world: int) -> str:
-    """The launch line, rebuilt from sys.argv and the launcher's environment."""
-    args = " ".join(shlex.quote(a) for a in sys.argv)
+def _command(launch: Launch) -> str:
+    """The launch line (``launch.command()``), with OMP_NUM_THREADS in front where it was set."""
     omp = os.environ.get("OMP_NUM_THREADS")
-    prefix = f"OMP_NUM_THREADS={omp} " if omp else ""
-    if "LOCAL_WORLD_SIZE" in os.environ:
-        return f"{prefix}torchrun --nproc-per-node {os.environ['LOCAL_WORLD_SIZE']} {args}"
-    return f"{prefix}python {args}"
+    return (f"OMP_NUM_THREADS={omp} " if omp else "") + launch.command()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -457,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_args(args) -> list[str]:
+def check_args(args, launch: Launch) -> list[str]:
     """Validate arguments that need no torch; returns the method list. Raises BenchError."""
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     bad = [m for m in methods if m not in ("torch.save", "dcp")]
@@ -478,8 +453,7 @@ def check_args(args) -> list[str]:
     if args.device == "cpu" and hasattr(os, "sysconf"):
         with contextlib.suppress(ValueError, OSError):
             ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-            local = env_int("LOCAL_WORLD_SIZE", 1, lo=1)
-            world = env_int("WORLD_SIZE", env_int("SLURM_NTASKS", 1), lo=1)
+            local, world = launch.local_world, launch.world
             need = 2 * args.size // world * min(local, world)
             if need > 0.9 * ram:
                 raise BenchError(f"--size {args.size / 1e9:.3f} GB needs about {need / 1e9:.3f} GB "
@@ -496,15 +470,12 @@ def check_args(args) -> list[str]:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     env = os.environ
-    rank, world, local_rank = launch_layout()
+    launch = Launch()
+    rank, world = launch.rank, launch.world
     try:
-        methods = check_args(args)
+        methods = check_args(args, launch)
     except (BenchError, ScriptError) as err:
         return fail(rank, str(err))
-    if world > 1 and ("MASTER_ADDR" not in env or "MASTER_PORT" not in env):
-        return fail(rank, "MASTER_ADDR and MASTER_PORT must be set (launch with torchrun, or "
-                    "export them under srun)")
-    master = f"{env.get('MASTER_ADDR')}:{env_int('MASTER_PORT', 0)}"
     if not args.debug:  # an unreachable peer is an expected failure: no C++ frames for it
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     per_rank = args.size // world
@@ -517,35 +488,28 @@ def main(argv=None) -> int:
         return fail(rank, f"--size {args.size} B over {world} ranks leaves less than one "
                     f"{args.dtype} element per rank")
     try:
-        device, backend = join_group(torch, dist, args, rank, world, local_rank, master)
+        device, backend = join_group(torch, dist, args, launch)
     except BenchError as err:
         return fail(rank, str(err))
     if env.get("CHECKPOINT_IO_BENCH_EXIT_RANK") == str(rank):  # self-test: a rank dies
         os._exit(3)
-    bench = Bench(torch, dist, dcp, args, rank, world, device, backend)
-    bench.catch_signals()
+    bench = Bench(torch, dist, dcp, args, launch, device, backend)
     try:
         return bench.run(methods, per_rank)
-    except KeyboardInterrupt:
-        if not bench.stopped_by:  # Python's own Ctrl-C, before our handler was set
-            bench.stopped_by.append(signal.SIGINT)
+    except Interrupted:
         bench.stop()
     except BenchError as err:
         return fail(rank, str(err), 1)
-    except (RuntimeError, OSError) as err:  # a collective timed out, a peer died, disk full
-        if isinstance(err, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
-            raise  # run_main ends the run quietly, with status 0 (after the teardown below)
-        return bench.failed(err)
     except SystemExit:
         raise
     except BaseException as err:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        return bench.failed(err)
+        bench.failed(err)  # a collective timed out, a peer died, a full disk: one line, status 1
     finally:
         bench.cleanup()
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -712,6 +676,34 @@ class deadline:
         self.timer.cancel()
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
+
+
 def stdout_reader_gone() -> bool:
     """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
     import select
@@ -723,11 +715,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -739,24 +747,121 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+class Launch:
+    """This process's place in a distributed run, from the environment: torchrun's (or any
+    env:// launch's) RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE when RANK or WORLD_SIZE is
+    set; else plain srun's SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID when it started more than
+    one task; else a lone process, rank 0 of 1. ``launcher`` says which: "torchrun", "env", "srun"
+    or "python". Each variable is read with env_int, so one that is not an integer is a usage
+    error naming it; so are fewer ranks than ``min_world``, a rank outside the world and, for more
+    than one rank, a missing MASTER_ADDR or MASTER_PORT or a port outside 1-65535. ``addr`` and
+    ``port`` are where rank 0 (or torchrun's agent) hosts the rendezvous; ``master`` is
+    "ADDR:PORT", None for a lone process (it makes a group of one without a network port)."""
+
+    def __init__(self, min_world: int = 1):
+        import socket
+        env = os.environ
+        self.host = socket.gethostname()
+        if "RANK" in env or "WORLD_SIZE" in env:
+            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+            names = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+        elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1, lo=1) > 1:
+            self.launcher, names = "srun", ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
+        else:
+            self.launcher, names = "python", None
+        self.rank, self.world = (env_int(names[0]), env_int(names[1], lo=1)) if names else (0, 1)
+        self.local_rank = env_int(names[2], 0) if names else 0
+        self.local_world = env_int("LOCAL_WORLD_SIZE", 1, lo=1)
+        if self.world < min_world:
+            raise ScriptError(f"needs at least {min_world} ranks (world size is {self.world}); launch "
+                              f"with torchrun --nproc-per-node {min_world} (or more), or srun", EXIT_USAGE)
+        if self.rank >= self.world:
+            raise ScriptError(f"rank {self.rank} is outside world size {self.world} (check "
+                              f"{names[0]} and {names[1]})", EXIT_USAGE)
+        self.addr, self.port, self.master = None, None, None
+        if self.launcher != "python":
+            self._read_master()
+
+    def _read_master(self) -> None:
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name, "").strip()]
+        if missing and self.world > 1:
+            both = len(missing) > 1
+            raise ScriptError(
+                f"MASTER_ADDR and MASTER_PORT must be set for rank {self.rank} of {self.world} "
+                f"(launched by {self.launcher}): environment variable{'s' * both} "
+                f"{' and '.join(missing)} {'are' if both else 'is'} not set; export "
+                f"{'them' if both else 'it'} (the first node's address and a free port) or launch "
+                "with torchrun", EXIT_USAGE)
+        if not missing:
+            self.addr, self.port = os.environ["MASTER_ADDR"].strip(), env_int("MASTER_PORT")
+            if not 1 <= self.port <= 65535:
+                raise ScriptError(f"environment variable MASTER_PORT={self.port} is not a TCP port "
+                                  "(1-65535)", EXIT_USAGE)
+            self.master = f"{self.addr}:{self.port}"
+
+    def me(self) -> str:
+        return f"rank {self.rank} on {self.host}"
+
+    def command(self, argv=None) -> str:
+        """The command line of the run, for a results file: ``command_line()`` with the launcher's
+        own in front of it (``torchrun --nnodes N --nproc-per-node M``, ``srun --ntasks N``)."""
+        line = command_line(argv)
+        if self.launcher == "torchrun":
+            nnodes = os.environ.get("GROUP_WORLD_SIZE", "1")
+            return f"torchrun --nnodes {nnodes} --nproc-per-node {self.local_world} {line.removeprefix('python ')}"
+        return f"srun --ntasks {self.world} {line}" if self.launcher == "srun" else line
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
+
+
+def date_utc() -> str:
+    """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def envelope(benchmark: str, device: str | None, versions: dict | None = None,
+             command: str | None = None, argv=None) -> dict:
+    """The keys every results file starts with (tools/schemas/envelope.schema.json), in order:
+    ``benchmark`` (the script's file stem), ``schema_version`` 1, ``date_utc`` (now),
+    ``command`` (``command``, else ``command_line(argv)``), ``versions`` (Python's, and
+    ``versions``: {"torch": ...}) and ``device`` (None where the result does not depend on the
+    hardware). The script adds its own keys and ``results``."""
+    import platform
+    return {"benchmark": benchmark, "schema_version": 1, "date_utc": date_utc(),
+            "command": command or command_line(argv, f"{benchmark}.py"),
+            "versions": {"python": platform.python_version(), **(versions or {})}, "device": device}
 # --- end of script contract ---
 
 

@@ -36,7 +36,6 @@ import json
 import math
 import os
 import platform
-import shlex
 import shutil
 import signal
 import subprocess
@@ -60,14 +59,6 @@ MAX_IODEPTH = 65536    # fio's own limit on iodepth
 
 class ScanError(Exception):
     """A problem that ends the scan with a one-line error message."""
-
-
-class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived; ``signum`` says which."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 def filesystem_of(path: Path) -> str:
@@ -368,14 +359,11 @@ def summarize(args, rows: list[dict], fio_version: str, filesystem: str, runtime
               interrupted: bool = False) -> dict:
     """The --json document of a scan (``interrupted``: the rows measured before a signal)."""
     return {
-        "benchmark": "fio_scan", "schema_version": 1, "fio_version": fio_version,
+        **envelope("fio_scan", f"{filesystem} at {args.directory}", {"fio": fio_version}),
+        "fio_version": fio_version,
         "directory": str(args.directory), "filesystem": filesystem, "ioengine": args.ioengine,
         "direct": args.direct, "iodepth": args.iodepth,
         "runtime_s_per_job": round(runtime_s, 3), "hostname": platform.node(),
-        "device": f"{filesystem} at {args.directory}",
-        "versions": {"python": platform.python_version(), "fio": fio_version},
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join(shlex.quote(a) for a in ["python", *sys.argv]),
         "units": {"bw_MBps": "1e6 bytes/s", "lat": "microseconds", "sizes": "bytes"},
         "results": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
                     for r in rows],
@@ -496,12 +484,7 @@ def main(argv=None) -> int:
         if path:
             check_output(path, option)
     state: dict = {"scratch": None, "child": None, "rows": [], "meta": None}
-
-    def on_signal(signum, frame):
-        raise Interrupted(signum)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    on_stop_signals()
     try:
         summary = scan(args, state)
         if args.json:
@@ -521,13 +504,13 @@ def main(argv=None) -> int:
             kept = f"; wrote the {len(state['rows'])} finished jobs to {args.json}"
         print(f"{PROG}: error: interrupted by {sig}; removed the scan's files{kept}",
               file=sys.stderr)
-        return 128 + sig.signum
+        return sig.status
     finally:
         stop_scan(state)
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -634,6 +617,34 @@ def write_atomic(path: str, data) -> None:
         raise
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
+
+
 def stdout_reader_gone() -> bool:
     """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
     import select
@@ -645,11 +656,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -661,24 +688,56 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
+
+
+def date_utc() -> str:
+    """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def envelope(benchmark: str, device: str | None, versions: dict | None = None,
+             command: str | None = None, argv=None) -> dict:
+    """The keys every results file starts with (tools/schemas/envelope.schema.json), in order:
+    ``benchmark`` (the script's file stem), ``schema_version`` 1, ``date_utc`` (now),
+    ``command`` (``command``, else ``command_line(argv)``), ``versions`` (Python's, and
+    ``versions``: {"torch": ...}) and ``device`` (None where the result does not depend on the
+    hardware). The script adds its own keys and ``results``."""
+    import platform
+    return {"benchmark": benchmark, "schema_version": 1, "date_utc": date_utc(),
+            "command": command or command_line(argv, f"{benchmark}.py"),
+            "versions": {"python": platform.python_version(), **(versions or {})}, "device": device}
 # --- end of script contract ---
 
 

@@ -144,144 +144,6 @@ def optim_digest(optim_sd: dict) -> str:
     return tensor_digest(t for _, t in sorted(items, key=lambda kv: kv[0]))
 
 
-# --- untrusted DCP checkpoint: identical in train_example.py and dcp_resume_example.py ---
-# DCP reads a checkpoint's .metadata with pickle.load and its non-tensor entries with
-# torch.load(weights_only=False): both run any callable the file names, so resuming from a folder
-# someone else wrote would run their code. Here the metadata goes through an unpickler that builds
-# only the classes a DCP metadata file holds, and each non-tensor entry must pass
-# torch.load(weights_only=True) before DCP loads it. Tensors DCP already loads with weights_only.
-DCP_METADATA_MAX_BYTES = 1 << 30
-
-
-def read_dcp_metadata(path):
-    """The ``Metadata`` object of the DCP checkpoint folder ``path``, unpickled with only DCP's own
-    classes allowed (torch.distributed.checkpoint.metadata, its filesystem ``_StorageInfo``,
-    ``torch.Size``, dtypes, layouts and pathlib paths). Raises ScriptError naming the file: missing,
-    not a regular file, over DCP_METADATA_MAX_BYTES, damaged, or naming any other global (which
-    a metadata file written by DCP never does: that one would have run code)."""
-    import io
-    import pickle
-    import stat
-
-    import torch
-
-    file = os.path.join(os.fspath(path), ".metadata")
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
-    except OSError as exc:
-        raise ScriptError(f"{file}: cannot open ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ScriptError(f"{file}: not a regular file")
-        if info.st_size > DCP_METADATA_MAX_BYTES:
-            raise ScriptError(f"{file}: {info.st_size} bytes, more than a DCP metadata file "
-                              f"holds (limit {DCP_METADATA_MAX_BYTES})")
-        data = f.read(DCP_METADATA_MAX_BYTES + 1)
-
-    def allowed(module: str, name: str) -> bool:
-        if module in ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem"):
-            obj = getattr(sys.modules.get(module), name, None)
-            return isinstance(obj, type) and obj.__module__ == module
-        if module == "torch":
-            return name == "Size" or isinstance(getattr(torch, name, None), torch.dtype)
-        if module in ("pathlib", "pathlib._local"):
-            return name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath")
-        return (module, name) == ("torch.serialization", "_get_layout")
-
-    class Unpickler(pickle.Unpickler):
-        def find_class(self, module, name):
-            if not allowed(module, name):
-                raise ScriptError(f"{file}: refused: it names {module}.{name}, which is no part of "
-                                  "a DCP checkpoint's metadata (unpickling it could run code)")
-            return super().find_class(module, name)
-
-    import torch.distributed.checkpoint.filesystem  # noqa: F401 - the modules allowed() looks in
-    try:
-        metadata = Unpickler(io.BytesIO(data)).load()
-    except ScriptError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a damaged pickle raises any of a dozen types
-        raise ScriptError(f"{file}: cannot read the checkpoint's metadata ({type(exc).__name__}: "
-                          f"{exc}): it is truncated or damaged; resume from an earlier step") from None
-    if type(metadata).__name__ != "Metadata":
-        raise ScriptError(f"{file}: holds a {type(metadata).__name__}, not DCP metadata")
-    return metadata
-
-
-def checked_dcp_load(dcp, state: dict, path) -> None:
-    """``dcp.load(state, checkpoint_id=path)`` with the metadata from :func:`read_dcp_metadata`
-    (read once, so the file cannot change between the check and the load) and every non-tensor
-    entry checked by ``torch.load(weights_only=True)`` first. Raises ScriptError for what
-    read_dcp_metadata refuses, and DCP's own exceptions otherwise."""
-    import re
-
-    import torch
-    from torch.distributed.checkpoint import FileSystemReader
-    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
-    from torch.distributed.checkpoint.metadata import StorageMeta
-
-    metadata = read_dcp_metadata(path)
-
-    class Reader(FileSystemReader):
-        def read_metadata(self):  # no **kwargs: DCP then tries no per-rank metadata files
-            if getattr(metadata, "storage_meta", None) is None:
-                metadata.storage_meta = StorageMeta()
-            metadata.storage_meta.load_id = getattr(self, "load_id", None)
-            return metadata
-
-    class Planner(DefaultLoadPlanner):
-        def load_bytes(self, read_item, value):
-            try:
-                torch.load(value, weights_only=True)
-            except Exception as exc:  # noqa: BLE001 - UnpicklingError, RuntimeError, EOFError, ...
-                entry = read_item.dest_index.fqn
-                named = re.search(r"(?:unsupported|Unsupported global:) GLOBAL (\S+)", str(exc))
-                if named:
-                    raise ScriptError(f"{path}: refused: entry '{entry}' names {named[1]} "
-                                      "(unpickling it could run code)") from None
-                first = (str(exc).strip().splitlines() or [""])[0]
-                raise ScriptError(f"{path}: cannot read entry '{entry}' ({type(exc).__name__}"
-                                  f"{': ' + first if first else ''}): it is truncated or damaged; "
-                                  "resume from an earlier step") from None
-            value.seek(0)
-            super().load_bytes(read_item, value)
-
-    dcp.load(state, storage_reader=Reader(os.fspath(path)), planner=Planner())
-# --- end of untrusted DCP checkpoint ---
-
-
-def load_checkpoint(dcp, state: dict, path, expected: str) -> None:
-    """:func:`checked_dcp_load` of ``path`` into ``state``, with a CheckpointException (a BaseException that
-    maps each failing rank to its (error, traceback)) turned into a one-line ScriptError saying
-    what was expected and what was found."""
-    # DCP's loader logs a traceback to the root logger for each fallback it tries (e.g. per-rank
-    # metadata) before raising: the one line below says it better.
-    dcp_log = logging.getLogger()
-    level = dcp_log.level
-    dcp_log.setLevel(logging.CRITICAL)
-    try:
-        checked_dcp_load(dcp, state, path)
-    except (KeyboardInterrupt, SystemExit, ScriptError):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
-        failures = getattr(exc, "failures", None) or {0: (exc,)}
-        rank, item = min(failures.items())
-        err = item[0] if isinstance(item, tuple) else item
-        if isinstance(err, ScriptError):  # refused by checked_dcp_load on that rank
-            raise err from None
-        text = (str(err).strip().splitlines() or [""])[0]
-        if "Missing key in checkpoint state_dict" in text:
-            key = text.split(":", 1)[1].strip().rstrip(".")
-            raise ScriptError(f"{path}: not a checkpoint of {PROG}: it has no '{key}' (expected "
-                              f"{expected}; written by another script?)") from None
-        raise ScriptError(f"{path}: rank {rank} cannot read the checkpoint ({type(err).__name__}"
-                          f"{': ' + text if text else ''}): it is truncated or damaged; "
-                          "resume from an earlier step") from None
-    finally:
-        dcp_log.setLevel(level)
-
-
 def first_failure(exc: BaseException) -> str:
     """``Type: first line`` of the error behind ``exc``; for DCP's CheckpointException (which
     maps each failing rank to its error) the lowest failing rank's error."""
@@ -315,9 +177,8 @@ def init_distributed(args: argparse.Namespace) -> tuple:
     import torch
     import torch.distributed as dist
 
-    rank = env_int("RANK", 0)
-    world = env_int("WORLD_SIZE", 1, lo=1)
-    local_rank = env_int("LOCAL_RANK", 0)
+    launch = args.launch
+    rank, world, local_rank = launch.rank, launch.world, launch.local_rank
     backend = args.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -327,14 +188,14 @@ def init_distributed(args: argparse.Namespace) -> tuple:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     timeout = datetime.timedelta(seconds=args.timeout_s)
-    if "MASTER_ADDR" in os.environ:
-        master = f"{os.environ['MASTER_ADDR']}:{env_int('MASTER_PORT', 0)}"
+    if launch.master:
+        master = launch.master
         # The store client retries past `timeout`; the deadline bounds the whole rendezvous.
         with deadline(args.timeout_s * 1.1 + 1, f"rank {rank}: rendezvous with "
                                                 f"MASTER_ADDR:MASTER_PORT {master}"):
             try:
-                dist.init_process_group(backend, timeout=timeout, device_id=device
-                                        if device.type == "cuda" else None)
+                dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout,
+                                        device_id=device if device.type == "cuda" else None)
             except RuntimeError as err:  # DistNetworkError, DistStoreError: a peer is missing
                 raise ScriptError(f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT "
                                   f"{master} failed: "
@@ -760,13 +621,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--stop-after-save needs --save-at")
     if args.forget and not args.resume:
         p.error("--forget only applies with --resume")
-    world = env_int("WORLD_SIZE", 1, lo=1)
-    if env_int("RANK", 0) >= world:
-        raise ScriptError(f"rank {env_int('RANK')} is outside world size {world} (check RANK and "
-                          "WORLD_SIZE)", EXIT_USAGE)
-    env_int("LOCAL_RANK", 0)
-    if "MASTER_ADDR" in os.environ:
-        env_int("MASTER_PORT", 0)
+    args.launch = Launch()  # the launcher's variables: checked before torch
+    world = args.launch.world
     env_int("DCP_RESUME_EXAMPLE_CRASH_AT", 0)  # self-test variables: checked before torch
     env_int("DCP_RESUME_EXAMPLE_SIGNAL_AT", 0)
     if args.samples < world * args.batch_size:
@@ -784,7 +640,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             if target.exists() and not target.is_dir():
                 raise ScriptError(f"--ckpt-dir {args.ckpt_dir}: {target} is a file; the "
                                   f"checkpoint of step {k} goes there as a folder", EXIT_USAGE)
-    if env_int("RANK", 0) == 0:
+    if args.launch.rank == 0:
         # The checkpoint being resumed is an input, every file in it.
         read = newest_checkpoint(Path(args.ckpt_dir)) if args.resume == "auto" else args.resume
         for option, path in (("--json", args.json), ("--export", args.export)):
@@ -802,14 +658,12 @@ def main(argv: list[str] | None = None) -> int:
     except ScriptError:
         raise
     except Exception as e:  # a dead peer or a bad checkpoint: one line, non-zero status
-        if isinstance(e, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
-            raise  # run_main ends the run quietly, with status 0
         raise ScriptError(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     return 0
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -987,11 +841,41 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
+def say(line: str, stream=None) -> None:
+    """Write ``line`` and its newline to ``stream`` (stdout) in one write, and flush: the ranks of
+    a job share the launcher's stdout and stderr, and print() writes the newline apart, so two
+    ranks' lines could run together. A reader of stdout that left (``| head -1``) ends no rank,
+    since the others would fail in their next collective without it: the rank goes on."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except BrokenPipeError:
+        if stream is not sys.stdout or not reader_left():
+            raise
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -1003,24 +887,238 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+class Launch:
+    """This process's place in a distributed run, from the environment: torchrun's (or any
+    env:// launch's) RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE when RANK or WORLD_SIZE is
+    set; else plain srun's SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID when it started more than
+    one task; else a lone process, rank 0 of 1. ``launcher`` says which: "torchrun", "env", "srun"
+    or "python". Each variable is read with env_int, so one that is not an integer is a usage
+    error naming it; so are fewer ranks than ``min_world``, a rank outside the world and, for more
+    than one rank, a missing MASTER_ADDR or MASTER_PORT or a port outside 1-65535. ``addr`` and
+    ``port`` are where rank 0 (or torchrun's agent) hosts the rendezvous; ``master`` is
+    "ADDR:PORT", None for a lone process (it makes a group of one without a network port)."""
+
+    def __init__(self, min_world: int = 1):
+        import socket
+        env = os.environ
+        self.host = socket.gethostname()
+        if "RANK" in env or "WORLD_SIZE" in env:
+            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+            names = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+        elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1, lo=1) > 1:
+            self.launcher, names = "srun", ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
+        else:
+            self.launcher, names = "python", None
+        self.rank, self.world = (env_int(names[0]), env_int(names[1], lo=1)) if names else (0, 1)
+        self.local_rank = env_int(names[2], 0) if names else 0
+        self.local_world = env_int("LOCAL_WORLD_SIZE", 1, lo=1)
+        if self.world < min_world:
+            raise ScriptError(f"needs at least {min_world} ranks (world size is {self.world}); launch "
+                              f"with torchrun --nproc-per-node {min_world} (or more), or srun", EXIT_USAGE)
+        if self.rank >= self.world:
+            raise ScriptError(f"rank {self.rank} is outside world size {self.world} (check "
+                              f"{names[0]} and {names[1]})", EXIT_USAGE)
+        self.addr, self.port, self.master = None, None, None
+        if self.launcher != "python":
+            self._read_master()
+
+    def _read_master(self) -> None:
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name, "").strip()]
+        if missing and self.world > 1:
+            both = len(missing) > 1
+            raise ScriptError(
+                f"MASTER_ADDR and MASTER_PORT must be set for rank {self.rank} of {self.world} "
+                f"(launched by {self.launcher}): environment variable{'s' * both} "
+                f"{' and '.join(missing)} {'are' if both else 'is'} not set; export "
+                f"{'them' if both else 'it'} (the first node's address and a free port) or launch "
+                "with torchrun", EXIT_USAGE)
+        if not missing:
+            self.addr, self.port = os.environ["MASTER_ADDR"].strip(), env_int("MASTER_PORT")
+            if not 1 <= self.port <= 65535:
+                raise ScriptError(f"environment variable MASTER_PORT={self.port} is not a TCP port "
+                                  "(1-65535)", EXIT_USAGE)
+            self.master = f"{self.addr}:{self.port}"
+
+    def me(self) -> str:
+        return f"rank {self.rank} on {self.host}"
+
+    def command(self, argv=None) -> str:
+        """The command line of the run, for a results file: ``command_line()`` with the launcher's
+        own in front of it (``torchrun --nnodes N --nproc-per-node M``, ``srun --ntasks N``)."""
+        line = command_line(argv)
+        if self.launcher == "torchrun":
+            nnodes = os.environ.get("GROUP_WORLD_SIZE", "1")
+            return f"torchrun --nnodes {nnodes} --nproc-per-node {self.local_world} {line.removeprefix('python ')}"
+        return f"srun --ntasks {self.world} {line}" if self.launcher == "srun" else line
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
+
+
+# DCP reads a checkpoint's .metadata with pickle.load and its non-tensor entries with
+# torch.load(weights_only=False): both run any callable the file names, so resuming from a folder
+# someone else wrote would run their code. Here the metadata goes through an unpickler that builds
+# only the classes a DCP metadata file holds, and each non-tensor entry must pass
+# torch.load(weights_only=True) before DCP loads it. Tensors DCP already loads with weights_only.
+DCP_METADATA_MAX_BYTES = 1 << 30
+
+
+def read_dcp_metadata(path):
+    """The ``Metadata`` object of the DCP checkpoint folder ``path``, unpickled with only DCP's own
+    classes allowed (torch.distributed.checkpoint.metadata, its filesystem ``_StorageInfo``,
+    ``torch.Size``, dtypes, layouts and pathlib paths). Raises ScriptError naming the file: missing,
+    not a regular file, over DCP_METADATA_MAX_BYTES, damaged, or naming any other global (which
+    a metadata file written by DCP never does: that one would have run code)."""
+    import io
+    import pickle
+    import stat
+
+    import torch
+
+    file = os.path.join(os.fspath(path), ".metadata")
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
+    except OSError as exc:
+        raise ScriptError(f"{file}: cannot open ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ScriptError(f"{file}: not a regular file")
+        if info.st_size > DCP_METADATA_MAX_BYTES:
+            raise ScriptError(f"{file}: {info.st_size} bytes, more than a DCP metadata file "
+                              f"holds (limit {DCP_METADATA_MAX_BYTES})")
+        data = f.read(DCP_METADATA_MAX_BYTES + 1)
+
+    def allowed(module: str, name: str) -> bool:
+        if module in ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem"):
+            obj = getattr(sys.modules.get(module), name, None)
+            return isinstance(obj, type) and obj.__module__ == module
+        if module == "torch":
+            return name == "Size" or isinstance(getattr(torch, name, None), torch.dtype)
+        if module in ("pathlib", "pathlib._local"):
+            return name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath")
+        return (module, name) == ("torch.serialization", "_get_layout")
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            if not allowed(module, name):
+                raise ScriptError(f"{file}: refused: it names {module}.{name}, which is no part of "
+                                  "a DCP checkpoint's metadata (unpickling it could run code)")
+            return super().find_class(module, name)
+
+    import torch.distributed.checkpoint.filesystem  # noqa: F401 - the modules allowed() looks in
+    try:
+        metadata = Unpickler(io.BytesIO(data)).load()
+    except ScriptError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged pickle raises any of a dozen types
+        raise ScriptError(f"{file}: cannot read the checkpoint's metadata ({type(exc).__name__}: "
+                          f"{exc}): it is truncated or damaged; resume from an earlier step") from None
+    if type(metadata).__name__ != "Metadata":
+        raise ScriptError(f"{file}: holds a {type(metadata).__name__}, not DCP metadata")
+    return metadata
+
+
+def checked_dcp_load(dcp, state: dict, path) -> None:
+    """``dcp.load(state, checkpoint_id=path)`` with the metadata from :func:`read_dcp_metadata`
+    (read once, so the file cannot change between the check and the load) and every non-tensor
+    entry checked by ``torch.load(weights_only=True)`` first. Raises ScriptError for what
+    read_dcp_metadata refuses, and DCP's own exceptions otherwise."""
+    import re
+
+    import torch
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    metadata = read_dcp_metadata(path)
+
+    class Reader(FileSystemReader):
+        def read_metadata(self):  # no **kwargs: DCP then tries no per-rank metadata files
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = getattr(self, "load_id", None)
+            return metadata
+
+    class Planner(DefaultLoadPlanner):
+        def load_bytes(self, read_item, value):
+            try:
+                torch.load(value, weights_only=True)
+            except Exception as exc:  # noqa: BLE001 - UnpicklingError, RuntimeError, EOFError, ...
+                entry = read_item.dest_index.fqn
+                named = re.search(r"(?:unsupported|Unsupported global:) GLOBAL (\S+)", str(exc))
+                if named:
+                    raise ScriptError(f"{path}: refused: entry '{entry}' names {named[1]} "
+                                      "(unpickling it could run code)") from None
+                first = (str(exc).strip().splitlines() or [""])[0]
+                raise ScriptError(f"{path}: cannot read entry '{entry}' ({type(exc).__name__}"
+                                  f"{': ' + first if first else ''}): it is truncated or damaged; "
+                                  "resume from an earlier step") from None
+            value.seek(0)
+            super().load_bytes(read_item, value)
+
+    dcp.load(state, storage_reader=Reader(os.fspath(path)), planner=Planner())
+
+
+def load_checkpoint(dcp, state: dict, path, expected: str) -> None:
+    """:func:`checked_dcp_load` of ``path`` into ``state``, with a CheckpointException (a BaseException that
+    maps each failing rank to its (error, traceback)) turned into a one-line ScriptError saying
+    what was expected and what was found."""
+    # DCP's loader logs a traceback to the root logger for each fallback it tries (e.g. per-rank
+    # metadata) before raising: the one line below says it better.
+    dcp_log = logging.getLogger()
+    level = dcp_log.level
+    dcp_log.setLevel(logging.CRITICAL)
+    try:
+        checked_dcp_load(dcp, state, path)
+    except (KeyboardInterrupt, SystemExit, ScriptError):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
+        failures = getattr(exc, "failures", None) or {0: (exc,)}
+        rank, item = min(failures.items())
+        err = item[0] if isinstance(item, tuple) else item
+        if isinstance(err, ScriptError):  # refused by checked_dcp_load on that rank
+            raise err from None
+        text = (str(err).strip().splitlines() or [""])[0]
+        if "Missing key in checkpoint state_dict" in text:
+            key = text.split(":", 1)[1].strip().rstrip(".")
+            raise ScriptError(f"{path}: not a checkpoint of {os.path.basename(sys.argv[0])}: it has "
+                              f"no '{key}' (expected {expected}; written by another script?)") from None
+        raise ScriptError(f"{path}: rank {rank} cannot read the checkpoint ({type(err).__name__}"
+                          f"{': ' + text if text else ''}): it is truncated or damaged; "
+                          "resume from an earlier step") from None
+    finally:
+        dcp_log.setLevel(level)
 # --- end of script contract ---
 
 

@@ -64,7 +64,7 @@ DEVICES = {
 }
 
 
-class InputError(ValueError):
+class BadInput(ValueError):
     """Raised for impossible or missing inputs; main() turns it into a one-line error."""
 
 
@@ -99,12 +99,12 @@ def flops_per_token(*, matmul_params: float, layer_matmul_params: float, layers:
     appendix A), that is model + 12LaT per token, three times the 4LaT forward of the attention
     core that their text says selective recomputation repeats; with ``none`` and ``full`` it equals
     ``hardware`` (Narayanan et al. 2021's 96 B s l h^2 (1 + s/6h + V/16lh) for ``full``).
-    Raises InputError on negative inputs or an unknown recompute mode.
+    Raises BadInput on negative inputs or an unknown recompute mode.
     """
     if min(matmul_params, layer_matmul_params, layers, attn_width, seq_len) < 0:
-        raise InputError("model sizes must not be negative")
+        raise BadInput("model sizes must not be negative")
     if layer_matmul_params > matmul_params:
-        raise InputError("layer parameters exceed the total parameter count")
+        raise BadInput("layer parameters exceed the total parameter count")
     dense = 6.0 * matmul_params                       # 2N forward + 4N backward (Kaplan et al.)
     attention = 12.0 * layers * attn_width * seq_len  # PaLM: 12 L H Q T
     if recompute == "none":
@@ -114,7 +114,7 @@ def flops_per_token(*, matmul_params: float, layer_matmul_params: float, layers:
     elif recompute == "full":
         extra = 2.0 * layer_matmul_params + attention / 3
     else:
-        raise InputError(f"unknown recompute mode {recompute!r} (none, attention, full)")
+        raise BadInput(f"unknown recompute mode {recompute!r} (none, attention, full)")
     model = dense + attention
     # Korthikanti et al. 2022, eq. 8: s/3h where eq. 7 has s/6h, i.e. the whole 12LaT again.
     paper = model + attention if recompute == "attention" else model + extra
@@ -147,10 +147,10 @@ def utilization(flops_token: float, tokens_per_s: float, devices: int, peak_tflo
 
     ``flops_token`` FLOPs per token x ``tokens_per_s`` (all devices together) / ``devices``,
     in TFLOPS (1e12 FLOP/s); utilization = that / ``peak_tflops`` (a fraction, not %).
-    Raises InputError for non-positive devices or peak.
+    Raises BadInput for non-positive devices or peak.
     """
     if devices <= 0 or peak_tflops <= 0:
-        raise InputError("devices and peak TFLOPS must be positive")
+        raise BadInput("devices and peak TFLOPS must be positive")
     achieved = flops_token * tokens_per_s / devices / 1e12
     return achieved, achieved / peak_tflops
 
@@ -160,24 +160,24 @@ def model_counts(args) -> dict:
     attn_width = None
     for option, value in (("--head-dim", args.head_dim), ("--kv-heads", args.kv_heads)):
         if value is not None and args.heads is None:
-            raise InputError(f"{option} {value} needs --heads (it would be ignored)")
+            raise BadInput(f"{option} {value} needs --heads (it would be ignored)")
     if args.heads:
         head_dim = args.head_dim
         if head_dim is None:
             if not args.hidden:
-                raise InputError("--heads needs --hidden or --head-dim to know the head width")
+                raise BadInput("--heads needs --hidden or --head-dim to know the head width")
             if args.hidden % args.heads:
-                raise InputError(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+                raise BadInput(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
             head_dim = args.hidden // args.heads
         attn_width = args.heads * head_dim
     elif args.hidden:
         attn_width = args.hidden
     if attn_width is None:
-        raise InputError("give --hidden or --heads/--head-dim for the attention term")
+        raise BadInput("give --hidden or --heads/--head-dim for the attention term")
     if args.layers is None:
-        raise InputError("--layers is required")
+        raise BadInput("--layers is required")
     if args.kv_heads and args.heads and args.heads % args.kv_heads:
-        raise InputError(f"--heads {args.heads} is not a multiple of --kv-heads {args.kv_heads}")
+        raise BadInput(f"--heads {args.heads} is not a multiple of --kv-heads {args.kv_heads}")
     if args.params is not None:
         n = args.params
         layer_n = n  # unknown split: treat all as layer weights for full recomputation
@@ -186,7 +186,7 @@ def model_counts(args) -> dict:
         source = "given"
     else:
         if not (args.hidden and args.vocab):
-            raise InputError("without --params, give --layers, --hidden and --vocab")
+            raise BadInput("without --params, give --layers, --hidden and --vocab")
         kv_width = attn_width * args.kv_heads // args.heads if (args.kv_heads and args.heads) \
             else attn_width
         ffn = args.ffn or 4 * args.hidden
@@ -198,31 +198,31 @@ def model_counts(args) -> dict:
 
 
 def compute(args) -> dict:
-    """All results as a dict (what --json writes). Raises InputError on bad combinations."""
+    """All results as a dict (what --json writes). Raises BadInput on bad combinations."""
     counts = model_counts(args)
     flops = flops_per_token(matmul_params=counts["matmul_params"],
                             layer_matmul_params=counts["layer_matmul_params"],
                             layers=args.layers, attn_width=counts["attn_width"],
                             seq_len=args.seq_len, recompute=args.recompute)
     if args.peak_tflops and args.device:
-        raise InputError("give --peak-tflops or --device, not both")
+        raise BadInput("give --peak-tflops or --device, not both")
     if args.device:
         device = DEVICES[args.device]
         peak, peak_note = device["tflops"], f"{device['row']}, {device['dtype']}"
     elif args.peak_tflops:
         peak, peak_note = args.peak_tflops, "given"
     else:
-        raise InputError("give --peak-tflops or --device for MFU")
+        raise BadInput("give --peak-tflops or --device for MFU")
     given = [x is not None for x in (args.tokens_per_s, args.step_time_s, args.achieved_tflops)]
     if sum(given) != 1:
-        raise InputError("give exactly one of --tokens-per-s, --step-time-s (with "
+        raise BadInput("give exactly one of --tokens-per-s, --step-time-s (with "
                          "--global-batch) or --achieved-tflops")
     if args.step_time_s is not None:
         if args.global_batch is None:
-            raise InputError("--step-time-s needs --global-batch")
+            raise BadInput("--step-time-s needs --global-batch")
         tokens_per_s = args.global_batch * args.seq_len / args.step_time_s
     elif args.global_batch is not None:
-        raise InputError("--global-batch only goes with --step-time-s")
+        raise BadInput("--global-batch only goes with --step-time-s")
     elif args.achieved_tflops is not None:
         tokens_per_s = args.achieved_tflops * 1e12 * args.devices / flops["hardware"]
     else:
@@ -247,7 +247,7 @@ def compute(args) -> dict:
         "hfu_paper_convention_is": HFU_PAPER_CONVENTION[args.recompute],
     }
     if hfu > 1:
-        raise InputError(
+        raise BadInput(
             f"{given_inputs(args, counts)} mean {hw_tflops:.4g} TFLOPS per device, "
             f"{100 * hfu:.4g} % of the {peak:g} TFLOPS peak: no device runs above its peak, so "
             "one of them is wrong")
@@ -258,7 +258,7 @@ def compute(args) -> dict:
     bad = [k for k, v in out.items() if isinstance(v, float) and not math.isfinite(v)]
     if bad:
         extra = f", --train-tokens {args.train_tokens:g}" if args.train_tokens else ""
-        raise InputError(f"{given_inputs(args, counts)}{extra} give a non-finite {bad[0]} (the "
+        raise BadInput(f"{given_inputs(args, counts)}{extra} give a non-finite {bad[0]} (the "
                          "numbers overflow double precision): check them")
     return out
 
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         check_output(args.json, "--json")
     try:
         result = compute(args)
-    except InputError as exc:
+    except BadInput as exc:
         parser.error(str(exc))  # prints "PROG: error: ..." and exits with status 2
     print(report(result, args.device))
     if args.json:
@@ -376,8 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -495,11 +495,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -511,18 +527,18 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]

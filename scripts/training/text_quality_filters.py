@@ -59,10 +59,6 @@ GOPHER_REP = "Gopher (Rae et al. 2021, Table A1)"
 C4 = "C4 (Raffel et al. 2020, sec. 2.2)"
 
 
-class InputError(Exception):
-    """A problem with the input corpus; the message names the file and line."""
-
-
 @dataclass
 class Doc:
     """One document split the ways the filters need (computed once, shared by all filters)."""
@@ -219,117 +215,14 @@ def keep_by_chance(seed: int, doc_id: str, keep_prob: float) -> bool:
     return int.from_bytes(h, "big") / 2**64 < keep_prob
 
 
-# --- bounded corpus: the same in minhash_dedup.py and text_quality_filters.py (their tests compare) ---
-# This tool holds the whole corpus in memory, so what it reads is bounded: a corpus larger than
-# this is split first (or handled by a streaming pipeline), and a line larger than this is not
-# one document.
-MAX_CORPUS_BYTES = 1 << 30   # all of it: a JSONL file, or the .txt files of a folder together
-MAX_LINE_BYTES = 64 << 20    # one JSONL line, or one .txt file
-PIPE_WAIT_S = 10.0           # a pipe (<(zcat c.jsonl.gz), a FIFO) silent this long is given up
-
-
-def read_chunks(path: Path, budget: list[int]):
-    """The bytes of ``path`` in chunks of up to 1 MiB: a regular file, or a pipe read until its
-    writer closes it. ``budget[0]`` is what may still be read (a folder's files share one); each
-    chunk is taken off it. Raises InputError naming the file for a missing or unreadable one, a
-    device (/dev/zero) or socket, a pipe that gives nothing for PIPE_WAIT_S seconds (a FIFO with
-    no writer), or more than the budget."""
-    import select
-    import stat
-
-    def too_large():
-        return InputError(f"{path}: more than {MAX_CORPUS_BYTES / 2**30:g} GiB of corpus, the most this "
-                          "tool holds in memory; split the corpus")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file or directory") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot read it ({err.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        pipe = stat.S_ISFIFO(info.st_mode)
-        if not (stat.S_ISREG(info.st_mode) or pipe):
-            raise InputError(f"{path}: is not a regular file or a pipe")
-        if info.st_size > budget[0]:
-            raise too_large()
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        while True:
-            if pipe and not poller.poll(PIPE_WAIT_S * 1000):
-                raise InputError(f"{path}: a pipe that gave no data for {PIPE_WAIT_S:g} s")
-            try:
-                chunk = os.read(fd, 1 << 20)
-            except BlockingIOError:  # the poll saw the writer go, then a new one come
-                continue
-            except OSError as err:
-                raise InputError(f"{path}: cannot read it ({err.strerror})") from None
-            if not chunk:
-                return
-            budget[0] -= len(chunk)
-            if budget[0] < 0:
-                raise too_large()
-            yield chunk
-    finally:
-        os.close(fd)
-
-
-def read_lines(path: Path, budget: list[int]):
-    """(line number from 1, bytes without the newline) of each line of ``path`` (``read_chunks``);
-    InputError naming the file and line for a line longer than MAX_LINE_BYTES."""
-    number, parts, size = 0, [], 0
-
-    def too_long():
-        return InputError(f"{path}:{number + 1}: a line of more than {MAX_LINE_BYTES >> 20} MiB; "
-                          "expected one JSON document per line")
-    for chunk in read_chunks(path, budget):
-        start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            if size + end - start > MAX_LINE_BYTES:
-                raise too_long()
-            number += 1
-            yield number, b"".join(parts) + chunk[start:end]
-            parts, size, start = [], 0, end + 1
-        parts.append(chunk[start:])
-        size += len(chunk) - start
-        if size > MAX_LINE_BYTES:
-            raise too_long()
-    if size:
-        yield number + 1, b"".join(parts)
-
-
-def read_txt(path: Path, budget: list[int]) -> str:
-    """The UTF-8 text of ``path`` (``read_chunks``, at most MAX_LINE_BYTES); InputError naming
-    the file and line when it is larger or not UTF-8."""
-    chunks, size = [], 0
-    for chunk in read_chunks(path, budget):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_LINE_BYTES:
-            raise InputError(f"{path}: more than {MAX_LINE_BYTES >> 20} MiB, more than one document")
-    data = b"".join(chunks)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        start = data.rfind(b"\n", 0, exc.start) + 1
-        raise InputError(f"{path}:{line}: not UTF-8 text (byte {exc.start - start + 1} of the "
-                         "line); convert the file to UTF-8") from None
-
-
-def check_field(path: Path, number: int, record: dict, key: str, kinds: tuple, words: str) -> None:
-    """InputError naming the file, the line and the field when ``record[key]`` is there (and not
-    null) but not of ``kinds`` (a bool is no number)."""
-    value = record.get(key)
-    if value is not None and (isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds)):
-        raise InputError(f"{path}:{number}: field {key!r} must be {words}, got {type(value).__name__} "
-                         f"{json.dumps(value, ensure_ascii=False)[:40]}")
-# --- end of bounded corpus ---
+# Reading the corpus within bounds (read_chunks, read_lines, read_txt, check_field, InputError and
+# the limits MAX_CORPUS_BYTES, MAX_LINE_BYTES, PIPE_WAIT_S) is shared with minhash_dedup.py: it is in
+# the generated block at the end.
 
 
 def read_corpus(path: Path, text_key: str, id_key: str) -> list[tuple[str, str, dict]]:
     """Documents as (id, text, record) from a JSONL file (or a pipe) or a folder of .txt files,
-    read within the bounds above.
+    read within MAX_CORPUS_BYTES and MAX_LINE_BYTES.
 
     Raises InputError naming the file (and line, and field) for a missing path, a device, a line
     that is not a JSON object, a record without a string ``text_key``, or an ``id_key`` that is
@@ -526,8 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -645,11 +538,27 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -661,24 +570,138 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+# This tool holds the whole corpus in memory, so what it reads is bounded: a corpus larger than
+# this is split first (or handled by a streaming pipeline), and a line larger than this is not
+# one document.
+MAX_CORPUS_BYTES = 1 << 30   # all of it: a JSONL file, or the .txt files of a folder together
+
+
+MAX_LINE_BYTES = 64 << 20    # one JSONL line, or one .txt file
+
+
+PIPE_WAIT_S = 10.0           # a pipe (<(zcat c.jsonl.gz), a FIFO) silent this long is given up
+
+
+class InputError(Exception):
+    """A problem with the input corpus; the message names the file and line."""
+
+
+def read_chunks(path: Path, budget: list[int]):
+    """The bytes of ``path`` in chunks of up to 1 MiB: a regular file, or a pipe read until its
+    writer closes it. ``budget[0]`` is what may still be read (a folder's files share one); each
+    chunk is taken off it. Raises InputError naming the file for a missing or unreadable one, a
+    device (/dev/zero) or socket, a pipe that gives nothing for PIPE_WAIT_S seconds (a FIFO with
+    no writer), or more than the budget."""
+    import select
+    import stat
+
+    def too_large():
+        return InputError(f"{path}: more than {MAX_CORPUS_BYTES / 2**30:g} GiB of corpus, the most this "
+                          "tool holds in memory; split the corpus")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file or directory") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read it ({err.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        pipe = stat.S_ISFIFO(info.st_mode)
+        if not (stat.S_ISREG(info.st_mode) or pipe):
+            raise InputError(f"{path}: is not a regular file or a pipe")
+        if info.st_size > budget[0]:
+            raise too_large()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while True:
+            if pipe and not poller.poll(PIPE_WAIT_S * 1000):
+                raise InputError(f"{path}: a pipe that gave no data for {PIPE_WAIT_S:g} s")
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # the poll saw the writer go, then a new one come
+                continue
+            except OSError as err:
+                raise InputError(f"{path}: cannot read it ({err.strerror})") from None
+            if not chunk:
+                return
+            budget[0] -= len(chunk)
+            if budget[0] < 0:
+                raise too_large()
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def read_lines(path: Path, budget: list[int]):
+    """(line number from 1, bytes without the newline) of each line of ``path`` (``read_chunks``);
+    InputError naming the file and line for a line longer than MAX_LINE_BYTES."""
+    number, parts, size = 0, [], 0
+
+    def too_long():
+        return InputError(f"{path}:{number + 1}: a line of more than {MAX_LINE_BYTES >> 20} MiB; "
+                          "expected one JSON document per line")
+    for chunk in read_chunks(path, budget):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if size + end - start > MAX_LINE_BYTES:
+                raise too_long()
+            number += 1
+            yield number, b"".join(parts) + chunk[start:end]
+            parts, size, start = [], 0, end + 1
+        parts.append(chunk[start:])
+        size += len(chunk) - start
+        if size > MAX_LINE_BYTES:
+            raise too_long()
+    if size:
+        yield number + 1, b"".join(parts)
+
+
+def read_txt(path: Path, budget: list[int]) -> str:
+    """The UTF-8 text of ``path`` (``read_chunks``, at most MAX_LINE_BYTES); InputError naming
+    the file and line when it is larger or not UTF-8."""
+    chunks, size = [], 0
+    for chunk in read_chunks(path, budget):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_LINE_BYTES:
+            raise InputError(f"{path}: more than {MAX_LINE_BYTES >> 20} MiB, more than one document")
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        raise InputError(f"{path}:{line}: not UTF-8 text (byte {exc.start - start + 1} of the "
+                         "line); convert the file to UTF-8") from None
+
+
+def check_field(path: Path, number: int, record: dict, key: str, kinds: tuple, words: str) -> None:
+    """InputError naming the file, the line and the field when ``record[key]`` is there (and not
+    null) but not of ``kinds`` (a bool is no number)."""
+    value = record.get(key)
+    if value is not None and (isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds)):
+        raise InputError(f"{path}:{number}: field {key!r} must be {words}, got {type(value).__name__} "
+                         f"{json.dumps(value, ensure_ascii=False)[:40]}")
 # --- end of script contract ---
 
 

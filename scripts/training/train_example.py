@@ -42,7 +42,6 @@ import logging
 import math
 import os
 import resource
-import socket
 import sys
 import tempfile
 import threading
@@ -61,16 +60,6 @@ MIN_LR_RATIO = 0.1  # cosine decays to 0.1 x the peak (GPT-3, Chinchilla; Hyper-
 KNOWN_PEAKS = (("H100 PCIe", 756.0), ("A100", 312.0), ("H100", 989.0), ("H200", 989.0))
 
 
-def die(message: str, code: int = 1) -> None:
-    """Print ``PROG: error: <first line of message>`` and exit at once (os._exit: after a failed
-    collective, process-group destructors can block on peers that are gone)."""
-    first = " ".join(str(message).strip().splitlines()[:1]) or "unknown error"
-    sys.stdout.flush()
-    sys.stderr.write(f"{PROG}: error: {first}\n")
-    sys.stderr.flush()
-    os._exit(code)
-
-
 def matmul_params(layers: int, hidden: int, vocab: int) -> int:
     """N of 6N: per block 4 d^2 (QKV + output projection) + 8 d^2 (MLP d->4d->d), plus the
     d x V output projection. The embedding lookup does no matmul and is not counted."""
@@ -80,33 +69,6 @@ def matmul_params(layers: int, hidden: int, vocab: int) -> int:
 def model_flops_per_token(layers: int, hidden: int, vocab: int, seq_len: int) -> float:
     """Training FLOPs per token, 6N + 12 L d T (PaLM, appendix B; d = attention width)."""
     return 6.0 * matmul_params(layers, hidden, vocab) + 12.0 * layers * hidden * seq_len
-
-
-def launch_info() -> tuple[int, int, int, str]:
-    """(rank, world_size, local_rank, launcher) from torchrun or SLURM variables, else 1 process.
-    Raises ScriptError naming a variable that is not an integer or out of range."""
-    env = os.environ
-    if "RANK" in env and "WORLD_SIZE" in env:
-        rank, world, local, launcher = (env_int("RANK"), env_int("WORLD_SIZE", lo=1),
-                                        env_int("LOCAL_RANK", 0), "torchrun")
-    elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1) > 1:
-        if not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
-            raise ScriptError("plain srun launch needs MASTER_ADDR and MASTER_PORT exported",
-                              EXIT_USAGE)
-        rank, world, local, launcher = (env_int("SLURM_PROCID"), env_int("SLURM_NTASKS"),
-                                        env_int("SLURM_LOCALID", 0), "srun")
-    else:
-        return 0, 1, 0, "python"
-    if rank >= world:
-        raise ScriptError(f"rank {rank} is outside world size {world} (check RANK and "
-                          "WORLD_SIZE)", EXIT_USAGE)
-    if not env.get("MASTER_ADDR", "").strip():
-        raise ScriptError("environment variable MASTER_ADDR is not set (the address of rank 0)",
-                          EXIT_USAGE)
-    if not 1 <= env_int("MASTER_PORT") <= 65535:
-        raise ScriptError(f"environment variable MASTER_PORT={env['MASTER_PORT'].strip()} is not "
-                          "a TCP port (1-65535)", EXIT_USAGE)
-    return rank, world, local, launcher
 
 
 def lr_at(step: int, args: argparse.Namespace) -> float:
@@ -157,144 +119,6 @@ def squared_norms(torch, groups, device):
     return torch.stack(out)
 
 
-# --- untrusted DCP checkpoint: identical in train_example.py and dcp_resume_example.py ---
-# DCP reads a checkpoint's .metadata with pickle.load and its non-tensor entries with
-# torch.load(weights_only=False): both run any callable the file names, so resuming from a folder
-# someone else wrote would run their code. Here the metadata goes through an unpickler that builds
-# only the classes a DCP metadata file holds, and each non-tensor entry must pass
-# torch.load(weights_only=True) before DCP loads it. Tensors DCP already loads with weights_only.
-DCP_METADATA_MAX_BYTES = 1 << 30
-
-
-def read_dcp_metadata(path):
-    """The ``Metadata`` object of the DCP checkpoint folder ``path``, unpickled with only DCP's own
-    classes allowed (torch.distributed.checkpoint.metadata, its filesystem ``_StorageInfo``,
-    ``torch.Size``, dtypes, layouts and pathlib paths). Raises ScriptError naming the file: missing,
-    not a regular file, over DCP_METADATA_MAX_BYTES, damaged, or naming any other global (which
-    a metadata file written by DCP never does: that one would have run code)."""
-    import io
-    import pickle
-    import stat
-
-    import torch
-
-    file = os.path.join(os.fspath(path), ".metadata")
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
-    except OSError as exc:
-        raise ScriptError(f"{file}: cannot open ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ScriptError(f"{file}: not a regular file")
-        if info.st_size > DCP_METADATA_MAX_BYTES:
-            raise ScriptError(f"{file}: {info.st_size} bytes, more than a DCP metadata file "
-                              f"holds (limit {DCP_METADATA_MAX_BYTES})")
-        data = f.read(DCP_METADATA_MAX_BYTES + 1)
-
-    def allowed(module: str, name: str) -> bool:
-        if module in ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem"):
-            obj = getattr(sys.modules.get(module), name, None)
-            return isinstance(obj, type) and obj.__module__ == module
-        if module == "torch":
-            return name == "Size" or isinstance(getattr(torch, name, None), torch.dtype)
-        if module in ("pathlib", "pathlib._local"):
-            return name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath")
-        return (module, name) == ("torch.serialization", "_get_layout")
-
-    class Unpickler(pickle.Unpickler):
-        def find_class(self, module, name):
-            if not allowed(module, name):
-                raise ScriptError(f"{file}: refused: it names {module}.{name}, which is no part of "
-                                  "a DCP checkpoint's metadata (unpickling it could run code)")
-            return super().find_class(module, name)
-
-    import torch.distributed.checkpoint.filesystem  # noqa: F401 - the modules allowed() looks in
-    try:
-        metadata = Unpickler(io.BytesIO(data)).load()
-    except ScriptError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a damaged pickle raises any of a dozen types
-        raise ScriptError(f"{file}: cannot read the checkpoint's metadata ({type(exc).__name__}: "
-                          f"{exc}): it is truncated or damaged; resume from an earlier step") from None
-    if type(metadata).__name__ != "Metadata":
-        raise ScriptError(f"{file}: holds a {type(metadata).__name__}, not DCP metadata")
-    return metadata
-
-
-def checked_dcp_load(dcp, state: dict, path) -> None:
-    """``dcp.load(state, checkpoint_id=path)`` with the metadata from :func:`read_dcp_metadata`
-    (read once, so the file cannot change between the check and the load) and every non-tensor
-    entry checked by ``torch.load(weights_only=True)`` first. Raises ScriptError for what
-    read_dcp_metadata refuses, and DCP's own exceptions otherwise."""
-    import re
-
-    import torch
-    from torch.distributed.checkpoint import FileSystemReader
-    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
-    from torch.distributed.checkpoint.metadata import StorageMeta
-
-    metadata = read_dcp_metadata(path)
-
-    class Reader(FileSystemReader):
-        def read_metadata(self):  # no **kwargs: DCP then tries no per-rank metadata files
-            if getattr(metadata, "storage_meta", None) is None:
-                metadata.storage_meta = StorageMeta()
-            metadata.storage_meta.load_id = getattr(self, "load_id", None)
-            return metadata
-
-    class Planner(DefaultLoadPlanner):
-        def load_bytes(self, read_item, value):
-            try:
-                torch.load(value, weights_only=True)
-            except Exception as exc:  # noqa: BLE001 - UnpicklingError, RuntimeError, EOFError, ...
-                entry = read_item.dest_index.fqn
-                named = re.search(r"(?:unsupported|Unsupported global:) GLOBAL (\S+)", str(exc))
-                if named:
-                    raise ScriptError(f"{path}: refused: entry '{entry}' names {named[1]} "
-                                      "(unpickling it could run code)") from None
-                first = (str(exc).strip().splitlines() or [""])[0]
-                raise ScriptError(f"{path}: cannot read entry '{entry}' ({type(exc).__name__}"
-                                  f"{': ' + first if first else ''}): it is truncated or damaged; "
-                                  "resume from an earlier step") from None
-            value.seek(0)
-            super().load_bytes(read_item, value)
-
-    dcp.load(state, storage_reader=Reader(os.fspath(path)), planner=Planner())
-# --- end of untrusted DCP checkpoint ---
-
-
-def load_checkpoint(dcp, state: dict, path, expected: str) -> None:
-    """:func:`checked_dcp_load` of ``path`` into ``state``, with a CheckpointException (a BaseException that
-    maps each failing rank to its (error, traceback)) turned into a one-line ScriptError saying
-    what was expected and what was found."""
-    # DCP's loader logs a traceback to the root logger for each fallback it tries (e.g. per-rank
-    # metadata) before raising: the one line below says it better.
-    dcp_log = logging.getLogger()
-    level = dcp_log.level
-    dcp_log.setLevel(logging.CRITICAL)
-    try:
-        checked_dcp_load(dcp, state, path)
-    except (KeyboardInterrupt, SystemExit, ScriptError):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
-        failures = getattr(exc, "failures", None) or {0: (exc,)}
-        rank, item = min(failures.items())
-        err = item[0] if isinstance(item, tuple) else item
-        if isinstance(err, ScriptError):  # refused by checked_dcp_load on that rank
-            raise err from None
-        text = (str(err).strip().splitlines() or [""])[0]
-        if "Missing key in checkpoint state_dict" in text:
-            key = text.split(":", 1)[1].strip().rstrip(".")
-            raise ScriptError(f"{path}: not a checkpoint of {PROG}: it has no '{key}' (expected "
-                              f"{expected}; written by another script?)") from None
-        raise ScriptError(f"{path}: rank {rank} cannot read the checkpoint ({type(err).__name__}"
-                          f"{': ' + text if text else ''}): it is truncated or damaged; "
-                          "resume from an earlier step") from None
-    finally:
-        dcp_log.setLevel(level)
-
-
 def check_fits(args: argparse.Namespace, world: int, memory: int, where: str) -> None:
     """Refuse, before the rendezvous, a model whose weights, gradients and AdamW moments (16
     bytes per parameter in fp32; FSDP splits them over the ranks) alone exceed ``memory``."""
@@ -326,32 +150,32 @@ def init_distributed(args: argparse.Namespace) -> tuple:
     import torch
     import torch.distributed as dist
 
-    rank, world, local_rank, launcher = args.launch
+    launch = args.launch
     use_cuda = torch.cuda.is_available() and args.backend != "gloo"
     backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
     if backend == "nccl" and not torch.cuda.is_available():
         die("--backend nccl needs CUDA, and no GPU is visible", 2)
-    device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    device = torch.device(f"cuda:{launch.local_rank}" if use_cuda else "cpu")
     if use_cuda:
         torch.cuda.set_device(device)
     dtype = {"auto": torch.bfloat16 if use_cuda else torch.float32, "fp32": torch.float32,
              "bf16": torch.bfloat16}[args.dtype]
-    check_fits(args, world, torch.cuda.get_device_properties(device).total_memory if use_cuda
+    check_fits(args, launch.world, torch.cuda.get_device_properties(device).total_memory if use_cuda
                else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
                torch.cuda.get_device_name(device) if use_cuda else "this machine's RAM")
 
     # A long timeout while ranks start, load checkpoints and warm up; shortened after step 1.
     first_timeout = datetime.timedelta(seconds=args.first_step_timeout_s)
-    if launcher == "python":
+    if not launch.master:
         store = dist.HashStore()
         dist.init_process_group(backend, store=store, rank=0, world_size=1, timeout=first_timeout)
     else:
-        master = f"{os.environ['MASTER_ADDR'].strip()}:{os.environ['MASTER_PORT'].strip()}"
+        rank, master = launch.rank, launch.master
         # The store client retries past its timeout; the deadline bounds the whole rendezvous.
         with deadline(args.first_step_timeout_s * 1.1 + 1,
                       f"rank {rank}: rendezvous with MASTER_ADDR:MASTER_PORT {master}"):
             try:
-                dist.init_process_group(backend, rank=rank, world_size=world,
+                dist.init_process_group(backend, rank=rank, world_size=launch.world,
                                         timeout=first_timeout,
                                         device_id=device if use_cuda else None)
             except RuntimeError as exc:  # DistNetworkError, DistStoreError: a peer is missing
@@ -370,7 +194,7 @@ def build_model(args: argparse.Namespace, device, dtype, use_cuda: bool) -> tupl
     import torch.nn as nn
     import torch.nn.functional as F
 
-    _, world, local_rank, _ = args.launch
+    world, local_rank = args.launch.world, args.launch.local_rank
     torch.manual_seed(args.seed)  # same initial weights on every rank
 
     class Block(nn.Module):
@@ -525,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
     import torch.distributed.checkpoint as dcp
     import torch.nn.functional as F
 
-    rank, world, _, launcher = args.launch
+    rank, world, launcher = args.launch.rank, args.launch.world, args.launch.launcher
     backend, device, use_cuda, dtype = init_distributed(args)
     model, core, autocast = build_model(args, device, dtype, use_cuda)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
@@ -800,15 +624,14 @@ def report(args: argparse.Namespace, info: dict, records: list[dict], first_loss
             "tool": PROG, "schema_version": 1, "strategy": args.strategy,
             "backend": info["backend"], "device": info["device"],
             "world_size": info["world_size"], "launcher": info["launcher"],
-            "hostname": socket.gethostname(), "torch_version": info["torch_version"],
+            "hostname": args.launch.host, "torch_version": info["torch_version"],
             "dtype": info["dtype"],
             "config": {k: v for k, v in vars(args).items() if k not in ("profile_steps", "launch")},
             "matmul_params": info["matmul_params"], "flops_per_token": info["flops_per_token"],
             "tokens_per_step": info["tokens_per_step"], "peak_tflops": peak,
             "start_step": start_step, "resumed_from": info["resumed_from"], "steps": records,
             "mean_tokens_per_s": mean_tok_s,
-            "date_utc": datetime.datetime.now(datetime.timezone.utc)
-            .strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "date_utc": date_utc(),
         }
         write_atomic(args.json, json.dumps(summary, indent=1) + "\n")
 
@@ -915,7 +738,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         check_checkpoint_folder(args.resume_from)
     if args.profile_steps and args.profile_steps[1] > args.steps:
         parser.error(f"--profile-steps ends after --steps {args.steps}")
-    args.launch = launch_info()  # the launcher's variables, checked before anything starts
+    args.launch = Launch()  # the launcher's variables, checked before anything starts
     if args.checkpoint_every:
         check_output_dir(args.checkpoint_dir, "--checkpoint-dir")
     elif args.checkpoint_dir and os.path.exists(args.checkpoint_dir) \
@@ -929,9 +752,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # The checkpoint being resumed is an input, every file in it.
     resume = args.resume_from or (latest_checkpoint(args.checkpoint_dir) if args.checkpoint_dir else None)
     for option, path in (("--json", args.json), ("--metrics-jsonl", args.metrics_jsonl)):
-        if path and args.launch[0] == 0:
+        if path and args.launch.rank == 0:
             check_output(path, option, inputs=[resume] if resume else [])
-    if args.tensorboard and args.launch[0] == 0:
+    if args.tensorboard and args.launch.rank == 0:
         import importlib.util
         if importlib.util.find_spec("tensorboard") is None:  # torch.utils.tensorboard needs it
             raise ScriptError("--tensorboard needs the tensorboard package, which is not "
@@ -966,26 +789,20 @@ def main(argv: list[str] | None = None) -> int:
     except (SystemExit, KeyboardInterrupt):
         raise
     except ScriptError as exc:
-        if args.debug:
-            traceback.print_exc()
-        die(str(exc), exc.status)
+        die(str(exc), exc.status, args.debug)
     except BaseException as exc:  # noqa: BLE001 - one line for any failure, then a hard exit
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: no error
-            os._exit(EXIT_OK)  # at once, as die() exits
-        if args.debug:
-            traceback.print_exc()
         # DCP's CheckpointException (a BaseException) wraps one exception per rank.
         failures = getattr(exc, "failures", None)
         if isinstance(failures, dict) and failures:
             exc = next(iter(failures.values()))
             if isinstance(exc, tuple):  # (exception, traceback) in some versions
                 exc = exc[0]
-        die(f"{type(exc).__name__}: {exc}")
+        die(f"{type(exc).__name__}: {exc}", debug=args.debug)
     return 1
 
 
-# --- script contract (CONTRIBUTING.md, "Script contract"): the part this script uses, ---
-# --- generated from tools/script_contract.py by `python tools/script_contract.py sync`. ---
+# --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
+# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_FINDING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -1163,11 +980,50 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def reader_left(exc: BaseException | None = None) -> bool:
+    """True when ``exc`` (by default the exception being handled), or the one it was raised from,
+    is the BrokenPipeError of a reader that closed stdout (``| head -1``): no error. stdout then
+    goes to /dev/null, so that neither a later write nor the flush at exit fails again."""
+    exc = sys.exc_info()[1] if exc is None else exc
+    if not (isinstance(exc, BrokenPipeError) or isinstance(getattr(exc, "__cause__", None), BrokenPipeError)):
+        return False
+    if not stdout_reader_gone():
+        return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return True
+
+
+def die(message: str | None, status: int = EXIT_FAILURE, debug: bool = False) -> None:
+    """End a rank of a distributed script at once: ``PROG: error: MESSAGE`` (its first line) on
+    stderr, after the traceback of the exception being handled when ``debug``, then
+    os._exit(status); no line when ``message`` is None. Not sys.exit: after a failed collective,
+    process-group teardown can wait for peers that are gone, and a rank that hangs on its way out
+    is what these scripts exist to prevent. Called while handling the BrokenPipeError of a reader
+    that closed stdout (``| head -1``), it exits quietly with EXIT_OK, as run_main does; output
+    that a reader gone meanwhile can no longer take is dropped."""
+    if reader_left():
+        message, status = None, EXIT_OK
+    elif debug and sys.exc_info()[1] is not None:
+        traceback.print_exc()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # a reader gone meanwhile, a closed stdout: the exit drops it
+        pass
+    if message is not None:
+        first = " ".join(str(message).strip().splitlines()[:1]) or "unknown error"
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {first}\n")
+        sys.stderr.flush()
+    os._exit(status)
+
+
 def run_main(main, argv=None) -> None:
     """Run ``main(argv)`` and exit with its status; a failure becomes one line on stderr
-    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED, anything
-    else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the traceback as well. A reader
-    that closed stdout (``| head -1``) ends the run quietly, with the status it had (0)."""
+    (``PROG: error: ...``): ScriptError with its status, Ctrl-C with EXIT_INTERRUPTED (Interrupted
+    with its own), anything else with EXIT_FAILURE. ``--debug`` (before any ``--``) shows the
+    traceback as well. A reader that closed stdout (``| head -1``) ends the run quietly, with the
+    status it had (0), even where a failure was raised from its BrokenPipeError."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in (args[:args.index("--")] if "--" in args else args)
     status = None
@@ -1179,24 +1035,244 @@ def run_main(main, argv=None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+        if reader_left(exc):
             # The reader of stdout stopped reading, as `| head -1` does: exit quietly with the
             # status the run had so far (0), like `cat`, so a `set -o pipefail` job does not fail.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             context = exc.__context__
             sys.exit(context.code if isinstance(context, SystemExit) else status or EXIT_OK)
         if debug:
             traceback.print_exc()
         if isinstance(exc, ScriptError):
             status, message = exc.status, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            status, message = EXIT_INTERRUPTED, "interrupted"
+        elif isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or Interrupted: SIGTERM too
+            status = getattr(exc, "status", EXIT_INTERRUPTED)
+            message = "interrupted" if status == EXIT_INTERRUPTED else f"interrupted by {exc}"
         else:
             status, message = EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+class Launch:
+    """This process's place in a distributed run, from the environment: torchrun's (or any
+    env:// launch's) RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE when RANK or WORLD_SIZE is
+    set; else plain srun's SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID when it started more than
+    one task; else a lone process, rank 0 of 1. ``launcher`` says which: "torchrun", "env", "srun"
+    or "python". Each variable is read with env_int, so one that is not an integer is a usage
+    error naming it; so are fewer ranks than ``min_world``, a rank outside the world and, for more
+    than one rank, a missing MASTER_ADDR or MASTER_PORT or a port outside 1-65535. ``addr`` and
+    ``port`` are where rank 0 (or torchrun's agent) hosts the rendezvous; ``master`` is
+    "ADDR:PORT", None for a lone process (it makes a group of one without a network port)."""
+
+    def __init__(self, min_world: int = 1):
+        import socket
+        env = os.environ
+        self.host = socket.gethostname()
+        if "RANK" in env or "WORLD_SIZE" in env:
+            self.launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+            names = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+        elif "SLURM_PROCID" in env and env_int("SLURM_NTASKS", 1, lo=1) > 1:
+            self.launcher, names = "srun", ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
+        else:
+            self.launcher, names = "python", None
+        self.rank, self.world = (env_int(names[0]), env_int(names[1], lo=1)) if names else (0, 1)
+        self.local_rank = env_int(names[2], 0) if names else 0
+        self.local_world = env_int("LOCAL_WORLD_SIZE", 1, lo=1)
+        if self.world < min_world:
+            raise ScriptError(f"needs at least {min_world} ranks (world size is {self.world}); launch "
+                              f"with torchrun --nproc-per-node {min_world} (or more), or srun", EXIT_USAGE)
+        if self.rank >= self.world:
+            raise ScriptError(f"rank {self.rank} is outside world size {self.world} (check "
+                              f"{names[0]} and {names[1]})", EXIT_USAGE)
+        self.addr, self.port, self.master = None, None, None
+        if self.launcher != "python":
+            self._read_master()
+
+    def _read_master(self) -> None:
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name, "").strip()]
+        if missing and self.world > 1:
+            both = len(missing) > 1
+            raise ScriptError(
+                f"MASTER_ADDR and MASTER_PORT must be set for rank {self.rank} of {self.world} "
+                f"(launched by {self.launcher}): environment variable{'s' * both} "
+                f"{' and '.join(missing)} {'are' if both else 'is'} not set; export "
+                f"{'them' if both else 'it'} (the first node's address and a free port) or launch "
+                "with torchrun", EXIT_USAGE)
+        if not missing:
+            self.addr, self.port = os.environ["MASTER_ADDR"].strip(), env_int("MASTER_PORT")
+            if not 1 <= self.port <= 65535:
+                raise ScriptError(f"environment variable MASTER_PORT={self.port} is not a TCP port "
+                                  "(1-65535)", EXIT_USAGE)
+            self.master = f"{self.addr}:{self.port}"
+
+    def me(self) -> str:
+        return f"rank {self.rank} on {self.host}"
+
+    def command(self, argv=None) -> str:
+        """The command line of the run, for a results file: ``command_line()`` with the launcher's
+        own in front of it (``torchrun --nnodes N --nproc-per-node M``, ``srun --ntasks N``)."""
+        line = command_line(argv)
+        if self.launcher == "torchrun":
+            nnodes = os.environ.get("GROUP_WORLD_SIZE", "1")
+            return f"torchrun --nnodes {nnodes} --nproc-per-node {self.local_world} {line.removeprefix('python ')}"
+        return f"srun --ntasks {self.world} {line}" if self.launcher == "srun" else line
+
+
+def command_line(argv=None, script: str | None = None) -> str:
+    """``python SCRIPT ARGS``, how this script was run, for a results file's ``command``: SCRIPT
+    is sys.argv[0] relative to the current folder, ARGS sys.argv[1:]; where main was called with
+    ``argv`` (a test, a calculator page) ARGS are ``argv``, and SCRIPT is ``script`` (the file's
+    name) when sys.argv[0] names another program."""
+    import shlex
+    path = sys.argv[0]
+    if argv is not None and script and os.path.basename(path) != script:
+        path = script
+    path = os.path.relpath(path) if os.path.exists(path) else path
+    return shlex.join(["python", path, *(sys.argv[1:] if argv is None else argv)])
+
+
+def date_utc() -> str:
+    """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# DCP reads a checkpoint's .metadata with pickle.load and its non-tensor entries with
+# torch.load(weights_only=False): both run any callable the file names, so resuming from a folder
+# someone else wrote would run their code. Here the metadata goes through an unpickler that builds
+# only the classes a DCP metadata file holds, and each non-tensor entry must pass
+# torch.load(weights_only=True) before DCP loads it. Tensors DCP already loads with weights_only.
+DCP_METADATA_MAX_BYTES = 1 << 30
+
+
+def read_dcp_metadata(path):
+    """The ``Metadata`` object of the DCP checkpoint folder ``path``, unpickled with only DCP's own
+    classes allowed (torch.distributed.checkpoint.metadata, its filesystem ``_StorageInfo``,
+    ``torch.Size``, dtypes, layouts and pathlib paths). Raises ScriptError naming the file: missing,
+    not a regular file, over DCP_METADATA_MAX_BYTES, damaged, or naming any other global (which
+    a metadata file written by DCP never does: that one would have run code)."""
+    import io
+    import pickle
+    import stat
+
+    import torch
+
+    file = os.path.join(os.fspath(path), ".metadata")
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
+    except OSError as exc:
+        raise ScriptError(f"{file}: cannot open ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ScriptError(f"{file}: not a regular file")
+        if info.st_size > DCP_METADATA_MAX_BYTES:
+            raise ScriptError(f"{file}: {info.st_size} bytes, more than a DCP metadata file "
+                              f"holds (limit {DCP_METADATA_MAX_BYTES})")
+        data = f.read(DCP_METADATA_MAX_BYTES + 1)
+
+    def allowed(module: str, name: str) -> bool:
+        if module in ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem"):
+            obj = getattr(sys.modules.get(module), name, None)
+            return isinstance(obj, type) and obj.__module__ == module
+        if module == "torch":
+            return name == "Size" or isinstance(getattr(torch, name, None), torch.dtype)
+        if module in ("pathlib", "pathlib._local"):
+            return name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath")
+        return (module, name) == ("torch.serialization", "_get_layout")
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            if not allowed(module, name):
+                raise ScriptError(f"{file}: refused: it names {module}.{name}, which is no part of "
+                                  "a DCP checkpoint's metadata (unpickling it could run code)")
+            return super().find_class(module, name)
+
+    import torch.distributed.checkpoint.filesystem  # noqa: F401 - the modules allowed() looks in
+    try:
+        metadata = Unpickler(io.BytesIO(data)).load()
+    except ScriptError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged pickle raises any of a dozen types
+        raise ScriptError(f"{file}: cannot read the checkpoint's metadata ({type(exc).__name__}: "
+                          f"{exc}): it is truncated or damaged; resume from an earlier step") from None
+    if type(metadata).__name__ != "Metadata":
+        raise ScriptError(f"{file}: holds a {type(metadata).__name__}, not DCP metadata")
+    return metadata
+
+
+def checked_dcp_load(dcp, state: dict, path) -> None:
+    """``dcp.load(state, checkpoint_id=path)`` with the metadata from :func:`read_dcp_metadata`
+    (read once, so the file cannot change between the check and the load) and every non-tensor
+    entry checked by ``torch.load(weights_only=True)`` first. Raises ScriptError for what
+    read_dcp_metadata refuses, and DCP's own exceptions otherwise."""
+    import re
+
+    import torch
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    metadata = read_dcp_metadata(path)
+
+    class Reader(FileSystemReader):
+        def read_metadata(self):  # no **kwargs: DCP then tries no per-rank metadata files
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = getattr(self, "load_id", None)
+            return metadata
+
+    class Planner(DefaultLoadPlanner):
+        def load_bytes(self, read_item, value):
+            try:
+                torch.load(value, weights_only=True)
+            except Exception as exc:  # noqa: BLE001 - UnpicklingError, RuntimeError, EOFError, ...
+                entry = read_item.dest_index.fqn
+                named = re.search(r"(?:unsupported|Unsupported global:) GLOBAL (\S+)", str(exc))
+                if named:
+                    raise ScriptError(f"{path}: refused: entry '{entry}' names {named[1]} "
+                                      "(unpickling it could run code)") from None
+                first = (str(exc).strip().splitlines() or [""])[0]
+                raise ScriptError(f"{path}: cannot read entry '{entry}' ({type(exc).__name__}"
+                                  f"{': ' + first if first else ''}): it is truncated or damaged; "
+                                  "resume from an earlier step") from None
+            value.seek(0)
+            super().load_bytes(read_item, value)
+
+    dcp.load(state, storage_reader=Reader(os.fspath(path)), planner=Planner())
+
+
+def load_checkpoint(dcp, state: dict, path, expected: str) -> None:
+    """:func:`checked_dcp_load` of ``path`` into ``state``, with a CheckpointException (a BaseException that
+    maps each failing rank to its (error, traceback)) turned into a one-line ScriptError saying
+    what was expected and what was found."""
+    # DCP's loader logs a traceback to the root logger for each fallback it tries (e.g. per-rank
+    # metadata) before raising: the one line below says it better.
+    dcp_log = logging.getLogger()
+    level = dcp_log.level
+    dcp_log.setLevel(logging.CRITICAL)
+    try:
+        checked_dcp_load(dcp, state, path)
+    except (KeyboardInterrupt, SystemExit, ScriptError):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
+        failures = getattr(exc, "failures", None) or {0: (exc,)}
+        rank, item = min(failures.items())
+        err = item[0] if isinstance(item, tuple) else item
+        if isinstance(err, ScriptError):  # refused by checked_dcp_load on that rank
+            raise err from None
+        text = (str(err).strip().splitlines() or [""])[0]
+        if "Missing key in checkpoint state_dict" in text:
+            key = text.split(":", 1)[1].strip().rstrip(".")
+            raise ScriptError(f"{path}: not a checkpoint of {os.path.basename(sys.argv[0])}: it has "
+                              f"no '{key}' (expected {expected}; written by another script?)") from None
+        raise ScriptError(f"{path}: rank {rank} cannot read the checkpoint ({type(err).__name__}"
+                          f"{': ' + text if text else ''}): it is truncated or damaged; "
+                          "resume from an earlier step") from None
+    finally:
+        dcp_log.setLevel(level)
 # --- end of script contract ---
 
 

@@ -191,11 +191,6 @@ BAD_INPUT = [
          r"--inject-dead-rank 2 is outside world size 2", env=TWO),
     Case("slow-link-outside-world", ["--inject-slow-link", "0,7"],
          r"--inject-slow-link 0,7 is outside world size 2", env=TWO),
-    Case("json-folder", ["--json", "{tmp}"], "--json .*: is a folder", env=TWO),
-    Case("json-fifo", ["--json", "{tmp}/pipe"], "is not a regular file", env=TWO, fifos=("pipe",)),
-    Case("json-missing-dir", ["--json", "{tmp}/no/such/out.json"], "does not exist", env=TWO),
-    Case("json-unwritable-dir", ["--json", "/proc/out.json"], "cannot write in /proc", env=TWO),
-    Case("json-empty", ["--json", ""], "--json: must not be empty"),
     *launcher_cases([], ["--timeout-s", "3"]),
 ]
 

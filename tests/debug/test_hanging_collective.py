@@ -215,7 +215,7 @@ BAD_INPUT = [
     Case("timeout-nan", ["--timeout-s", "nan"], "--timeout-s: 'nan' is not a finite number"),
     Case("dump-margin-negative", ["--dump-margin-s", "-5"], "--dump-margin-s: -5 must be > 0"),
     Case("mode-unknown", ["--mode", "deadlock"], "--mode"),
-    Case("master-missing", [], "MASTER_ADDR is not set", env={"RANK": "0", "WORLD_SIZE": "2"}),
+    Case("master-missing", [], "MASTER_ADDR and MASTER_PORT are not set", env={"RANK": "0", "WORLD_SIZE": "2"}),
     *launcher_cases([], ["--timeout-s", "1"]),
     Case("fr-dump-is-a-file", ["--fr-dump", "{tmp}/fr"], r"--fr-dump .*/fr: .*/fr is a file, not a folder",
          env={"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "{port}"},

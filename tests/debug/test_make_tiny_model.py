@@ -71,9 +71,6 @@ BAD_INPUT = [
     Case("out-empty", ["--out", ""], "--out: must not be empty"),
     Case("out-is-file", ["--out", "f"], "f is a file, not a folder", files={"f": "x"}),
     Case("out-unwritable", ["--out", "/proc/tiny"], "--out /proc/tiny: cannot write there"),
-    Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
-    Case("json-folder-missing", ["--json", "no/t.json"], "no does not exist"),
-    Case("json-unwritable", ["--json", "/proc/t.json"], "--json /proc/t.json: cannot write in /proc"),
     # --json onto one of the files --out writes: one of the two results would be lost
     Case("json-is-an-out-file", ["--out", "d", "--json", "d/model.pt"],
          "--json d/model.pt: --out writes there too; give each output its own path"),

@@ -445,13 +445,28 @@ CASES = [
          files={"b.json": BENCH_OK.replace('"batch": 1,', '"batch": 1, "new_tokens": Infinity,', 1)}),
     Case("json-is-fit-input", ["--fit", "b.json", "--json", "b.json"], r"--json b\.json: is also an input",
          files={"b.json": BENCH_OK}),
-    Case("json-missing-folder", ["--json", "{tmp}/no/such/out.json"], r"--json .*does not exist"),
-    Case("json-is-folder", ["--json", "{tmp}"], r"--json .*: is a folder"),
-    Case("json-unwritable-folder", ["--json", "/proc/serving.json"], r"--json /proc/serving\.json: cannot write"),
-    Case("json-fifo", ["--json", "out.fifo"], r"is not a regular file", fifos=("out.fifo",)),
-    Case("json-empty", ["--json", ""], r"--json: must not be empty"),
     Case("batch-timeout-negative", ["--batch-timeout", "-1"], r"--batch-timeout.*must be >= 0"),
     Case("slo-zero", ["--slo-ttft", "0"], r"--slo-ttft.*must be > 0"),
+    # nan and inf for each float option, and for the floats inside --rates, --step-model and
+    # the lognormal and exponential length distributions
+    Case("batch-timeout-nan", ["--batch-timeout", "nan"], r"argument --batch-timeout: 'nan' is not a finite number"),
+    Case("batch-timeout-inf", ["--batch-timeout", "inf"], r"argument --batch-timeout: 'inf' is not a finite number"),
+    Case("slo-ttft-nan", ["--slo-ttft", "nan"], r"argument --slo-ttft: 'nan' is not a finite number"),
+    Case("slo-ttft-inf", ["--slo-ttft", "inf"], r"argument --slo-ttft: 'inf' is not a finite number"),
+    Case("slo-tpot-nan", ["--slo-tpot", "nan"], r"argument --slo-tpot: 'nan' is not a finite number"),
+    Case("slo-tpot-inf", ["--slo-tpot", "inf"], r"argument --slo-tpot: 'inf' is not a finite number"),
+    Case("attainment-nan", ["--attainment", "nan"], r"argument --attainment: 'nan' is not a finite number"),
+    Case("attainment-inf", ["--attainment", "inf"], r"argument --attainment: 'inf' is not a finite number"),
+    Case("rate-inf", ["--rates", "1,inf"], r"argument --rates: 'inf' is not a finite number"),
+    Case("step-model-nan", ["--step-model", "0.01,nan,0,0,0"], r"argument --step-model: 'nan' is not a finite number"),
+    Case("dist-inf", ["--prompt-len", "lognormal:inf:1"],
+         r"argument --prompt-len: 'lognormal:inf:1': 'inf' is not a finite number"),
+    Case("dist-sigma-nan", ["--prompt-len", "lognormal:100:nan"],
+         r"argument --prompt-len: 'lognormal:100:nan': 'nan' is not a finite number"),
+    Case("output-len-nan", ["--output-len", "exponential:nan"],
+         r"argument --output-len: 'exponential:nan': 'nan' is not a finite number"),
+    Case("output-len-inf", ["--output-len", "exponential:inf"],
+         r"argument --output-len: 'exponential:inf': 'inf' is not a finite number"),
 ]
 
 

@@ -157,7 +157,8 @@ def test_cli_table_and_json(launch, tmp_path):
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "busbw_model" and doc["schema_version"] == 1 and doc["device"] is None
     assert problems(doc, "--json") == []
-    assert doc["date_utc"].endswith("Z") and doc["command"].startswith("busbw_model.py --nodes 1,2,16")
+    assert doc["date_utc"].endswith("Z") and doc["command"].startswith("python ")
+    assert "busbw_model.py --nodes 1,2,16" in doc["command"]
     assert set(doc["versions"]) == {"python"}
     assert [(r["nodes"], r["ranks"], r["algorithm"]) for r in doc["results"]] == [
         (1, 8, "ring"), (1, 8, "innet"), (2, 16, "ring"), (2, 16, "innet"), (16, 128, "ring"),
@@ -225,11 +226,6 @@ BAD_INPUT = [
     Case("alpha-text", ["--alpha-intra-us", "fast"], "--alpha-intra-us: 'fast' is not a number"),
     Case("algo-unknown", ["--algos", "ring,nvls"], "--algos: unknown algorithm 'nvls'"),
     Case("algo-repeated", ["--algos", "ring,ring"], "--algos: 'ring,ring' lists an algorithm twice"),
-    Case("json-empty", ["--json", ""], "--json: must not be empty"),
-    Case("json-in-missing-folder", ["--json", "{tmp}/no/m.json"], "--json .*m.json: .*no does not exist"),
-    Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder; give a file name"),
-    Case("json-unwritable", ["--json", "/proc/m.json"], "--json /proc/m.json: cannot write"),
-    Case("json-fifo", ["--json", "out.fifo"], "is not a regular file", fifos=("out.fifo",)),
 ]
 
 

@@ -215,12 +215,8 @@ BAD_INPUT = [
     Case("touch-is-folder", ["--fs", "/tmp", "--on-fs-full-touch", "{tmp}"], "is a folder"),
     Case("rss-pid-not-running", ["--rss-pid", "999999999"], "--rss-pid 999999999: no such process"),
     Case("alert-cmd-empty", ["--fs", "/tmp", "--alert-cmd", " "], "--alert-cmd: must not be empty"),
-    Case("json-is-folder", ["--fs", "/tmp", "--json", "{tmp}"], "--json .*: is a folder"),
     Case("events-is-heartbeat", ["--heartbeat", "hb", "--events", "hb"], "is also an input",
          files={"hb": ""}),
-    Case("json-unwritable", ["--fs", "/tmp", "--json", "/proc/x.json"], "cannot write"),
-    Case("json-is-a-fifo", ["--fs", "/tmp", "--json", "{tmp}/pipe"], "is not a regular file",
-         fifos=("pipe",)),
     Case("events-unwritable", ["--fs", "/tmp", "--events", "/proc/events.jsonl"], "cannot write"),
     Case("interval-inf", ["--fs", "/tmp", "--interval", "inf"], "not a finite number"),
 ]

@@ -91,10 +91,6 @@ BAD_INPUT = [
     Case("timeout-nan", ["--size", "1M", "--timeout", "nan"], "--timeout: 'nan' is not a finite"),
     Case("timeout-negative", ["--size", "1M", "--timeout", "-5"], "--timeout: -5 must be > 0"),
     Case("size-suffix", ["--size", "12X"], "--size"),
-    Case("json-is-folder", [*SMALL, "--json", "{tmp}"], "--json .*: is a folder"),
-    Case("json-folder-missing", [*SMALL, "--json", "no/r.json"], "no does not exist"),
-    Case("json-parent-is-file", [*SMALL, "--json", "f/r.json"], "f is not a folder",
-         files={"f": "x"}),
     *launcher_cases([*SMALL, "--dir", "{tmp}"], ["--timeout", "1"]),
 ]
 

@@ -104,10 +104,6 @@ BAD_INPUT = [
     Case("matrix-huge", ["{tmp}", "--bs", ",".join(["4K"] * 2000), "--size",
                          ",".join(["1G"] * 2000), "--numjobs", ",".join(["1"] * 1000)],
          r"gives 7.5e-09 s per job for 16000000000 jobs"),
-    Case("json-empty", ["{tmp}", "--json", ""], "--json: must not be empty"),
-    Case("json-unwritable", ["{tmp}", "--json", "/proc/r.json"], "--json /proc/r.json: cannot write"),
-    Case("json-is-folder", ["{tmp}", "--json", "{tmp}"], "--json .*: is a folder"),
-    Case("json-folder-missing", ["{tmp}", "--json", "no/r.json"], "no does not exist"),
     Case("plot-unwritable", ["{tmp}", "--plot", "/proc/p.png"], "--plot /proc/p.png: cannot write"),
     Case("fio-missing", ["{tmp}", "--fio", "no-such-fio"], "fio not found"),
 ]
@@ -152,7 +148,7 @@ def test_interrupt_after_a_finished_job_keeps_its_row(tmp_path):
     scan_dir.mkdir()
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "scripts" / "storage" / SCRIPT), str(scan_dir), "--size",
-         "4M", "--bs", "4K", "--rw", "randwrite,randread", "--budget", "8",
+         "4M", "--bs", "4K", "--rw", "randwrite,randread", "--budget", "4",  # 2 s a job: time to interrupt the second
          "--direct", direct_flag(scan_dir), "--json", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
         start_new_session=True)

@@ -357,11 +357,6 @@ BAD_INPUT = [
     Case("busbw-nan", ["--tp-busbw-GBps", "nan"], r"--tp-busbw-GBps: 'nan' is not a finite"),
     Case("busbw-negative", ["--dp-busbw-GBps=-40"], r"--dp-busbw-GBps: -40 must be > 0"),
     Case("abbreviated-option", ["--busbw", "40"], r"unrecognized arguments: --busbw"),
-    Case("json-empty", ["--json", ""], r"--json: must not be empty"),
-    Case("json-folder", ["--json", "{tmp}"], r"--json .*: is a folder; give a file name"),
-    Case("json-missing-folder", ["--json", "{tmp}/no/cv.json"], r"--json .*no does not exist"),
-    Case("json-fifo", ["--json", "{tmp}/pipe"], r"--json .*not a regular file", fifos=("pipe",)),
-    Case("json-unwritable", ["--json", "/proc/cv.json"], r"--json /proc/cv.json: cannot write"),
 ]
 
 

@@ -202,7 +202,6 @@ BAD_INPUT = [
          files={"ck/step-2": "x"}),
     Case("ckpt-dir-unwritable", ["--save-at", "2", "--ckpt-dir", "/proc/ck"],
          "--ckpt-dir /proc/ck: cannot write there"),
-    Case("json-is-folder", ["--json", "{tmp}"], "--json .*: is a folder"),
     Case("export-folder-missing", ["--export", "no/m.pt"], "--export no/m.pt: .*no does not exist"),
     Case("export-is-folder", ["--export", "{tmp}"], "--export .*: is a folder"),
     Case("export-unwritable", ["--export", "/proc/m.pt"], "--export /proc/m.pt: cannot write in"),

@@ -247,14 +247,6 @@ BAD_INPUT = [
          files={"c.jsonl": DOC.encode() + b"\xff\n"}),
     Case("json-is-input", ["c.jsonl", "--json", "c.jsonl"], "--json c.jsonl: is also an input",
          files={"c.jsonl": DOC}),
-    Case("json-is-folder", ["c.jsonl", "--json", "{tmp}"], "--json .*: is a folder",
-         files={"c.jsonl": DOC}),
-    Case("json-unwritable", ["c.jsonl", "--json", "/proc/r.json"], "cannot write in /proc",
-         files={"c.jsonl": DOC}),
-    Case("json-folder-missing", ["c.jsonl", "--json", "no/r.json"], "no does not exist",
-         files={"c.jsonl": DOC}),
-    Case("json-parent-is-file", ["c.jsonl", "--json", "c.jsonl/r.json"], "c.jsonl is not a folder",
-         files={"c.jsonl": DOC}),
     # a .txt file in a corpus folder was read with its bad bytes replaced, silently
     Case("folder-txt-not-utf8", ["d"], r"d/b\.txt:2: not UTF-8 text \(byte 4 of the line\)",
          files={"d/a.txt": "fine text", "d/b.txt": b"first line\nabc\xff\n"}),
@@ -266,9 +258,6 @@ BAD_INPUT = [
     Case("too-many-candidate-pairs", ["c.jsonl"],
          r"c\.jsonl: more than 2000000 candidate pairs \(a group of 2001 documents",
          files={"c.jsonl": '{"text": ""}\n' * 2001}),
-    # write_atomic renames over the output: on /dev/null (as root) it replaced the device
-    Case("json-fifo", ["c.jsonl", "--json", "pipe"],
-         "--json pipe: is not a regular file", files={"c.jsonl": DOC}, fifos=("pipe",)),
 ]
 
 

@@ -193,11 +193,6 @@ BAD_INPUT = [
          files={"d/a.txt": "some text here"}),
     Case("json-and-kept-same", ["c.jsonl", "--json", "o", "--kept", "o"], "--kept o: --json writes there too",
          files={"c.jsonl": DOC}),
-    Case("json-is-folder", ["c.jsonl", "--json", "{tmp}"], "is a folder", files={"c.jsonl": DOC}),
-    Case("json-folder-missing", ["c.jsonl", "--json", "no/r.json"], "no does not exist",
-         files={"c.jsonl": DOC}),
-    Case("json-parent-is-file", ["c.jsonl", "--json", "c.jsonl/r.json"], "c.jsonl is not a folder",
-         files={"c.jsonl": DOC}),
     Case("kept-unwritable", ["c.jsonl", "--kept", "/proc/kept.jsonl"], "cannot write in /proc",
          files={"c.jsonl": DOC}),
     # a .txt file in a corpus folder was read with its bad bytes replaced, silently
@@ -269,13 +264,3 @@ def test_failed_run_keeps_the_old_outputs(launch, tmp_path):
                                   "--disable", "word_count"]).returncode == 0
     assert kept.read_text() != "old\n" and sorted(p.name for p in tmp_path.iterdir()) == \
         ["bad.jsonl", "good.jsonl", "kept.jsonl"]
-
-
-def test_the_bounded_corpus_blocks_are_identical():
-    """minhash_dedup.py and text_quality_filters.py read corpora with the same bounded reader."""
-    import re
-    from tests.launchers import REPO
-    blocks = [re.search(r"# --- bounded corpus.*?# --- end of bounded corpus ---",
-                        (REPO / "scripts" / "training" / name).read_text(encoding="utf-8"), re.S)[0]
-              for name in ("minhash_dedup.py", "text_quality_filters.py")]
-    assert blocks[0] == blocks[1]

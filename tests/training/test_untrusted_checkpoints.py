@@ -2,8 +2,9 @@
 dcp_resume_example.py resumes from it, by any of their resume routes.
 
 DCP unpickles a checkpoint's .metadata, and torch.load(weights_only=False)s its non-tensor
-entries; both scripts load them through the block between "# --- untrusted DCP checkpoint" and
-"# --- end of untrusted DCP checkpoint ---" instead, which these tests attack.
+entries; both scripts load them through read_dcp_metadata, checked_dcp_load and load_checkpoint
+instead (tools/script_shared.py, generated into both: tests/test_script_contract.py checks that
+each carries them), which these tests attack.
 """
 
 from __future__ import annotations
@@ -31,17 +32,6 @@ class RunsCode:
 
     def __reduce__(self):
         return (os.system, (f"touch {self.marker}",))
-
-
-def test_both_scripts_carry_the_same_loader():
-    blocks = []
-    for script in SCRIPTS:
-        text = (REPO / "scripts" / script).read_text(encoding="utf-8")
-        found = re.findall(r"# --- untrusted DCP checkpoint.*?# --- end of untrusted DCP checkpoint ---",
-                           text, re.S)
-        assert len(found) == 1, script
-        blocks.append(found[0])
-    assert blocks[0] == blocks[1]
 
 
 def hostile_metadata(tmp: Path, folder: str) -> dict[str, bytes]:
