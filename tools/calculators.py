@@ -7,7 +7,6 @@ runs it under Pyodide)::
     script: scripts/training/memory_estimator.py   # the very file the chapter embeds
     chapter: training/memory.md                     # the chapter that explains it (book/<lang>/)
     example: [--params, "7.5e9", --dp, "64"]        # the worked example, and the form's start
-    files: [data/models/architectures.yml]          # data files the script reads (given as JSON)
     pickers:                                        # fill fields from a row of a data file
       - label: {en: Model, zh: 模型}
         data: data/models/architectures.yml
@@ -99,8 +98,7 @@ def load(name: str) -> dict:
 
 def data_files(spec: dict) -> list[str]:
     """Every data file the calculator reads, at build time or in the page."""
-    found = list(spec.get("files", []))
-    found += [p["data"] for p in spec.get("pickers", [])]
+    found = [p["data"] for p in spec.get("pickers", [])]
     found += [f["choices_from"]["data"] for f in spec["fields"] if "choices_from" in f]
     return sorted(set(found))
 
@@ -163,8 +161,8 @@ def _number(value) -> str | None:
 
 def form(spec: dict, lang: str) -> dict:
     """What the page's script needs, in ``lang``: the fields (option, label, kind, choices,
-    default, help, starting value from the example), the pickers (rows of name and values), the
-    data files the script reads (as JSON text) and the example's argv."""
+    default, help, starting value from the example), the pickers (rows of name and values) and
+    the example's argv."""
     options = parser_options(spec["script"])
     example = spec["example"]
     fields = []
@@ -196,9 +194,8 @@ def form(spec: dict, lang: str) -> dict:
             if all(v is not None for v in values.values()):
                 rows.append({"name": str(row[picker["key"]]), "values": values})
         pickers.append({"label": picker["label"][lang], "rows": rows})
-    files = {rel: json.dumps(_data(rel), ensure_ascii=False) for rel in spec.get("files", [])}
     return {"name": spec["name"], "script": spec["script"], "fields": fields, "pickers": pickers,
-            "files": files, "example": example}
+            "example": example}
 
 
 def run_cli(script: str, argv: list[str]) -> dict:

@@ -184,57 +184,64 @@ def readme_entry(target: Path) -> str:
 
 # --- plots --------------------------------------------------------------------------------
 
-def _label(data: dict, path: Path) -> str:
+def _label(data: dict) -> str:
     origin = " (published)" if data.get("origin") == "published" else ""
     return f"{data.get('device') or 'any'}, {data['date_utc'][:10]}{origin}"
 
 
-def _plot_mamf(ax, docs):
-    """One bar per device and dtype: the best mean TFLOPS over the shapes (what published MAMF
-    tables report: a mean over iterations of the best shape)."""
+def _y(row: dict, keys: list[str]):
+    return next((row[k] for k in keys if k in row), None)
+
+
+def _plot_bars(ax, docs, plot: dict):
+    """One bar per device (a published file's rows name their own) and series value: the largest y."""
     best = {}
-    for path, data in docs:
-        published = data.get("origin") == "published"
+    for data in docs:
         for row in data["results"]:
-            label = f"{row['device']} (published)" if published else _label(data, path)
-            value = row.get("mean_tflops", row.get("max_tflops"))
-            key = (label, row["dtype"])
-            best[key] = max(value, best.get(key, 0.0))
-    ax.barh([f"{label}, {dtype}" for label, dtype in best], list(best.values()))
-    ax.set_xlabel("TFLOPS (mean over iterations, best shape)")
+            value = _y(row, plot["y"])
+            if value is None:
+                continue
+            label = f"{row['device']} (published)" if data.get("origin") == "published" else _label(data)
+            key = (label, row.get(plot.get("series"), "")) if plot.get("series") else (label, "")
+            best[key] = max(value, best.get(key, value))
+    ax.barh([", ".join(filter(None, key)) for key in best], list(best.values()))
+    ax.set_xlabel(plot["ylabel"])
     ax.tick_params(axis="y", labelsize="x-small")
     ax.invert_yaxis()
 
 
-def _plot_lines(ax, docs, group, x, y, xlabel, ylabel):
-    for path, data in docs:
+def _plot_lines(ax, docs, plot: dict):
+    """y against x (log2 scale), a line per file and series value."""
+    for data in docs:
         series = {}
         for row in data["results"]:
-            if x in row and y in row:
-                series.setdefault(row.get(group) if group else None, []).append((row[x], row[y]))
+            value = _y(row, plot["y"])
+            if plot["x"] in row and value is not None:
+                series.setdefault(row.get(plot["series"]) if plot.get("series") else None, []).append(
+                    (row[plot["x"]], value))
         for name, points in series.items():
             points.sort()
-            label = _label(data, path) + (f", {name}" if name else "")
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                    label=_label(data) + (f", {name}" if name else ""))
     ax.set_xscale("log", base=2)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set_xlabel(plot["xlabel"])
+    ax.set_ylabel(plot["ylabel"])
     ax.legend(fontsize="small")
 
 
-PLOTS = {
-    "mamf_finder": lambda ax, docs: _plot_mamf(ax, docs),
-    "mem_bandwidth": lambda ax, docs: _plot_lines(ax, docs, "test", "size_bytes", "GBps",
-                                                  "copy size (bytes)", "GBps (copied bytes / time)"),
-    "all_reduce_bench": lambda ax, docs: _plot_lines(ax, docs, None, "size_bytes", "busbw_GBps",
-                                                     "message size (bytes)", "busbw (GBps)"),
-}
-
-
 def plot(benchmark: str, out: Path, paths: list[Path] | None = None) -> Path:
-    """One PNG/SVG of every results file of ``benchmark`` (or of ``paths``)."""
-    if benchmark not in PLOTS:
-        raise ResultsError(f"no plot for '{benchmark}' (plots: {', '.join(PLOTS)})")
+    """One PNG/SVG of every results file of ``benchmark`` (or of ``paths``), drawn as the ``plot``
+    of its view file (tools/schemas/<benchmark>.view.yml) says. ResultsError for a benchmark
+    without one, another format, or a file of another benchmark."""
+    from tools import tables
+
+    try:
+        spec = tables.benchmark_view(benchmark).get("plot")
+    except tables.TableError:
+        spec = None
+    if spec is None:
+        raise ResultsError(f"no plot for '{benchmark}': its view file (tools/schemas/<benchmark>.view.yml) "
+                           "has no 'plot'")
     if out.suffix not in (".png", ".svg"):
         raise ResultsError(f"{out}: the plot is written as .png or .svg")
     paths = paths or files_of(benchmark)
@@ -250,7 +257,7 @@ def plot(benchmark: str, out: Path, paths: list[Path] | None = None) -> Path:
 
     fig, ax = plt.subplots(figsize=(9, 3 + 0.18 * sum(len(d["results"]) for _, d in docs
                                                          if d.get("origin") == "published")))
-    PLOTS[benchmark](ax, docs)
+    (_plot_bars if spec["kind"] == "bars" else _plot_lines)(ax, [d for _, d in docs], spec)
     ax.set_title(f"{benchmark}: {len(docs)} file(s) under results/")
     fig.tight_layout()
     fig.savefig(out)

@@ -157,10 +157,9 @@ async function start(block) {
       fetchText(new URL("assets/calculator_run.py", root)),
       fetchText(new URL(spec.script, root)),
     ]);
-    // The repository's layout, so the script finds its data files where it looks for them.
+    // The repository's layout (the scripts carry the data rows they need: tools/script_shared.py).
     writeFile(py, "/book/tools/calculator_run.py", runner);
     writeFile(py, `/book/${spec.script}`, script);
-    for (const [rel, content] of Object.entries(spec.files)) writeFile(py, `/book/${rel}`, content);
     py.runPython("import sys; sys.path.insert(0, '/book/tools')");
     const runner_module = py.pyimport("calculator_run");
     run = (argv) => JSON.parse(runner_module.run(`/book/${spec.script}`, py.toPy(argv)));

@@ -121,7 +121,7 @@ def test_plot_writes_an_image_of_every_file(benchmark, tmp_path):
 
 
 def test_plot_refuses_what_it_cannot_draw(tmp_path):
-    with pytest.raises(results.ResultsError, match="no plot for 'fio_scan'"):
+    with pytest.raises(results.ResultsError, match="no plot for 'fio_scan': its view file"):
         results.plot("fio_scan", tmp_path / "x.png")
     with pytest.raises(results.ResultsError, match="written as .png or .svg"):
         results.plot("mamf_finder", tmp_path / "x.pdf")

@@ -222,6 +222,7 @@ published:
   columns:
     - {title: {en: Device, zh: 设备}, cell: "{device}"}
     - {title: {en: Time (ms), zh: 时间 (ms)}, cell: "{seconds|mul(1e3):.1f}"}
+plot: {kind: lines, x: size_bytes, xlabel: size (bytes), y: [seconds], ylabel: time (s), series: kind}
 """
 TOY_ROWS = [{"kind": "a", "size_bytes": 1024, "seconds": 0.25, "note": "cold"},
             {"kind": "b", "size_bytes": 2 ** 20, "seconds": 0.0125}]
@@ -274,6 +275,8 @@ def test_a_new_benchmark_is_its_schema_and_its_view_file(toy_benchmark, tmp_path
     assert "| toy | 12.5 | 1 KiB | 2026-01-02 | `toy_bench-toy.json` |" in summary
     assert "| GPU C | 2.0 | [[1]](https://example.org/c) |" in summary and "Someone. Timed. Each row" in summary
     assert "toy_bench" not in Path(tables.__file__).read_text()
+    image = results.plot("toy_bench", tmp_path / "toy.png", [path])
+    assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "toy_bench" not in Path(results.__file__).read_text()
 
 
 def _toy_view_with(toy_benchmark, change) -> str:
@@ -303,6 +306,7 @@ BAD_VIEWS = [
     ("aggregation-without-key", lambda v: v["parts"].update(fastest="{max(kind=a).seconds}"),
      r"parts\.fastest: \{max\(kind=a\)\.seconds\}: max\(\) needs a key"),
     ("part-uses-itself", lambda v: v["parts"].update(fastest="{$again}", again="{$fastest}"), r"parts\.\w+: uses itself"),
+    ("plot-lines-without-x", lambda v: v["plot"].pop("x"), r"plot\.x: missing"),
     ("broken-brace", lambda v: v["caption"].update(en="Fastest: {$fastest"), r"caption\.en: expected '\}'"),
 ]
 
