@@ -50,7 +50,7 @@ serve: venv node-packages  ## live preview on http://127.0.0.1:8000
 # pytest-xdist workers: one per core, at most 4. tests/conftest.py keeps each file on one worker
 # and every test that starts two or more ranks or a SLURM job (tests.launchers.RANKS) on one
 # worker, one after another. PYTEST_WORKERS= (empty) runs everything in one process.
-PYTEST_WORKERS ?= -n $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 ))) --dist loadgroup
+PYTEST_WORKERS ?= -n $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 ))) --dist loadscope
 # More pytest options, e.g. PYTEST_ARGS=--junitxml=pytest-report.xml (what tools/loop_bench.py reads).
 PYTEST_ARGS ?=
 # pytest keeps each test module compiled, with its asserts rewritten, in __pycache__ (git and the
@@ -73,7 +73,7 @@ test-book: book  ## the book's own tests on the book `make book` built (not the 
 	$(PYTEST) $(PYTEST_WORKERS) $(PYTEST_ARGS) $(BOOK_TESTS)
 
 # Paths given explicitly: pytest.ini's testpaths would bring the notebooks back despite --ignore.
-check: venv node-packages  ## the quick part: no PDFs, notebooks, multi-rank or SLURM runs, long trainings (pytest -m slow)
+check: venv node-packages  ## the quick part: no PDFs, notebooks, multi-rank or SLURM runs, or tests over ~2.5 s (pytest -m slow)
 	$(PYTEST) $(PYTEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests --ignore=tests/build
 
 test-gpu: venv  ## only the GPU tests, on a machine with CUDA

@@ -50,17 +50,27 @@ def built_book(built_site) -> Path:
     return _build()
 
 
+def pytest_configure(config):
+    from tests import worker_groups
+    worker_groups.name_the_run(config)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Multi-rank and SLURM tests (tests.launchers.RANKS) are the slow ones: `make check`, which
-    deselects ``slow``, leaves them out. Notebooks run in kernels forked from a preloaded server
+    """The files of multi-rank and SLURM tests (tests.launchers.RANKS) are the slow ones: `make
+    check`, which deselects ``slow``, leaves them out. A test there marked
+    ``tests.launchers.ONE_PROCESS`` gets a group of its own file's name (the nearest mark wins), so
+    it runs beside the other files' tests. Notebooks run in kernels forked from a preloaded server
     (tests/notebook_kernel.py) unless BOOK_TEST_FRESH_PROCESS is set."""
-    from tests import notebook_kernel, preloaded
+    from tests import notebook_kernel, preloaded, worker_groups
 
     if any(type(item).__name__ == "IPyNbCell" for item in items) and not preloaded.fresh_processes_only():
         notebook_kernel.use_preloaded_kernels(config)
     for item in items:
         if any((m.args[:1] or (m.kwargs.get("name"),))[0] == "ranks" for m in item.iter_markers("xdist_group")):
             item.add_marker(pytest.mark.slow)
+            if item.get_closest_marker("one_process"):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]), append=False)
+    worker_groups.publish(config, items)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -76,17 +86,10 @@ def pytest_runtest_protocol(item):
 
 @pytest.hookimpl(optionalhook=True)  # `-p no:xdist` still works
 def pytest_xdist_make_scheduler(config, log):
-    """With pytest-xdist (`make test` runs ``-n 2 --dist loadgroup``): send each file's tests to one
-    worker, in order, so module-scoped fixtures (a training run, a benchmark sweep) run once and a
-    notebook's cells share one kernel; and send every test marked ``tests.launchers.RANKS`` (two or
-    more ranks, or a SLURM job) to one worker, so those jobs run one after another and the SLURM
-    tests share one localhost cluster (tests/orchestration/conftest.py)."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ByFileAndGroup(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            if "@" in nodeid.rsplit("::", 1)[-1]:  # --dist loadgroup appended "@<group>"
-                return nodeid.rsplit("@", 1)[1]
-            return nodeid.split("::", 1)[0]
-
-    return ByFileAndGroup(config, log)
+    """With pytest-xdist (`make test` runs ``-n 2``): send each file's tests to one worker, in
+    order, so module-scoped fixtures (a training run, a benchmark sweep) run once and a notebook's
+    cells share one kernel; and send every test marked ``tests.launchers.RANKS`` (two or more ranks,
+    or a SLURM job) to one worker, so those jobs run one after another and the SLURM tests share
+    one localhost cluster (tests/orchestration/conftest.py). See tests/worker_groups.py."""
+    from tests import worker_groups
+    return worker_groups.scheduler(config, log)

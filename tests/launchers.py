@@ -40,18 +40,24 @@ _SELFTEST_PREFIXES = ("ALL_REDUCE_BENCH_", "CONNECTIVITY_CHECK_")
 
 RANKS = pytest.mark.xdist_group("ranks")
 """Mark (a test, or a module with ``pytestmark = RANKS``) for tests that start two or more ranks
-or a SLURM job; ``--dist loadgroup`` runs them all on one worker (tests/conftest.py)."""
+or a SLURM job; pytest-xdist runs them all on one worker (tests/worker_groups.py)."""
+
+ONE_PROCESS = pytest.mark.one_process
+"""Mark a test in a :data:`RANKS` module that starts one process only (a careless-input case): it
+leaves the ranks queue and runs with the other files' tests (tests/conftest.py), so the one worker
+that runs the jobs is not also running hundreds of quick single-process cases.
+:func:`require_ranks` still fails it should it start ranks."""
 
 current_test: pytest.Item | None = None  # set by tests/conftest.py before each test's setup
 
 
 def require_ranks(what: str) -> None:
-    """Fail the running test unless it carries :data:`RANKS` (``what``: what it starts)."""
+    """Fail the running test unless it runs in the :data:`RANKS` group (``what``: what it starts)."""
     item = current_test
     if item is None:
         return
-    groups = {m.args[0] if m.args else m.kwargs.get("name") for m in item.iter_markers("xdist_group")}
-    if "ranks" not in groups:
+    from tests.worker_groups import group_of
+    if group_of(item) != "ranks":
         pytest.fail(f"{item.nodeid} starts {what}: mark it (or its module) with tests.launchers.RANKS "
                     "so that it never runs beside another multi-rank test", pytrace=False)
 
@@ -121,8 +127,7 @@ def _communicate(proc: subprocess.Popen, timeout: float) -> Result:
             out, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             out, err = "(output lost: a grandchild kept the pipes open)", ""
-        pytest.fail(f"process did not finish within {timeout} s (hang?)\nstdout:\n{out}\n"
-                    f"stderr:\n{err}")
+        _timed_out(timeout, out, err)
     return Result(proc.returncode, out, err)
 
 
@@ -131,23 +136,44 @@ def _communicate(proc: subprocess.Popen, timeout: float) -> Result:
 _READ_AT_IMPORT = ("TORCH_", "PYTORCH_", "CUDA_", "NCCL_", "GLOO_", "MKL_", "KMP_", "GOMP_", "LD_")
 
 
+def _forkable(env: dict[str, str] | None) -> bool:
+    """Whether a run with ``env`` may fork from the torch-preloaded server (tests/preloaded.py)."""
+    return not any(k.startswith(_READ_AT_IMPORT) for k in env or {})
+
+
+def _timed_out(timeout: float, out: bytes | str | None, err: bytes | str | None):
+    text = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (out, err)]
+    pytest.fail(f"process did not finish within {timeout} s (hang?)\nstdout:\n{text[0]}\nstderr:\n{text[1]}")
+
+
+def _wait_forked(run, timeout: float) -> Result:
+    """The Result of a run forked by tests/preloaded.start; fails the test after ``timeout`` s."""
+    try:
+        done = run.wait(timeout)
+    except subprocess.TimeoutExpired as err:
+        _timed_out(timeout, err.stdout, err.stderr)
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
 def run_python(scripts: Path, script: str, args: list[str], env: dict[str, str] | None = None,
                timeout: float = 60, fresh: bool = False) -> Result:
-    """Run ``python <scripts>/<script> args`` as one plain process: forked from the torch-preloaded
-    server (tests/preloaded.py), which gives the script what a fresh interpreter would, unless
-    ``fresh`` (the test is about the process itself) or ``env`` sets a variable read at import."""
-    if not fresh and not any(k.startswith(_READ_AT_IMPORT) for k in env or {}):
+    """Run ``python <scripts>/<script> args`` (``script`` "-m MODULE": ``python -m MODULE args``) as
+    one plain process: forked from the torch-preloaded server (tests/preloaded.py), which gives the
+    script what a fresh interpreter would, unless ``fresh`` (the test is about the process itself)
+    or ``env`` sets a variable read at import."""
+    if _forkable(env) and not fresh:
         from tests import preloaded
-        try:
-            done = preloaded.run(scripts / script, args, cwd=REPO, env=clean_env(env), timeout=timeout)
-        except subprocess.TimeoutExpired as err:
-            pytest.fail(f"process did not finish within {timeout} s (hang?)\nstdout:\n"
-                        f"{(err.stdout or b'').decode(errors='replace')}\nstderr:\n"
-                        f"{(err.stderr or b'').decode(errors='replace')}")
-        return Result(done.returncode, done.stdout, done.stderr)
-    proc = subprocess.Popen([sys.executable, str(scripts / script), *args], cwd=REPO,
-                            env=clean_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+        path = script if script.startswith("-m ") else scripts / script
+        if preloaded.fresh_processes_only():
+            try:
+                done = preloaded.run(path, args, cwd=REPO, env=clean_env(env), timeout=timeout)
+            except subprocess.TimeoutExpired as err:
+                _timed_out(timeout, err.stdout, err.stderr)
+            return Result(done.returncode, done.stdout, done.stderr)
+        return _wait_forked(preloaded.start(path, args, cwd=REPO, env=clean_env(env)), timeout)
+    command = [sys.executable, "-m", script[3:]] if script.startswith("-m ") else [sys.executable, str(scripts / script)]
+    proc = subprocess.Popen([*command, *args], cwd=REPO, env=clean_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     return _communicate(proc, timeout)
 
 
@@ -186,14 +212,13 @@ def interrupt_when(script: Path, args: list[str], ready, sig: int, cwd: Path = R
 def run_torchrun(scripts: Path, script: str, args: list[str], nproc: int = 2,
                  env: dict[str, str] | None = None, timeout: float = 90) -> Result:
     """Run ``python -m torch.distributed.run --standalone --nproc-per-node N <scripts>/<script>``
-    (the rendezvous store listens on a port the OS chose, and the ranks use that store)."""
+    (the rendezvous store listens on a port the OS chose, and the ranks use that store). The
+    launcher itself forks from the torch-preloaded server (:func:`run_python`'s rules); its ranks
+    are the real interpreters it starts."""
     if nproc > 1:
         require_ranks(f"{nproc} ranks of {script}")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc-per-node", str(nproc), str(scripts / script), *args]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=clean_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    return _communicate(proc, timeout)
+    torchrun_args = ["--standalone", "--nproc-per-node", str(nproc), str(scripts / script), *args]
+    return run_python(scripts, "-m torch.distributed.run", torchrun_args, env=env, timeout=timeout)
 
 
 def run_srun_like(scripts: Path, script: str, args: list[str], ntasks: int = 2,
@@ -203,16 +228,20 @@ def run_srun_like(scripts: Path, script: str, args: list[str], ntasks: int = 2,
     results in rank order. The port is one that was free a moment before; rank 0 binds it."""
     if ntasks > 1:
         require_ranks(f"{ntasks} ranks of {script}")
+    from tests import preloaded
     port = str(free_port())
+    forked = _forkable(env) and not preloaded.fresh_processes_only()
     procs = []
     for rank in range(ntasks):
-        rank_env = {"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(ntasks),
-                    "SLURM_LOCALID": str(rank), "MASTER_ADDR": "127.0.0.1",
-                    "MASTER_PORT": port, **(env or {})}
-        procs.append(subprocess.Popen(
-            [sys.executable, str(scripts / script), *args], cwd=REPO, env=clean_env(rank_env),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
-    return [_communicate(p, timeout) for p in procs]
+        rank_env = clean_env({"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(ntasks), "SLURM_LOCALID": str(rank),
+                              "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, **(env or {})})
+        if forked:
+            procs.append(preloaded.start(scripts / script, args, cwd=REPO, env=rank_env))
+        else:
+            procs.append(subprocess.Popen([sys.executable, str(scripts / script), *args], cwd=REPO, env=rank_env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                          start_new_session=True))
+    return [_wait_forked(p, timeout) if forked else _communicate(p, timeout) for p in procs]
 
 
 def error_lines(text: str) -> list[str]:

@@ -39,7 +39,7 @@ def _context():
     global _CONTEXT
     if _CONTEXT is None:
         _CONTEXT = multiprocessing.get_context("forkserver")
-        _CONTEXT.set_forkserver_preload(["torch", "tests.preloaded"])
+        _CONTEXT.set_forkserver_preload(["torch", "torch.distributed.run", "tests.preloaded"])
     return _CONTEXT
 
 
@@ -79,13 +79,19 @@ def _child(path: str, argv: list[str], cwd: str, env: dict[str, str], out: str, 
     if threads.isdigit() and int(threads) > 0:  # read by torch's OpenMP at import, so set it here
         import torch
         torch.set_num_threads(int(threads))
-    sys.argv = [path, *argv]
-    sys.path[0] = os.path.dirname(os.path.abspath(path))
     import runpy
 
     status = 0
     try:
-        runpy.run_path(path, run_name="__main__")
+        if path.startswith("-m "):  # python -m MODULE: sys.path[0] is the folder it starts in
+            sys.argv = [path, *argv]
+            sys.path[0] = os.getcwd()
+            sys.modules.pop(path[3:], None)  # preloaded for its imports; runs afresh as __main__
+            runpy.run_module(path[3:], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [path, *argv]
+            sys.path[0] = os.path.dirname(os.path.abspath(path))
+            runpy.run_path(path, run_name="__main__")
     except SystemExit as stop:
         if stop.code is None or isinstance(stop.code, int):
             status = stop.code or 0
@@ -114,11 +120,16 @@ def _child(path: str, argv: list[str], cwd: str, env: dict[str, str], out: str, 
         os._exit(status & 0xFF)
 
 
+def _command(path: str) -> list[str]:
+    """The real interpreter's command line for ``path`` (a script, or "-m MODULE")."""
+    return [sys.executable, "-m", path[3:]] if path.startswith("-m ") else [sys.executable, path]
+
+
 class Forked:
     """A script run forked from the server (:func:`start`); :meth:`wait` gives its result."""
 
     def __init__(self, path: str, argv: list[str], cwd: str, env: dict[str, str], stdout: str | None):
-        self.argv = [sys.executable, path, *argv]
+        self.argv = [*_command(path), *argv]
         self._tmp = tempfile.TemporaryDirectory(prefix="preloaded-")
         self._out = stdout or os.path.join(self._tmp.name, "stdout")
         self._err = os.path.join(self._tmp.name, "stderr")
@@ -153,8 +164,9 @@ class Forked:
 
 def start(path: Path | str, argv: list[str], cwd: Path | str, env: dict[str, str],
           stdout: Path | str | None = None) -> Forked:
-    """Start ``python path argv`` in ``cwd`` with exactly ``env``. ``stdout``: a path the child
-    opens for writing as its stdout (a FIFO the caller reads, say) instead of a file of ours."""
+    """Start ``python path argv`` in ``cwd`` with exactly ``env`` (``path`` "-m MODULE": ``python
+    -m MODULE argv``). ``stdout``: a path the child opens for writing as its stdout (a FIFO the
+    caller reads, say) instead of a file of ours."""
     return Forked(str(path), [str(a) for a in argv], str(cwd), dict(env), None if stdout is None else str(stdout))
 
 
@@ -163,7 +175,7 @@ def run(path: Path | str, argv: list[str], cwd: Path | str, env: dict[str, str],
     """``python path argv`` in ``cwd`` with exactly ``env``, to its end: :meth:`Forked.wait`'s
     result, or a real interpreter's where BOOK_TEST_FRESH_PROCESS is set."""
     if fresh_processes_only():
-        return subprocess.run([sys.executable, str(path), *map(str, argv)], cwd=cwd, env=env, capture_output=True,
+        return subprocess.run([*_command(str(path)), *map(str, argv)], cwd=cwd, env=env, capture_output=True,
                               text=True, timeout=timeout, start_new_session=True, stdin=subprocess.DEVNULL)
     return start(path, argv, cwd, env).wait(timeout)
 

@@ -64,6 +64,23 @@ def test_the_child_sees_argv_path_cwd_environment_and_stdio_as_a_real_run(tmp_pa
     assert real.returncode == 3 and "True" in real.stdout
 
 
+def test_a_module_run_sees_what_python_dash_m_gives(tmp_path):
+    """``-m MODULE`` (how tests/launchers.py starts torchrun): argv[0] the module's file, sys.path[0]
+    the folder it starts in, ``__name__`` "__main__", and its package's modules found from there."""
+    (tmp_path / "probe_pkg").mkdir()
+    (tmp_path / "probe_pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "probe_pkg" / "run.py").write_text(
+        "import os, sys\n"
+        "print(sys.argv, sys.path[0] == os.getcwd(), __name__, __spec__.name, 'probe_pkg' in sys.modules)\n",
+        encoding="utf-8")
+    env = {"PATH": "/usr/bin"}
+    real = subprocess.run([sys.executable, "-m", "probe_pkg.run", "--x"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60, start_new_session=True, stdin=subprocess.DEVNULL)
+    forked = preloaded.run("-m probe_pkg.run", ["--x"], tmp_path, env, timeout=60)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert real.stdout.startswith(f"[{str(tmp_path / 'probe_pkg' / 'run.py')!r}, '--x'] True __main__ probe_pkg.run True")
+
+
 def test_an_uncaught_exception_and_a_hang_end_as_in_a_real_run(tmp_path):
     crash = tmp_path / "crash.py"
     crash.write_text("raise ValueError('boom')\n", encoding="utf-8")

@@ -213,6 +213,7 @@ CORPUS_SCRIPTS = [("inference/quantize_weights.py", ["--layers", "1", "--width",
                   ("inference/speculative_decoding.py", None), ("models/dpo_tiny.py", None)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script, args", CORPUS_SCRIPTS, ids=[s for s, _ in CORPUS_SCRIPTS])
 def test_a_corpus_script_copied_alone_asks_for_the_corpus(script, args, tmp_path):
     copy = Path(shutil.copy(REPO / "scripts" / script, tmp_path))

@@ -197,6 +197,7 @@ LONG_SWEEP = ["--device", "cpu", "--dtype", "fp32", "--m", "64:640000:64", "--n"
               "--warmup", "0", "--iters", "2"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ignore_sigint", [False, True], ids=["foreground", "background-job"])
 def test_ctrl_c_between_shapes_prints_results_so_far(launch, tmp_path, ignore_sigint):
     out = tmp_path / "partial.json"
@@ -226,6 +227,7 @@ def test_sigterm_writes_the_results_so_far(launch, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["partial.json"]  # no temporary file left
 
 
+@pytest.mark.slow
 def test_ctrl_c_inside_one_long_shape_stops_it(launch, tmp_path):
     # One shape of a million iterations: minutes on any CPU, so the signal lands inside it.
     out = tmp_path / "partial.json"

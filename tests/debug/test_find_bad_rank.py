@@ -13,7 +13,7 @@ import json
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import RANKS, REPO, import_script
+from tests.launchers import ONE_PROCESS, RANKS, REPO, import_script
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
@@ -196,5 +196,6 @@ BAD_INPUT = [
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+@ONE_PROCESS
 def test_bad_input(case, tmp_path):
     check_refused(f"debug/{SCRIPT}", case, tmp_path)

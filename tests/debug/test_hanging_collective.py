@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import RANKS, REPO, clean_env, import_script, require_ranks
+from tests.launchers import ONE_PROCESS, RANKS, REPO, clean_env, import_script, require_ranks
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
@@ -236,6 +236,7 @@ BAD_INPUT = [
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+@ONE_PROCESS
 def test_bad_input(case, tmp_path):
     check_refused("debug/hanging_collective.py", case, tmp_path)
 

@@ -20,6 +20,7 @@ def load_module():
     return import_script(REPO / "scripts" / "debug" / SCRIPT)
 
 
+@pytest.mark.slow
 def test_tiny_model_trains_and_reloads(launch, tmp_path):
     out, report = tmp_path / "tiny", tmp_path / "tiny.json"
     res = launch.python(SCRIPT, ["--out", str(out), "--train-steps", "80", "--json", str(report),
@@ -192,6 +193,7 @@ def test_seed_zero_is_accepted():
     assert load_module().build_parser().parse_args(["--seed", "0"]).seed == 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_training_writes_what_was_trained(tmp_path):
     out, report = tmp_path / "tiny", tmp_path / "tiny.json"
     res = interrupt_when(

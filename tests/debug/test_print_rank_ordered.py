@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import RANKS
+from tests.launchers import ONE_PROCESS, RANKS
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
@@ -44,5 +44,6 @@ BAD_INPUT = [
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+@ONE_PROCESS
 def test_bad_input(case, tmp_path):
     check_refused("debug/print_rank_ordered.py", case, tmp_path)

@@ -271,6 +271,7 @@ def test_cuda_point_and_cache(db, launch, tmp_path):
     check_rows(doc, dtype_bytes=2)
 
 
+@pytest.mark.slow
 def test_a_full_disk_loses_at_most_the_point_in_progress(tmp_path):
     """The --json file is rewritten after every point. With the file size limited (RLIMIT_FSIZE,
     which Python turns into EFBIG, as a full disk gives ENOSPC) to fit two points but not three,

@@ -218,6 +218,7 @@ def test_bits_per_byte_of_a_uniform_model_is_8(qw):
 
 # --- a real run of the script ---
 
+@pytest.mark.slow
 def test_cli_run(run):
     res, doc = run
     assert problems(doc, "--json") == []  # tools/schemas/<benchmark>.schema.json
@@ -264,6 +265,7 @@ def test_quantized_matrices(qw):
     assert not any(p.dim() == 1 for p in with_embedding.values())  # biases, LayerNorms never
 
 
+@pytest.mark.slow
 def test_interrupt_keeps_the_rows_done(launch, tmp_path):
     out = tmp_path / "partial.json"
     args = ["--layers", "1", "--width", "64", "--context", "64", "--steps", "0", "--schemes", ",".join(f"int{b}-gG" for b in range(2, 9)),

@@ -145,6 +145,7 @@ def test_eq1_is_the_geometric_series(sd):
 
 # --- on trained models ---
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
 def test_greedy_output_is_the_targets_own(sd, models, k):
     target, draft = models["target64"], models["draft64"]
@@ -159,6 +160,7 @@ def test_greedy_output_is_the_targets_own(sd, models, k):
     assert accepted > 0 and rejected > 0  # both paths of the step were taken
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature", [None, 0.8])
 @pytest.mark.parametrize("k", [1, 3, 4])
 def test_target_as_its_own_draft_accepts_everything(sd, models, k, temperature):
@@ -183,6 +185,7 @@ def tv_threshold(p, n: int, delta: float = 1e-4) -> float:
     return 0.5 * float((p * (1 - p) / n).sqrt().sum()) + math.sqrt(math.log(1 / delta) / (2 * n))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 2])
 def test_speculative_sampling_matches_target_sampling(sd, models, k):
     """First two tokens after a prompt, 1500 speculative samples each, against the target's exact
@@ -210,6 +213,7 @@ def test_speculative_sampling_matches_target_sampling(sd, models, k):
 
 # --- the script, run for real ---
 
+@pytest.mark.slow
 def test_rows_measure_what_they_say(run):
     res, doc = run
     assert problems(doc, "--json") == []  # tools/schemas/<benchmark>.schema.json
@@ -242,6 +246,7 @@ def test_rows_measure_what_they_say(run):
     assert "tok/pass" in res.stdout and "at temperature 0.8" in res.stdout
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_rows_done(launch, tmp_path):
     out = tmp_path / "partial.json"
     args = ["--target-layers", "1", "--target-dim", "16", "--draft-layers", "1", "--draft-dim", "8",

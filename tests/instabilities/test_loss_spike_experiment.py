@@ -127,6 +127,7 @@ def test_bad_input(case, tmp_path):
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
                          ids=["SIGINT", "SIGTERM"])
+@pytest.mark.slow
 def test_interrupted_sweep_keeps_the_finished_runs(launch, tmp_path, sig, status):
     out = tmp_path / "run.json"
     res = interrupt_when(  # the first run's summary line: the sweep is in its second

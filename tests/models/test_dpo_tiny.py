@@ -73,6 +73,7 @@ def test_same_seed_same_json(launch, tmp_path):
     assert len(docs[0]["log"]) == 4
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_partial_log(launch, tmp_path):
     out = tmp_path / "partial.json"
     res = interrupt_when(launch.scripts / SCRIPT,

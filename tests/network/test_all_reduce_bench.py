@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import RANKS, import_script, interrupt_when
+from tests.launchers import ONE_PROCESS, RANKS, import_script, interrupt_when
 from tools.results import problems
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs
@@ -248,6 +248,7 @@ BAD_INPUT = [
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+@ONE_PROCESS
 def test_bad_input(case, tmp_path):
     check_refused("network/all_reduce_bench.py", case, tmp_path)
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import RANKS, clean_env
+from tests.launchers import ONE_PROCESS, RANKS, clean_env
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
@@ -118,6 +118,7 @@ BAD_INPUT = [
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+@ONE_PROCESS
 def test_bad_input(case, tmp_path):
     check_refused("network/distributed_connectivity_check.py", case, tmp_path)
 

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import RANKS, REPO, clean_env, import_script, interrupt_when
+from tests.launchers import ONE_PROCESS, RANKS, REPO, clean_env, import_script, interrupt_when
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
@@ -223,6 +223,7 @@ BAD_INPUT = [
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+@ONE_PROCESS
 def test_bad_input(case, tmp_path):
     check_refused("orchestration/run_watchdog.py", case, tmp_path)
 

@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import RANKS, clean_env
+from tests.launchers import clean_env
 
-pytestmark = RANKS  # starts two or more ranks or SLURM jobs
+# One process a test, so not tests.launchers.RANKS; but each trains and is signalled for real.
+pytestmark = pytest.mark.slow
 
 SCRIPT = "train_requeue.py"
 FINISHED = re.compile(r"finished step (\d+) loss \S+ weights_sha256 ([0-9a-f]{64})")

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import RANKS, REPO, clean_env, interrupt_when
+from tests.launchers import ONE_PROCESS, RANKS, REPO, clean_env, interrupt_when
 from tools.results import problems
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs
@@ -96,6 +96,7 @@ BAD_INPUT = [
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+@ONE_PROCESS
 def test_bad_input(case, tmp_path):
     check_refused("storage/checkpoint_io_bench.py", case, tmp_path)
     assert not list(tmp_path.glob("ckpt_bench.*")), "a refused run left its work folder"

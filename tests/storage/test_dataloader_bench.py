@@ -49,6 +49,7 @@ def check(res, report, workers, flags):
     assert f"recommended: num_workers={fastest_enough}" in res.stdout
 
 
+@pytest.mark.slow
 def test_cpu_sweep_over_workers(launch, tmp_path):
     res, report = run(launch, tmp_path, ["--workers", "0,2", "--sample-ms", "3", "--cost",
                                          "sleep", "--device", "cpu"])
@@ -97,6 +98,7 @@ def test_bad_input(case, tmp_path):
     check_refused("storage/dataloader_bench.py", case, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interrupt_keeps_the_settings_measured(tmp_path, sig):
     """Ctrl-C or SIGTERM after the first setting: the JSON still holds it, marked interrupted,

@@ -42,6 +42,7 @@ def direct_flag(directory: Path) -> str:
         probe.unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_scan_runs_fio_and_reports_a_consistent_table(launch, tmp_path):
     require_tool("fio")
     target = tmp_path / "target"
@@ -142,6 +143,7 @@ def test_job_processes_that_outlive_fio_do_not_block_the_scan(launch):
     assert not left, f"fio's leftover process still runs: {left}"
 
 
+@pytest.mark.slow
 def test_interrupt_after_a_finished_job_keeps_its_row(tmp_path):
     require_tool("fio")
     scan_dir, out = tmp_path / "scan", tmp_path / "partial.json"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.bad_input import Case, check_refused, launcher_cases
-from tests.launchers import RANKS
+from tests.launchers import ONE_PROCESS, RANKS
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
@@ -212,6 +212,7 @@ BAD_INPUT = [
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
+@ONE_PROCESS
 def test_bad_input(case, tmp_path):
     check_refused("training/dcp_resume_example.py", case, tmp_path)
 
