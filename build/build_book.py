@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import pdf_book  # build/pdf_book.py, beside this file
+
 from tools import translations
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -299,7 +299,7 @@ def render_all(docs: dict[str, str], cache_dir: Path, jobs: int) -> dict[str, Re
                 name = futures[future]
                 try:
                     meta = future.result()
-                except Exception as err:  # noqa: BLE001 - any renderer failure names its part
+                except Exception as err:  # any renderer failure names its part
                     raise PdfError(f"{name}: WeasyPrint failed: {type(err).__name__}: {err}") from err
                 stem = todo[name]
                 stem.with_suffix(".json").write_text(json.dumps(meta), encoding="utf-8")

@@ -123,7 +123,7 @@ def serve(path: str) -> None:
 
     os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
     import ipykernel.kernelapp  # noqa: F401 - imported once, here
-    import matplotlib  # noqa: F401
+    import matplotlib
     import matplotlib.font_manager  # noqa: F401 - builds the font list
     import numpy  # noqa: F401
     import torch  # noqa: F401
@@ -179,9 +179,9 @@ def _become_kernel(request: dict, fds: list[int]) -> None:
         for target, fd in zip((0, 1, 2), fds):
             os.dup2(fd, target)
             os.close(fd)
-        sys.stdin = io.TextIOWrapper(io.open(0, "rb", closefd=False))
-        sys.stdout = io.TextIOWrapper(io.open(1, "wb", closefd=False), write_through=True)
-        sys.stderr = io.TextIOWrapper(io.open(2, "wb", closefd=False), write_through=True)
+        sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))
+        sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), write_through=True)
+        sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), write_through=True)
         for sig in SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)

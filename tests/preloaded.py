@@ -63,9 +63,9 @@ def _child(path: str, argv: list[str], cwd: str, env: dict[str, str], out: str, 
     # As a real interpreter's: stdout block-buffered (a file or pipe), stderr line-buffered, and
     # both written through at once under PYTHONUNBUFFERED (tests/launchers.clean_env sets it).
     unbuffered = bool(env.get("PYTHONUNBUFFERED"))
-    sys.stdout = io.TextIOWrapper(io.open(1, "wb", closefd=False, buffering=0 if unbuffered else -1),
+    sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False, buffering=0 if unbuffered else -1),
                                   encoding="utf-8", write_through=unbuffered)
-    sys.stderr = io.TextIOWrapper(io.open(2, "wb", closefd=False, buffering=0 if unbuffered else -1),
+    sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False, buffering=0 if unbuffered else -1),
                                   encoding="utf-8", line_buffering=True, write_through=unbuffered)
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
     signal.signal(signal.SIGINT, signal.SIG_IGN if signal.SIGINT in ignored else signal.default_int_handler)

@@ -15,10 +15,9 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from tests.launchers import REPO, clean_env
 from tools import script_contract
@@ -493,6 +492,6 @@ def test_the_envelope_is_what_the_schema_asks_for(contract, monkeypatch):
     assert c["envelope"]("x", None, command="torchrun x.py")["command"] == "torchrun x.py"
     stamp = c["date_utc"]()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp)
-    now = datetime.datetime.now(datetime.timezone.utc)
-    assert abs((datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
+    assert abs((datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
                 - now).total_seconds()) < 5

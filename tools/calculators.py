@@ -122,7 +122,7 @@ def parser_options(script: str) -> dict[str, argparse.Action]:
     return _options(script, (REPO / script).stat().st_mtime_ns)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _options(script: str, mtime_ns: int) -> dict[str, argparse.Action]:
     return {opt: action for action in _parser(script)._actions
             for opt in action.option_strings if opt.startswith("--")}

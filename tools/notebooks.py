@@ -153,7 +153,7 @@ def pair_problems(py_path: str | os.PathLike, ipynb_path: str | os.PathLike | No
         return [f"{py}: jupytext cannot read it: {exc}"]
     try:
         nb = nbformat.read(ipynb, as_version=4)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - likewise: any read failure is a problem to report
         return [f"{ipynb}: not a readable notebook: {exc}"]
 
     # 1. inputs in sync

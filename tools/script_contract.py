@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import traceback
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -556,7 +556,7 @@ def _data(node: ast.stmt) -> str | None:
     return f"{ast.unparse(node.targets[0])} = {_literal(data_rows(*args, **kwargs))}\n"
 
 
-@lru_cache(maxsize=None)
+@cache
 def pieces() -> tuple[tuple[frozenset, frozenset, str], ...]:
     """The sources' top-level statements, in order: (names each defines, names it uses, its text
     with the comment lines just above it; a ``data_rows`` assignment with the rows themselves).

@@ -129,7 +129,7 @@ def _validator(schema: Path):
     return _cached_validator(str(schema), max(p.stat().st_mtime_ns for p in DATA_SCHEMAS.rglob("*.schema.json")))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _validator_class():
     """Draft 2020-12 with finite numbers and true integers as the types."""
     from jsonschema import Draft202012Validator, validators
@@ -139,7 +139,7 @@ def _validator_class():
     return validators.extend(Draft202012Validator, type_checker=checker)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_validator(schema: str, mtime_ns: int):
     """A validator for ``schema``, every data schema registered (they refer to table.schema.json
     by relative URI)."""
@@ -388,7 +388,7 @@ _CALL = re.compile(r"(?P<name>[a-z_]+)(?:\((?P<arg>[^()]*)\))?")
 _AGGREGATIONS = {"max": max, "min": min}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parse(field: str) -> tuple[tuple, tuple]:
     """A placeholder, ``a.b or c|filter(arg)|filter``, as (paths, filters): each path a tuple of
     (name, call arguments or None), each filter (name, argument or None). ValueError if malformed."""
@@ -522,7 +522,7 @@ def _rel(path: Path) -> str:
     return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _view_validator(definition: str, mtime_ns: int):
     """A validator for the view schema's ``$defs/<definition>``: a benchmark's view, or common."""
     contents = json.loads(VIEW_SCHEMA.read_text(encoding="utf-8"))
@@ -587,7 +587,7 @@ def _template_problems(view: dict) -> list[str]:
     return problems
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_view(path: Path, mtime_ns: int, definition: str) -> dict:
     try:
         view = yaml.safe_load(path.read_text(encoding="utf-8"))

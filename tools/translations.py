@@ -64,15 +64,12 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import yaml
 
 from tools.notebooks import notebook_pairs
-
-
-
 
 ROOT = Path(__file__).resolve().parent.parent
 """Default repository root (the parent of ``tools/``)."""

@@ -32,8 +32,17 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
 from tools import tables
-from tools.book import (MARKER, ROOT, nav_sources, page_language, script_anchor, script_summary, script_usage,
-                        site_root_prefix, strings)
+from tools.book import (
+    MARKER,
+    ROOT,
+    nav_sources,
+    page_language,
+    script_anchor,
+    script_summary,
+    script_usage,
+    site_root_prefix,
+    strings,
+)
 
 # The markers of the generated block, contract and shared code (tools/script_contract.py, BEGIN and END)
 CONTRACT_BEGIN, CONTRACT_END = "# --- script contract", "# --- end of script contract ---"

@@ -50,7 +50,7 @@ def _result_html(result: dict, text: dict) -> str:
             + pre("calculator-json", result["json"].rstrip("\n")) + "</details>")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _example(script: str, argv: tuple[str, ...], mtime_ns: int) -> dict:
     """The worked example on the command line: once per version of the script, not once per
     language."""

@@ -16,10 +16,9 @@ import functools
 import html
 import re
 
+import ziamath
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
-
-import ziamath
 
 # Plain paths instead of <symbol>/<use>: weasyprint draws no glyphs referenced through <use>.
 ziamath.config.svg2 = False
@@ -39,7 +38,7 @@ _CODE = re.compile(r"(<pre.*?</pre>|<code.*?</code>)", re.S)
 _DOLLARS = re.compile(r"\$\$(?P<display>.+?)\$\$|(?<![\\$])\$(?P<inline>(?:[^$\n]|\n(?!\s*\n))+?)\$", re.S)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tex_to_svg(tex: str, display: bool) -> str:
     """Return an ``<svg>`` element for the LaTeX string ``tex`` (HTML entities allowed).
 

@@ -18,9 +18,9 @@ Two fixes, both for things the plugins do on their own:
 import re
 
 import markdown
-import nbformat
 import mkdocs_jupyter.convert
 import mkdocs_jupyter.plugin
+import nbformat
 from markdown.extensions.toc import TocExtension
 from mkdocs.plugins import event_priority
 from pymdownx.slugs import slugify

@@ -31,8 +31,8 @@
 # %%
 import os
 import sys
-import warnings
 import urllib.request
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.patches import Patch
 from matplotlib import font_manager
+from matplotlib.patches import Patch
 from matplotlib_inline.backend_inline import set_matplotlib_formats
 
 set_matplotlib_formats("png")

@@ -35,8 +35,8 @@
 
 # %%
 import matplotlib.pyplot as plt
-from matplotlib.patches import Patch
 from matplotlib import font_manager
+from matplotlib.patches import Patch
 from matplotlib_inline.backend_inline import set_matplotlib_formats
 
 set_matplotlib_formats("png")

@@ -418,7 +418,7 @@ class DeviceSetting(argparse.Action):
     """An option that belongs to the ``--device`` before it."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        options = getattr(namespace, "device") or []
+        options = namespace.device or []
         if not options:
             raise argparse.ArgumentError(self, "must follow the --device it belongs to")
         current = options[-1]

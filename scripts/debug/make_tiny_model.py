@@ -111,7 +111,7 @@ class CharTokenizer:
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = range(4)
 
     @classmethod
-    def train(cls, texts: list[str]) -> "CharTokenizer":
+    def train(cls, texts: list[str]) -> CharTokenizer:
         return cls(sorted({c for t in texts for c in t}))
 
     def __len__(self) -> int:
@@ -128,7 +128,7 @@ class CharTokenizer:
         write_atomic(path, json.dumps({"type": "char", "vocab": self.itos}, indent=0))
 
     @classmethod
-    def load(cls, path: str) -> "CharTokenizer":
+    def load(cls, path: str) -> CharTokenizer:
         """Read what ``save`` wrote (bounded: ``read_json_file``); ValueError (naming the file,
         and the entry) for anything else."""
         data = read_json_file(path, "a CharTokenizer file")
@@ -224,7 +224,7 @@ def _torch_classes():
             write_atomic(os.path.join(out_dir, "model.pt"), buffer.getvalue())
 
         @classmethod
-        def from_dir(cls, out_dir: str) -> "TinyLM":
+        def from_dir(cls, out_dir: str) -> TinyLM:
             """The model ``save`` wrote to ``out_dir``. Raises ValueError naming the file for a
             config that is not this model's, and a model.pt that is truncated, damaged or of
             another shape; OSError for a missing file."""

@@ -49,7 +49,7 @@ def print_locked(*args, lock_file: str = __file__, **kwargs) -> None:
     cannot be opened.
     """
     import fcntl
-    with open(lock_file, "r") as fh:
+    with open(lock_file) as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             print(*args, **kwargs, flush=True)

@@ -303,7 +303,7 @@ def scan(args, state: dict) -> dict:
         rows.append(row)
         print_row(row)
     summary = summarize(args, rows, **state["meta"])
-    best = lambda pat, key: max((r[key] for r in rows if r["rw"] == pat), default=None)  # noqa
+    best = lambda pat, key: max((r[key] for r in rows if r["rw"] == pat), default=None)  # noqa: E731
     for pat, key, unit in (("read", "bw_MBps", "MBps"), ("randread", "iops", "IOPS")):
         value = best(pat, key)
         if value is not None:

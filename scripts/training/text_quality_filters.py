@@ -43,9 +43,9 @@ import sys
 import tempfile
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 PROG = "text_quality_filters.py"
 STOP_WORDS = frozenset("the be to of and that have with".split())  # Gopher, appendix A.1.1
@@ -69,7 +69,7 @@ class Doc:
     norm_words: list[str]     # lowercased ``words``
 
     @classmethod
-    def from_text(cls, text: str) -> "Doc":
+    def from_text(cls, text: str) -> Doc:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
         paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
         words = [w for w in (t.strip(PUNCTUATION) for t in text.split()) if w]

@@ -1190,7 +1190,7 @@ def read_dcp_metadata(path):
                                   "a DCP checkpoint's metadata (unpickling it could run code)")
             return super().find_class(module, name)
 
-    import torch.distributed.checkpoint.filesystem  # noqa: F401 - the modules allowed() looks in
+    import torch.distributed.checkpoint.filesystem  # the modules allowed() looks in
     try:
         metadata = Unpickler(io.BytesIO(data)).load()
     except ScriptError:

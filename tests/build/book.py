@@ -1,12 +1,12 @@
 """What the tests need to know about the book's configuration: languages, nav pages, paths."""
 
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path, PurePosixPath
 
+import lxml.html
 import pytest
 import yaml
-import lxml.html
 from lxml.cssselect import CSSSelector
 from mkdocs.config import load_config
 
@@ -22,7 +22,7 @@ PDF_NAME = "ml-engineering-open-book-{lang}.pdf"
 RAW_TEX = re.compile(r"\$\$|\\(?:mathrm|times|frac|text|cdot)\b")
 
 
-@lru_cache(maxsize=None)
+@cache
 def config():
     return load_config(str(ROOT / "mkdocs.yml"))
 
@@ -34,7 +34,7 @@ class _TagsIgnored(yaml.SafeLoader):
 _TagsIgnored.add_multi_constructor("", lambda loader, suffix, node: None)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _nav() -> list:
     return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_TagsIgnored)["nav"]
 
@@ -63,7 +63,7 @@ def markers(kind: str):
 
 
 
-@lru_cache(maxsize=None)
+@cache
 def page_tree(path: Path) -> lxml.html.HtmlElement:
     """The parsed HTML of a built page (the root ``<html>`` element), parsed once per test session
     (several tests read every page: tests/build/test_site.py and test_pdf.py share one xdist
@@ -79,7 +79,7 @@ def select(element, css: str) -> list:
     return _selector(css)(element)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _selector(css: str) -> CSSSelector:
     return CSSSelector(css)
 

@@ -2,8 +2,8 @@
 in-browser tests share (search, calculators)."""
 
 import functools
-import json
 import http.server
+import json
 import threading
 
 import pytest

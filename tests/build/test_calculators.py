@@ -100,7 +100,7 @@ def shown(browser) -> dict:
         "              .map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))};")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cli(script: str, argv: tuple[str, ...]) -> dict:
     return calculators.run_cli(script, list(argv))
 

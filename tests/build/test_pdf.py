@@ -11,8 +11,22 @@ import pytest
 from pypdf import PdfReader
 from pypdf.generic import IndirectObject
 
-from tests.build.book import (BUILT_PAGES, LANGS, PDF_NAME, RAW_TEX, ROOT, built_page, config, markers, nav_pages, page_tree,
-                              script_summary, script_usage, select, text_of)
+from tests.build.book import (
+    BUILT_PAGES,
+    LANGS,
+    PDF_NAME,
+    RAW_TEX,
+    ROOT,
+    built_page,
+    config,
+    markers,
+    nav_pages,
+    page_tree,
+    script_summary,
+    script_usage,
+    select,
+    text_of,
+)
 from tests.conftest import require_tool
 from tools import calculators
 

@@ -9,7 +9,7 @@ from bs4 import BeautifulSoup
 from tests.build.book import ROOT
 
 sys.path.insert(0, str(ROOT / "build"))  # spawned render workers import pdf_book by name, as build_book.py does
-import pdf_book  # noqa: E402
+import pdf_book
 
 PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
 <article class="chapter" id="{key}"><h1 id="{key}--title">{title}</h1><p>{text}</p>

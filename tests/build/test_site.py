@@ -6,11 +6,22 @@ import re
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+import lxml.html
 import markdown
 import pytest
-import lxml.html
 
-from tests.build.book import BUILT_PAGES, LANGS, RAW_TEX, ROOT, built_page, markers, nav_pages, page_tree, select, text_of
+from tests.build.book import (
+    BUILT_PAGES,
+    LANGS,
+    RAW_TEX,
+    ROOT,
+    built_page,
+    markers,
+    nav_pages,
+    page_tree,
+    select,
+    text_of,
+)
 from tools.tables import is_results_summary, render
 
 pytestmark = BUILT_PAGES
@@ -86,7 +97,7 @@ def test_math_is_svg_and_no_raw_tex_is_left(built_site, lang):
     assert svgs > 0, "no math rendered at all"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _listings(path: Path) -> list[list[str]]:
     """The non-blank lines of each outermost fold's code blocks (<pre>), one list per fold."""
     return [[line for pre in fold.iter("pre") for line in pre.text_content().splitlines() if line.strip()]

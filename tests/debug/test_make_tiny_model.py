@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO, interrupt_when, import_script
+from tests.launchers import REPO, import_script, interrupt_when
 
 SCRIPT = "make_tiny_model.py"
 

@@ -16,7 +16,7 @@ import signal
 import pytest
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO, interrupt_when, import_script
+from tests.launchers import REPO, import_script, interrupt_when
 
 SCRIPT = "loss_spike_experiment.py"
 RESULTS = REPO / "results" / "instabilities" / "loss_spike_experiment.json"

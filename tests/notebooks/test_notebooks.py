@@ -135,8 +135,9 @@ def test_chinese_notebook_runs_the_english_code(zh):
 
 
 def test_sanitize_config_parses():
-    from nbval.plugin import get_sanitize_patterns
     import re
+
+    from nbval.plugin import get_sanitize_patterns
 
     cfg = ROOT / "notebooks" / "nbval_sanitize.cfg"
     patterns = get_sanitize_patterns(cfg.read_text(encoding="ascii"))

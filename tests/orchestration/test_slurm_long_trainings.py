@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import time
+
 from tests.launchers import RANKS
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs

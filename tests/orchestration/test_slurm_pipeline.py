@@ -5,6 +5,7 @@ when one fails."""
 from __future__ import annotations
 
 import re
+
 from tests.launchers import RANKS
 
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs

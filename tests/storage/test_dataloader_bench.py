@@ -12,7 +12,7 @@ import signal
 import pytest
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import REPO, interrupt_when, import_script
+from tests.launchers import REPO, import_script, interrupt_when
 from tools.results import problems
 
 SCRIPT = "dataloader_bench.py"

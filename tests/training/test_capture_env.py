@@ -10,9 +10,8 @@ import subprocess
 
 import pytest
 
-from tests.launchers import import_script
-
 from tests.bad_input import Case, check_refused
+from tests.launchers import import_script
 
 SCRIPT = "capture_env.py"
 

@@ -27,12 +27,10 @@ import subprocess
 import sys
 
 import pytest
-
 import yaml
 
-from tests.launchers import REPO, import_script
-
 from tests.bad_input import Case, check_refused
+from tests.launchers import REPO, import_script
 
 SCRIPT = "flops_mfu_calculator.py"
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from tests.launchers import import_script
 import torch
 
 from tests.bad_input import Case, check_refused
+from tests.launchers import import_script
 
 SCRIPT = "gpu_memory_monitor.py"
 MIB = 2**20

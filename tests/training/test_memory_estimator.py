@@ -21,14 +21,13 @@ import json
 import math
 
 import pytest
-
-from tests.launchers import import_script
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from tests.bad_input import Case, check_refused
+from tests.launchers import import_script
 
 SCRIPT = "memory_estimator.py"
 

@@ -19,9 +19,8 @@ from itertools import combinations
 
 import pytest
 
-from tests.launchers import import_script
-
 from tests.bad_input import Case, check_refused
+from tests.launchers import import_script
 
 SCRIPT = "minhash_dedup.py"
 CORPUS = "data/training/corpus.jsonl"

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.launchers import import_script
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SUFFIX = {"M": 1e6, "B": 1e9, "T": 1e12}

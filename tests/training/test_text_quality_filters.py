@@ -10,9 +10,8 @@ import math
 
 import pytest
 
-from tests.launchers import import_script
-
 from tests.bad_input import Case, check_refused
+from tests.launchers import import_script
 
 SCRIPT = "text_quality_filters.py"
 CORPUS = "data/training/corpus.jsonl"

@@ -19,9 +19,9 @@ reads tensors back to the host only on logging steps.
 from __future__ import annotations
 
 import json
-import shutil
 import math
 import os
+import shutil
 import subprocess
 import sys
 
