@@ -481,7 +481,7 @@ def build(site_dir: Path, cache_dir: Path, jobs: int, langs=LANGS) -> list[dict]
     books = load_books(langs)
     work = [(book, part, site_dir) for book in books for part in book.parts]
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        made = list(pool.map(part_html, *zip(*work)))
+        made = list(pool.map(part_html, *zip(*work, strict=True)))
     docs = {book.lang: {d.part.slug: d for d in made if d.lang == book.lang} for book in books}
     rendered = render_all({f"{d.lang}-{d.part.slug}": d.html for d in made}, cache_dir, jobs)
     layouts = {book.lang: lay_out(book, docs[book.lang], rendered) for book in books}

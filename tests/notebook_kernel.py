@@ -176,7 +176,7 @@ def _become_kernel(request: dict, fds: list[int]) -> None:
 
     code = 1
     try:
-        for target, fd in zip((0, 1, 2), fds):
+        for target, fd in zip((0, 1, 2), fds, strict=True):
             os.dup2(fd, target)
             os.close(fd)
         sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))

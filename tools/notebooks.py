@@ -118,7 +118,7 @@ def _cells(nb) -> list[tuple[str, str]]:
 def _describe_difference(py_cells, nb_cells) -> str:
     if len(py_cells) != len(nb_cells):
         return f"{len(py_cells)} cells in the .py, {len(nb_cells)} in the .ipynb"
-    for i, (a, b) in enumerate(zip(py_cells, nb_cells), start=1):
+    for i, (a, b) in enumerate(zip(py_cells, nb_cells, strict=True), start=1):
         if a[0] != b[0]:
             return f"cell {i} is {a[0]} in the .py but {b[0]} in the .ipynb"
         if a[1] != b[1]:

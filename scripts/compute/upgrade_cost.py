@@ -350,9 +350,9 @@ def report(rows: list[dict], flops: dict, args) -> str:
     cells = [[_num(r[key]) for r in rows] for _, key in table]
     col_w = [max(len(r["name"]), *(len(c[i]) for c in cells)) for i, r in enumerate(rows)]
     lines.append("#" + " " * (label_w - 1) + "".join(f"  {r['name']:>{w}}"
-                                                   for r, w in zip(rows, col_w)))
-    for (label, _), row in zip(table, cells):
-        lines.append(f"{label:<{label_w}}" + "".join(f"  {c:>{w}}" for c, w in zip(row, col_w)))
+                                                   for r, w in zip(rows, col_w, strict=True)))
+    for (label, _), row in zip(table, cells, strict=True):
+        lines.append(f"{label:<{label_w}}" + "".join(f"  {c:>{w}}" for c, w in zip(row, col_w, strict=True)))
     if len(rows) > 1:
         lines.append(f"# break-even: the price per device-hour at which an option costs what "
                      f"{first} costs per token")

@@ -355,7 +355,7 @@ def row(check: str, status: str, detail: str, gpu: dict | None = None) -> dict:
 def check_count(gpus: list[dict], expect: int | None, lost: list[str]) -> list[dict]:
     rows = [row("gpu_count", "fail", f"nvidia-smi: {line} (fallen off the bus? see Xid 79)")
             for line in lost]
-    for r, line in zip(rows, lost):
+    for r, line in zip(rows, lost, strict=True):
         m = BUS_ID.search(line)
         if m:
             r["bus_id"] = canonical_bus_id(m.group(1))

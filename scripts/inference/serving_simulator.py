@@ -152,10 +152,10 @@ def least_squares(rows: list[list[float]], y: list[float], weights: list[float])
     k = len(rows[0])
     scale = [max(abs(r[j]) for r in rows) or 1.0 for j in range(k)]
     xs = [[r[j] / scale[j] for j in range(k)] for r in rows]
-    xtx = [[sum(w * x[i] * x[j] for x, w in zip(xs, weights)) for j in range(k)] for i in range(k)]
-    xty = [sum(w * x[i] * v for x, w, v in zip(xs, weights, y)) for i in range(k)]
+    xtx = [[sum(w * x[i] * x[j] for x, w in zip(xs, weights, strict=True)) for j in range(k)] for i in range(k)]
+    xty = [sum(w * x[i] * v for x, w, v in zip(xs, weights, y, strict=True)) for i in range(k)]
     beta = solve(xtx, xty)
-    return None if beta is None else [b / s for b, s in zip(beta, scale)]
+    return None if beta is None else [b / s for b, s in zip(beta, scale, strict=True)]
 
 
 def nonnegative_fit(rows: list[list[float]], y: list[float]) -> list[float] | None:
@@ -170,10 +170,10 @@ def nonnegative_fit(rows: list[list[float]], y: list[float]) -> list[float] | No
             if sub is None or min(sub) < 0:
                 continue
             beta = [0.0] * k
-            for j, v in zip(cols, sub):
+            for j, v in zip(cols, sub, strict=True):
                 beta[j] = v
-            err = sum(w * (sum(b * x for b, x in zip(beta, r)) - v) ** 2
-                      for r, v, w in zip(rows, y, weights))
+            err = sum(w * (sum(b * x for b, x in zip(beta, r, strict=True)) - v) ** 2
+                      for r, v, w in zip(rows, y, weights, strict=True))
             if err < best_err * (1 - 1e-12):
                 best, best_err = beta, err
     return best
@@ -240,9 +240,9 @@ def fit_step_model(points: list[dict]) -> tuple[StepModel, list[dict]]:
                           "batch and context?)", EXIT_USAGE)
     model = StepModel(dec[0], dec[1], dec[2], pre[0], pre[1])
     residuals = []
-    for p, dr, pr in zip(points, dec_rows, pre_rows):
-        tpot = sum(b * x for b, x in zip(dec, dr))
-        ttft = sum(b * x for b, x in zip(pre, pr))
+    for p, dr, pr in zip(points, dec_rows, pre_rows, strict=True):
+        tpot = sum(b * x for b, x in zip(dec, dr, strict=True))
+        ttft = sum(b * x for b, x in zip(pre, pr, strict=True))
         residuals.append({"batch": p["batch"], "context": p["context"],
                           "tpot_s": p["tpot_s"], "tpot_model_s": tpot,
                           "tpot_rel_err": (tpot - p["tpot_s"]) / p["tpot_s"],

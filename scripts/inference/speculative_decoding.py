@@ -389,7 +389,7 @@ def measure_k(args, target, draft, prompts: list[list[int]], k: int, seed_offset
            "wall_s": wall, "speedup": baseline["target_only_s"] / wall,
            "predicted_speedup": predicted_speedup(alpha, k, c),
            "verify_pass_cost": pass_cost_ratio(target, prompts[0], k + 1, args.device),
-           "identical_to_target": (sum(a == b for a, b in zip(outs, base_out))
+           "identical_to_target": (sum(a == b for a, b in zip(outs, base_out, strict=True))
                                    if temperature is None else None)}
     row["predicted_speedup_v"] = predicted_speedup(alpha, k, c, row["verify_pass_cost"])
     return row

@@ -120,7 +120,7 @@ def estimate_jaccard(sig_a: list[int], sig_b: list[int]) -> float:
     standard error sqrt(J(1-J)/k) (Broder 1997). Raises ValueError for different lengths."""
     if len(sig_a) != len(sig_b):
         raise ValueError(f"signatures have different lengths ({len(sig_a)}, {len(sig_b)})")
-    return sum(x == y for x, y in zip(sig_a, sig_b)) / len(sig_a)
+    return sum(x == y for x, y in zip(sig_a, sig_b, strict=True)) / len(sig_a)
 
 
 def candidate_probability(s: float, bands: int, rows: int) -> float:

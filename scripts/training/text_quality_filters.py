@@ -124,7 +124,7 @@ def duplicate_ngram_char_fraction(doc: Doc, n: int) -> float:
         if counts[g] > 1:
             for j in range(i, i + n):
                 covered[j] = True
-    return _fraction(sum(len(w) for w, c in zip(words, covered) if c), doc.word_chars)
+    return _fraction(sum(len(w) for w, c in zip(words, covered, strict=True) if c), doc.word_chars)
 
 
 def c4_sentence_count(doc: Doc) -> float:
@@ -192,7 +192,7 @@ def default_filters() -> list[Filter]:
         f.append(Filter(f"top_{n}gram_chars", lambda d, n=n: top_ngram_char_fraction(d, n),
                         None, limit, GOPHER_REP,
                         f"fraction of characters in the most frequent word {n}-gram"))
-    for n, limit in zip(range(5, 11), (0.15, 0.14, 0.13, 0.12, 0.11, 0.10)):
+    for n, limit in zip(range(5, 11), (0.15, 0.14, 0.13, 0.12, 0.11, 0.10), strict=True):
         f.append(Filter(f"duplicate_{n}gram_chars",
                         lambda d, n=n: duplicate_ngram_char_fraction(d, n), None, limit,
                         GOPHER_REP, f"fraction of characters in repeated word {n}-grams"))
@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         write_atomic(args.json, json.dumps(report, indent=1) + "\n")
     if args.kept:
         write_atomic(args.kept, "".join(json.dumps(rec, ensure_ascii=False) + "\n"
-                                        for (_, _, rec), d in zip(docs, decisions)
+                                        for (_, _, rec), d in zip(docs, decisions, strict=True)
                                         if not d["removed"]))
     return 0
 

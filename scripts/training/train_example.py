@@ -464,8 +464,8 @@ def run(args: argparse.Namespace) -> int:
             if logging_step:
                 with torch.no_grad():
                     after = [[local_tensor(p).detach() for p in g] for g in blocks]
-                    upd = squared_norms(torch, [[a - b for a, b in zip(ga, gb)]
-                                                for ga, gb in zip(after, before)], device)
+                    upd = squared_norms(torch, [[a - b for a, b in zip(ga, gb, strict=True)]
+                                                for ga, gb in zip(after, before, strict=True)], device)
                     weights = squared_norms(torch, after, device)
                     norms = torch.cat([upd, weights])
                     if sharded:  # shards of one tensor: add the squares over the ranks

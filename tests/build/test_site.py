@@ -3,6 +3,7 @@
 import functools
 import json
 import re
+from itertools import pairwise
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -190,7 +191,7 @@ _CJK = r"[\u3000-\u9fff\uff00-\uffef]"
 
 
 def _wrapped_lines(lines):
-    for number, (line, following) in enumerate(zip(lines, lines[1:]), 1):
+    for number, (line, following) in enumerate(pairwise(lines), 1):
         if re.search(_CJK + r"$", line) and re.match(_CJK, following.lstrip()):
             yield number
 

@@ -5,6 +5,7 @@ by name present, views renderable in both languages."""
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -128,7 +129,7 @@ def test_sparse_is_at_most_twice_dense_and_never_below(data):
 def test_lower_precision_is_never_slower(data):
     order = ("tf32_dense", "bf16_dense", "fp8_dense", "fp4_dense")
     for row in data["rows"]:
-        for wide, narrow in zip(order, order[1:]):
+        for wide, narrow in pairwise(order):
             a, b = value(row, wide), value(row, narrow)
             if a is not None and b is not None:
                 assert a <= b, (row["name"], wide, a, narrow, b)

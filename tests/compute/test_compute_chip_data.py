@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_numeric_columns_name_their_unit_and_hold_numbers_in_range(path, numeric
 def test_hbm_generations_are_ordered_and_bandwidth_grows(hbm):
     rows = hbm["rows"]
     assert [r["gen"] for r in rows] == HBM_ORDER
-    for older, newer in zip(rows, rows[1:]):
+    for older, newer in pairwise(rows):
         assert newer["stack_GBps"] > older["stack_GBps"], (older["gen"], newer["gen"])
         assert newer["width_bits"] >= older["width_bits"], (older["gen"], newer["gen"])
 

@@ -84,7 +84,7 @@ def test_cpu_sweep_rows_json_and_summary_agree(launch, tmp_path):
     check_report(report, shapes, ["fp32", "bf16"])
     printed = rows(res.stdout)
     assert [r["i"] for r in printed] == list(range(1, 13)) and printed[0]["total"] == 12
-    for line, r in zip(printed, report["results"]):
+    for line, r in zip(printed, report["results"], strict=True):
         assert (line["m"], line["n"], line["k"], line["dtype"]) == (r["m"], r["n"], r["k"], r["dtype"])
         assert line["max_tflops"] == pytest.approx(r["max_tflops"], abs=6e-4)
     best = {m[1]: (float(m[2]), int(m[3]), int(m[4]), int(m[5]))

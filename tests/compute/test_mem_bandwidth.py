@@ -55,7 +55,7 @@ def test_cpu_host_copy_sweep(launch, tmp_path):
     printed = [ROW.match(line) for line in res.stdout.splitlines()]
     printed = [m for m in printed if m]
     assert [(m[1], size_of(m[2])) for m in printed] == [("host_copy", s) for s in sizes]
-    for m, r in zip(printed, report["results"]):
+    for m, r in zip(printed, report["results"], strict=True):
         assert float(m[4]) == pytest.approx(r["GBps"], abs=0.006)
     assert "read + written" in res.stdout  # the counting convention is stated in the output
 

@@ -59,7 +59,7 @@ def test_corpus_and_model_are_seeded():
     assert mod.make_corpus(50, seed=1) != mod.make_corpus(50, seed=2)
     cfg = {**mod.DEFAULT_CONFIG, "vocab_size": 30, "d_model": 16, "n_heads": 2, "n_layers": 1}
     a, b = mod.TinyLM(cfg), mod.TinyLM(cfg)
-    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
 
 
 BAD_INPUT = [

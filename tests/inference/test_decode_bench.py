@@ -156,7 +156,7 @@ def test_table_rows_match_the_json(sweep):
     res, doc = sweep
     rows = [m for m in map(ROW.match, res.stdout.splitlines()) if m]
     assert [(int(m[1]), int(m[2])) for m in rows] == [(r["batch"], r["context"]) for r in doc["results"]]
-    for m, r in zip(rows, doc["results"]):
+    for m, r in zip(rows, doc["results"], strict=True):
         assert float(m[3]) == pytest.approx(r["decode_tokens_per_s"], abs=0.06)
     header = [line for line in res.stdout.splitlines() if "TPOT(ms)" in line]
     assert len(header) == 1 and "decode tok/s" in header[0] and "GFLOP/s" in header[0]

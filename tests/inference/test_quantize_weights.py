@@ -204,7 +204,7 @@ def test_every_held_out_byte_counted_once(qw):
     docs = [bytes(rng.randrange(256) for _ in range(n)) for n in (33, 64, 65, 66, 100, 129, 20)]
     x, mask = qw.eval_windows(docs, 32)
     assert x.shape[1] == 33 and mask.shape == (x.shape[0], 32)
-    counted = b"".join(bytes(row[1:][m].tolist()) for row, m in zip(x, mask))
+    counted = b"".join(bytes(row[1:][m].tolist()) for row, m in zip(x, mask, strict=True))
     assert counted == b"".join(d[1:] for d in docs if len(d) >= 33)
 
 
@@ -374,7 +374,7 @@ def test_cuda_matches_cpu_and_runs(qw, launch, tmp_path):
     for bits, g, sym in ((4, 128, True), (4, 32, False), (8, None, True)):
         cpu = qw.quantize(w, bits, g, sym)
         gpu = qw.quantize(w.cuda(), bits, g, sym)
-        for a, b in zip(cpu, gpu):
+        for a, b in zip(cpu, gpu, strict=True):
             if a is not None:
                 assert torch.equal(a, b.cpu())
     out = tmp_path / "cuda.json"

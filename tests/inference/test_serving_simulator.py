@@ -189,7 +189,7 @@ def test_head_of_line_blocking_by_hand(sim, policy, ttft, attainment):
     the whole batch: first token at 6, TPOTs 1 s. Continuous: r1 joins at t=1 (prefill + r0's
     decode, 2 s): first token at 3; r0 ends at 6, r1 at 8 (r2 joins at 6): TPOTs 1.25 s.
     SLO (TTFT 3 s, TPOT 1.5 s): static meets it for r0 only; (100 s, 1.2 s): only static does."""
-    for slo, share in zip(((3.0, 1.5), (100.0, 1.2)), attainment):
+    for slo, share in zip(((3.0, 1.5), (100.0, 1.2)), attainment, strict=True):
         cfg = config(sim, prompt="fixed:10", output="fixed:5", model=sim.StepModel(1, 0, 0, 1, 0),
                      max_batch=2, requests=2, arrival="uniform", policy=policy,
                      slo_ttft=slo[0], slo_tpot=slo[1])
@@ -309,8 +309,8 @@ def test_fit_minimises_the_relative_error(sim):
     rows = [[1.0, p["batch"], p["batch"] * (p["context"] + (p["new_tokens"] + 1) / 2)] for p in points]
     plain = sim.least_squares(rows, [p["tpot_s"] for p in points], [1.0] * len(points))
     assert min(plain) >= 0
-    unweighted = sum((sum(b * x for b, x in zip(plain, r)) / p["tpot_s"] - 1) ** 2
-                     for r, p in zip(rows, points))
+    unweighted = sum((sum(b * x for b, x in zip(plain, r, strict=True)) / p["tpot_s"] - 1) ** 2
+                     for r, p in zip(rows, points, strict=True))
     assert fitted < 0.97 * unweighted  # 8% lower with this seed; the same fit would be equal
 
 

@@ -164,7 +164,7 @@ def test_json_matches_printed_table(gloo_run):
     report = json.loads(json_path.read_text())
     rows = parse_table(result.stdout)
     assert len(rows) == len(report["results"])
-    for row, res in zip(rows, report["results"]):
+    for row, res in zip(rows, report["results"], strict=True):
         assert row["size"] == res["size_bytes"]
         assert row["busbw"] == pytest.approx(res["busbw_GBps"], abs=1e-4)
 

@@ -6,6 +6,7 @@ pages."""
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 import pytest
 import yaml
@@ -104,7 +105,7 @@ def test_infiniband_port_is_four_lanes_and_gbps_over_eight():
         assert row["port_Gbps"] == row["lanes"] * row["lane_Gbps"], row["name"]
         assert row["port_GBps"] == pytest.approx(row["port_Gbps"] / 8), row["name"]
     rates = [r["port_Gbps"] for r in rows]
-    assert all(b == 2 * a for a, b in zip(rates, rates[1:])), "each generation doubles the rate"
+    assert all(b == 2 * a for a, b in pairwise(rates)), "each generation doubles the rate"
 
 
 def test_scale_out_per_node_is_per_accelerator_times_count():

@@ -230,7 +230,7 @@ class Cluster:
         node_lines = "\n".join(
             f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
             f"CPUs={CPUS_PER_NODE} RealMemory=2000 State=UNKNOWN"
-            for name, port in zip(NODES, node_ports))
+            for name, port in zip(NODES, node_ports, strict=True))
         self.conf.write_text(f"""\
 ClusterName=booktest
 SlurmctldHost=localhost(127.0.0.1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from itertools import pairwise
 
 from tests.launchers import RANKS
 
@@ -80,7 +81,7 @@ def test_chain_of_jobs_resumes_slice_by_slice(slurm, tmp_path, reference_hash):
         slurm.wait_gone(job, timeout=90)
     infos = [slurm.job(j) for j in jobs]
     assert [i["JobState"] for i in infos] == ["COMPLETED"] * 3
-    for before, after in zip(infos, infos[1:]):
+    for before, after in pairwise(infos):
         assert after["StartTime"] >= before["EndTime"]  # ISO timestamps compare as strings
     logs = [(tmp_path / f"chain-{j}.out").read_text() for j in jobs]
     assert "start at step 0" in logs[0] and "saved step 40" in logs[0]

@@ -38,7 +38,7 @@ def check(report, world, ops):
     if ("dcp_async", "save_blocking") in res:
         # training is blocked for part of the asynchronous save, never longer than all of it
         for blocked, total in zip(res["dcp_async", "save_blocking"]["times_s"],
-                                  res["dcp_async", "save"]["times_s"]):
+                                  res["dcp_async", "save"]["times_s"], strict=True):
             assert blocked <= total
 
 

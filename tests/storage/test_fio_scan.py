@@ -72,7 +72,7 @@ def test_scan_runs_fio_and_reports_a_consistent_table(launch, tmp_path):
         assert r["runtime_s"] > 0
     rows = [m for m in map(ROW.match, res.stdout.splitlines()) if m]
     assert len(rows) == len(report["results"])
-    for m, r in zip(rows, report["results"]):
+    for m, r in zip(rows, report["results"], strict=True):
         assert m[1] == r["rw"]
         assert float(m[6].replace(",", "")) == pytest.approx(r["bw_MBps"], abs=0.06)
     assert "MBps = 1e6 bytes/s" in res.stdout

@@ -5,6 +5,7 @@ from a loop, the CPU fallback (host RSS), bad arguments, and on a GPU the alloca
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import pytest
 import torch
@@ -39,7 +40,7 @@ def test_demo_on_cpu_reports_host_memory_that_grows(launch, tmp_path):
     steps = doc["steps"]
     assert [s["kind"] for s in steps] == ["host"] * 3
     # the demo keeps 64 MiB more each step: RSS must grow by about that much per step
-    growth = [b["rss"] - a["rss"] for a, b in zip(steps, steps[1:])]
+    growth = [b["rss"] - a["rss"] for a, b in pairwise(steps)]
     assert all(48 * MIB <= g <= 96 * MIB for g in growth), growth
     assert all(s["rss_peak"] >= s["rss"] for s in steps)
 

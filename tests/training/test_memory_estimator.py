@@ -83,7 +83,7 @@ def test_cli_reproduces_zero_figure1(launch, tmp_path, stage):
 @pytest.mark.parametrize("params", sorted(ZERO_TABLE1))
 def test_model_states_reproduce_zero_table1(est, params):
     for dp, printed in ZERO_TABLE1[params].items():
-        for stage, text in zip((1, 2, 3), printed):
+        for stage, text in zip((1, 2, 3), printed, strict=True):
             got = est.model_state_bytes(params, "mixed", "adamw", zero=stage, dp=dp)
             assert matches_printed(got["model_states"] / 1e9, text), (params, dp, stage, got)
 
@@ -331,13 +331,13 @@ def test_bytes_per_param_match_real_tensors(est, recipe, optimizer_name):
         opt = make(master)
         sum((p.float() ** 2).sum() for p in params).backward()
         if recipe == "bf16-fp32-grads":
-            for p, m in zip(params, master):
+            for p, m in zip(params, master, strict=True):
                 m.grad = p.grad.float()
                 p.grad = None                      # the fp32 buffer replaces the bf16 gradient
             grads = sum(m.grad.numel() * 4 for m in master)
         else:
             grads = sum(p.grad.numel() * p.grad.element_size() for p in params)
-            for p, m in zip(params, master):
+            for p, m in zip(params, master, strict=True):
                 m.grad = p.grad.float()            # transient, freed after the step below
         opt.step()
         weights = sum(p.numel() * p.element_size() for p in params)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import pairwise
 
 import pytest
 import torch
@@ -52,7 +53,7 @@ def test_every_grid_value_maps_to_itself_and_ties_go_to_even(mx, name):
     assert torch.equal(q, values) and not sat.any()
     # code i of a positive value is the grid index i: its last bit is the mantissa's last bit,
     # so a midpoint between neighbours rounds to the even index
-    mids = t([(a + b) / 2 for a, b in zip(grid, grid[1:])])
+    mids = t([(a + b) / 2 for a, b in pairwise(grid)])
     expect = t([grid[i] if i % 2 == 0 else grid[i + 1] for i in range(len(grid) - 1)])
     assert torch.equal(mx.round_to_element(mids, name)[0], expect)
     assert torch.equal(mx.round_to_element(-mids, name)[0], -expect)

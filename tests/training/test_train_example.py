@@ -297,9 +297,9 @@ def test_logging_reads_back_only_on_logging_steps(monkeypatch, tmp_path, capsys)
         result = adamw_step(self, *args, **kwargs)
         state["step"] += 1
         ratios[state["step"]] = [
-            norm([p.detach() - q for p, q in zip(b.parameters(), old)])
+            norm([p.detach() - q for p, q in zip(b.parameters(), old, strict=True)])
             / norm([p.detach() for p in b.parameters()])
-            for b, old in zip(model.blocks, before)]
+            for b, old in zip(model.blocks, before, strict=True)]
         return result
     monkeypatch.setattr(torch.optim.AdamW, "step", step_and_measure)
 
