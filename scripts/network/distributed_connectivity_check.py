@@ -380,7 +380,8 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {what}") from None
         # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
         if isinstance(value, float) and not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")

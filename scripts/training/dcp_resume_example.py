@@ -547,7 +547,7 @@ def parse_steps(text: str) -> list[int]:
     try:
         steps = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid step list {text!r}: use e.g. 17 or 10,20")
+        raise argparse.ArgumentTypeError(f"invalid step list {text!r}: use e.g. 17 or 10,20") from None
     if not steps or steps[0] < 1:
         raise argparse.ArgumentTypeError(f"invalid step list {text!r}: steps start at 1")
     return steps
@@ -686,7 +686,8 @@ def number(kind=float, lo=None, hi=None, lo_open=False):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if kind is int else 'a number'}")
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {what}") from None
         # An int is always finite; math.isfinite on one beyond a float's range raises OverflowError.
         if isinstance(value, float) and not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{shown!r} is not a finite number")
