@@ -48,14 +48,15 @@ def test_a_forked_run_answers_as_a_real_interpreter(script, case, tmp_path):
 
 def test_the_child_sees_argv_path_cwd_environment_and_stdio_as_a_real_run(tmp_path):
     probe = tmp_path / "probe.py"
+    env = {"PROBE": "1", "PATH": "/usr/bin"}
     probe.write_text(
         "import os, sys, signal\n"
-        "print(sys.argv, sys.path[0], os.getcwd(), os.environ.get('PROBE'), sorted(os.environ) == sorted(%r),\n"
+        "print(sys.argv, sys.path[0], os.getcwd(), os.environ.get('PROBE'),\n"
+        f"      sorted(os.environ) == sorted({sorted(env)!r}),\n"
         "      __name__, sys.stdin.read(), os.getsid(0) == os.getpid(),\n"
         "      signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
         "print('to stderr', file=sys.stderr)\n"
-        "sys.exit(3)\n" % sorted({"PROBE": "1", "PATH": "/usr/bin"}), encoding="utf-8")
-    env = {"PROBE": "1", "PATH": "/usr/bin"}
+        "sys.exit(3)\n", encoding="utf-8")
     real = subprocess.run([sys.executable, str(probe), "a b", "--x"], cwd=tmp_path, env=env,
                                         capture_output=True, text=True, timeout=60, start_new_session=True,
                                         stdin=subprocess.DEVNULL)

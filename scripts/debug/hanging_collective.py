@@ -177,7 +177,7 @@ def first_disagreement(dumps: dict[int, dict]) -> tuple[list[str], str | None]:
              f"({len(group_ranks)} ranks in the group"
              + (f"; no dump from rank {', '.join(map(str, silent))})" if silent else ")")]
     finding = None
-    for (group, seq), per_rank in sorted(by_seq.items(), key=lambda item: item[0][1]):
+    for (_group, seq), per_rank in sorted(by_seq.items(), key=lambda item: item[0][1]):
         shown = {rank: describe_entry(entry) for rank, entry in sorted(per_rank.items())}
         lines.append(f"  #{seq}  " + "   ".join(f"rank {r} {what}" + (f" at {where}" if where else "")
                                               for r, (what, where) in shown.items()))

@@ -712,7 +712,7 @@ def parse_dist(text: str) -> Dist:
     if len(parts) != arity[kind]:
         raise argparse.ArgumentTypeError(f"{shown!r}: {kind} takes {arity[kind]} number(s); use {forms}")
     values = []
-    for i, part in enumerate(parts):
+    for part in parts:
         integer = kind in ("fixed", "uniform")
         try:
             value = int(part) if integer else float(part)

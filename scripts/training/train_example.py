@@ -722,7 +722,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="linear warmup from --lr/N to --lr over the first N steps (default 0)")
     p.add_argument("--spike-factor", type=number(float, 1, 1e6, lo_open=True), default=1.5,
                    help="count a loss spike when the loss exceeds this many times the median "
-                        "of the previous %d steps (default 1.5)" % SPIKE_WINDOW)
+                        f"of the previous {SPIKE_WINDOW} steps (default 1.5)")
     return p
 
 

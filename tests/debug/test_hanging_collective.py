@@ -99,7 +99,7 @@ def test_mismatch_is_diagnosed_and_ends_by_timeout_naming_the_collective(tmp_pat
     # 2. py-spy dump of every rank shows the torch.distributed function it is blocked in.
     spy = py_spy()
     if spy:
-        for rank, (pid, collective) in seen.items():
+        for pid, collective in seen.values():
             deadline = time.monotonic() + 15
             while True:       # until the rank is inside the torch.distributed call
                 dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True,

@@ -334,4 +334,4 @@ def test_real_repo_pages_are_paired_and_recorded():
     stale = [str(s.zh_path.relative_to(REPO)) for s in result if s.state == "stale"]
     if stale:
         warnings.warn("stale Chinese translations (English changed since the recorded version; "
-                      "see `python tools/translations.py diff <zh file>`):\n" + "\n".join(stale))
+                      "see `python tools/translations.py diff <zh file>`):\n" + "\n".join(stale), stacklevel=1)
