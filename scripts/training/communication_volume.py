@@ -25,7 +25,7 @@ with ZeRO-1 at 40 GBps, 64 micro-batches per step; the chapter shows the whole o
     ZeRO-1    reduce_scatter      16       1       4.375      4.10          40   102.5 ms  gradients
     ZeRO-1    all_gather          16       1       4.375      4.10          40   102.5 ms  parameters
     TP        all_reduce           8    5120     0.06711    601.30         360     1.67 s  activations
-    PP        send                 4     128     0.06711      8.59          40   214.7 ms  activations and their gradients
+    ...
     total                                                   618.09                 2.09 s
 """
 
@@ -117,23 +117,7 @@ def check_layout(*, layers: int, hidden: int, seq_len: int, dp: int = 1, tp: int
         problems.append(f"--cp-algo {cp_algo!r}: choose from {', '.join(CP_ALGOS)}")
     if hidden % tp:
         problems.append(f"--tp {tp} does not divide --hidden {hidden}")
-    if heads is not None:
-        if heads > hidden or hidden % heads:
-            problems.append(f"--heads {heads} does not divide --hidden {hidden}")
-        if heads % tp:
-            problems.append(f"--tp {tp} does not divide --heads {heads}")
-        if kv_heads is not None:
-            if kv_heads > heads or heads % kv_heads:
-                problems.append(f"--kv-heads {kv_heads} does not divide --heads {heads}")
-            elif kv_heads % tp:
-                problems.append(f"--tp {tp} does not divide --kv-heads {kv_heads}")
-        if cp > 1 and cp_algo == "ulysses":
-            for name, n in (("--heads", heads), ("--kv-heads", kv_heads)):
-                if n is not None and n % (tp * cp):
-                    problems.append(f"--cp {cp} (ulysses) x --tp {tp} does not divide "
-                                    f"{name} {n}: each rank needs whole heads")
-    elif kv_heads is not None:
-        problems.append("--kv-heads needs --heads")
+    problems += _head_problems(hidden, heads, kv_heads, tp, cp, cp_algo)
     if layers % pp:
         problems.append(f"--pp {pp} does not divide --layers {layers}: unequal stages")
     if seq_len % cp:
@@ -147,22 +131,53 @@ def check_layout(*, layers: int, hidden: int, seq_len: int, dp: int = 1, tp: int
         problems.append(f"--zero {zero} needs more than one DP x CP rank to shard over")
     if params is not None and expert_params >= params:
         problems.append(f"--expert-params {expert_params:g} must be below --params {params:g}")
-    if ep > 1:
-        if (dp * cp) % ep:
-            problems.append(f"--ep {ep} does not divide --dp x --cp = {dp * cp} (EP ranks are "
-                            "taken from the DP x CP ranks)")
-        if experts_top_k is None:
-            problems.append(f"--ep {ep} needs --experts-top-k")
-        if tp > 1 and not sequence_parallel:
-            problems.append(f"--ep {ep} with --tp {tp} needs --sequence-parallel (as in "
-                            "Megatron-LM)")
-        if moe_layers is not None and (moe_layers > layers or moe_layers % pp):
-            problems.append(f"--moe-layers {moe_layers} must be at most --layers {layers} and a "
-                            f"multiple of --pp {pp}")
-    else:
-        for name, value in (("--experts-top-k", experts_top_k), ("--moe-layers", moe_layers)):
-            if value is not None:
-                problems.append(f"{name} needs --ep > 1")
+    problems += _expert_problems(layers, dp, tp, pp, cp, ep, moe_layers, experts_top_k, sequence_parallel)
+    return problems
+
+
+def _head_problems(hidden: int, heads: int | None, kv_heads: int | None, tp: int, cp: int,
+                   cp_algo: str) -> list[str]:
+    """check_layout's checks of the attention heads: they divide the hidden size, and TP (and
+    Ulysses CP x TP) divides them."""
+    if heads is None:
+        return [] if kv_heads is None else ["--kv-heads needs --heads"]
+    problems = []
+    if heads > hidden or hidden % heads:
+        problems.append(f"--heads {heads} does not divide --hidden {hidden}")
+    if heads % tp:
+        problems.append(f"--tp {tp} does not divide --heads {heads}")
+    if kv_heads is not None:
+        if kv_heads > heads or heads % kv_heads:
+            problems.append(f"--kv-heads {kv_heads} does not divide --heads {heads}")
+        elif kv_heads % tp:
+            problems.append(f"--tp {tp} does not divide --kv-heads {kv_heads}")
+    if cp > 1 and cp_algo == "ulysses":
+        for name, n in (("--heads", heads), ("--kv-heads", kv_heads)):
+            if n is not None and n % (tp * cp):
+                problems.append(f"--cp {cp} (ulysses) x --tp {tp} does not divide "
+                                f"{name} {n}: each rank needs whole heads")
+    return problems
+
+
+def _expert_problems(layers: int, dp: int, tp: int, pp: int, cp: int, ep: int, moe_layers: int | None,
+                     experts_top_k: int | None, sequence_parallel: bool) -> list[str]:
+    """check_layout's checks of expert parallelism: EP divides the DP x CP ranks and has its MoE
+    options (and SP with TP); without EP, no MoE option."""
+    if ep <= 1:
+        return [f"{name} needs --ep > 1" for name, value in
+                (("--experts-top-k", experts_top_k), ("--moe-layers", moe_layers)) if value is not None]
+    problems = []
+    if (dp * cp) % ep:
+        problems.append(f"--ep {ep} does not divide --dp x --cp = {dp * cp} (EP ranks are "
+                        "taken from the DP x CP ranks)")
+    if experts_top_k is None:
+        problems.append(f"--ep {ep} needs --experts-top-k")
+    if tp > 1 and not sequence_parallel:
+        problems.append(f"--ep {ep} with --tp {tp} needs --sequence-parallel (as in "
+                        "Megatron-LM)")
+    if moe_layers is not None and (moe_layers > layers or moe_layers % pp):
+        problems.append(f"--moe-layers {moe_layers} must be at most --layers {layers} and a "
+                        f"multiple of --pp {pp}")
     return problems
 
 
