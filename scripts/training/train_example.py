@@ -341,181 +341,223 @@ def stall_hook() -> tuple[int, int]:
     return stall_rank, stall_step
 
 
+class Trainer:
+    """One training run, in the pieces ``run`` calls: ``__init__`` sets up (process group, model,
+    optimizer, resume, rank 0's header, the outputs), ``train`` runs the steps and returns the
+    mean tokens/s, each step is ``step`` then, on a logging step, ``read_back`` and ``log``. The
+    per-step statistics stay on the device; the host reads them once per logging step."""
+
+    def __init__(self, args: argparse.Namespace):
+        import torch
+        import torch.distributed as dist
+        import torch.distributed.checkpoint as dcp
+        import torch.nn.functional as F
+
+        self.args, self.torch, self.dist, self.dcp, self.F = args, torch, dist, dcp, F
+        self.rank, world, launcher = args.launch.rank, args.launch.world, args.launch.launcher
+        backend, self.device, self.use_cuda, dtype = init_distributed(args)
+        self.model, self.core, self.autocast = build_model(args, self.device, dtype, self.use_cuda)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=0.0)
+        self.batch = batch_maker(args, self.rank, self.device)
+        # Resume: explicit --resume-from, else the newest checkpoint in --checkpoint-dir.
+        self.start_step, resume = resume_checkpoint(args, dcp, self.model, self.optimizer)
+
+        n_params = matmul_params(args.layers, args.hidden, args.vocab)
+        flops_token = model_flops_per_token(args.layers, args.hidden, args.vocab, args.seq_len)
+        self.peak = args.peak_tflops
+        if self.peak is None and self.use_cuda:
+            name = torch.cuda.get_device_name(self.device)
+            self.peak = next((v for k, v in KNOWN_PEAKS if k in name), None)
+        self.tokens_per_step = world * args.batch_size * args.seq_len
+        device_name = torch.cuda.get_device_name(self.device) if self.use_cuda else "cpu"
+        self.info = {"backend": backend, "device": device_name, "world_size": world, "launcher": launcher,
+                     "torch_version": torch.__version__, "dtype": str(dtype).replace("torch.", ""),
+                     "matmul_params": n_params, "flops_per_token": flops_token,
+                     "tokens_per_step": self.tokens_per_step, "peak_tflops": self.peak,
+                     "start_step": self.start_step, "resumed_from": resume}
+        if self.rank == 0:
+            print_header(args, self.info, self.use_cuda)
+
+        if args.gc_every:
+            gc.collect()
+            gc.disable()  # no multi-second pauses at random steps: collect at known points instead
+        self.profiler = make_profiler(args, self.rank, self.start_step, self.use_cuda)
+        self.stall = stall_hook()
+        self._device_statistics(world)
+        self.jsonl = open(args.metrics_jsonl, "a", encoding="utf-8") \
+            if args.metrics_jsonl and self.rank == 0 else None
+        self.board = None
+        if args.tensorboard and self.rank == 0:
+            from torch.utils.tensorboard import SummaryWriter
+            # purge_step drops events a previous run wrote after the step we resume from.
+            self.board = SummaryWriter(args.tensorboard,
+                                       purge_step=self.start_step + 1 if self.start_step else None)
+        self.records, self.first_loss, self.before = [], None, None
+        self.timed_s, self.timed_steps = 0.0, 0  # all steps after the first (which includes warm-up)
+
+    def _device_statistics(self, world: int) -> None:
+        """The per-step statistics, kept on the device between logging steps."""
+        torch, device = self.torch, self.device
+        self.blocks = [list(b.parameters()) for b in self.core.blocks]
+        in_blocks = {id(p) for group in self.blocks for p in group}
+        self.others = [p for p in self.core.parameters() if id(p) not in in_blocks]
+        self.sharded = self.args.strategy == "fsdp"  # FSDP: each rank holds 1/n of every tensor
+        self.zero = torch.zeros((), dtype=torch.float32, device=device)
+        self.grad_max, self.clipped_steps, self.spikes = (self.zero.clone() for _ in range(3))
+        self.history = torch.zeros(SPIKE_WINDOW, dtype=torch.float32, device=device)  # recent losses
+        # Summed over ranks, [loss, squared norms] / divisor gives the mean loss and the squares of
+        # the global gradient norms, sharded (FSDP) or replicated (DDP).
+        self.divisor = torch.tensor([world] + [1 if self.sharded else world] * (len(self.blocks) + 1),
+                                    dtype=torch.float32, device=device)
+
+    def train(self) -> float:
+        """Run the steps after the one resumed from, to --steps, logging every --log-every and
+        checkpointing every --checkpoint-every. Returns the mean tokens/s over every step but the
+        first: total tokens / total time."""
+        args, start = self.args, self.start_step
+        stall_rank, stall_step = self.stall
+        self.window_start, self.window_steps, self.window_data_s = time.perf_counter(), 0, 0.0
+        batches = (self.batch(step) for step in range(start + 1, args.steps + 1))
+        with self.profiler as prof:
+            for step in range(start + 1, args.steps + 1):
+                if self.rank == stall_rank and step == stall_step:
+                    time.sleep(3600)
+                logging_step = step % args.log_every == 0 or step in (start + 1, args.steps)
+                lr = lr_at(step, args)
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr  # a Python float: setting it costs no device work
+                reduced = self.step(step, batches, logging_step)
+                self.window_steps += 1
+                if step == start + 1:
+                    # The slow first step is over: from now on a hang should end the job quickly.
+                    from torch.distributed.distributed_c10d import _set_pg_timeout
+                    _set_pg_timeout(datetime.timedelta(seconds=args.timeout_s))
+                if prof is not None:
+                    prof.step()
+                if logging_step:
+                    self.log(step, lr, self.read_back(*reduced))
+                if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == args.steps):
+                    t_save = time.perf_counter()
+                    path = save_checkpoint(args, self.dcp, self.model, self.optimizer, step)
+                    if self.rank == 0:
+                        print(f"# checkpoint: {path}", flush=True)
+                    self.window_start += time.perf_counter() - t_save  # not part of any step's time
+        if self.jsonl:
+            self.jsonl.close()
+        if self.board:
+            self.board.close()
+        if args.gc_every:
+            gc.enable()
+        return (self.tokens_per_step * self.timed_steps / self.timed_s if self.timed_steps
+                else self.records[-1]["tokens_per_s"])
+
+    def step(self, step: int, batches, logging_step: bool) -> tuple:
+        """One optimizer step in the profiler's named ranges: data, forward, backward, the gradient
+        norms (with clipping and the spike counter), optimizer. Keeps the blocks' weights before
+        the update on a logging step (``self.before``); returns what ``read_back`` reads."""
+        record, args, F = self.torch.profiler.record_function, self.args, self.F
+        t0 = time.perf_counter()
+        with record(f"train_step_{step}"):  # named ranges in the profiler's trace
+            with record("data"):
+                x, y = next(batches)  # data-loading time: the time spent in next()
+            self.window_data_s += time.perf_counter() - t0
+            with record("forward"), self.autocast:
+                logits = self.model(x)
+                loss = F.cross_entropy(logits.float().view(-1, args.vocab), y.reshape(-1))
+            del logits  # our reference would keep the largest activation alive in backward
+            with record("backward"):
+                loss.backward()
+            with record("grad_norm"):
+                reduced = self.reduce_statistics(step, loss)
+            if logging_step:  # keep the weights to measure the update ||dw|| / ||w||
+                self.before = [[local_tensor(p).detach().clone() for p in g] for g in self.blocks]
+            with record("optimizer"):
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+            if args.gc_every and step % args.gc_every == 0:
+                gc.collect()
+        return reduced
+
+    def reduce_statistics(self, step: int, loss) -> tuple:
+        """Squared gradient norm per block and of the other parameters, with the loss, in one
+        small all-reduce: FSDP ranks hold disjoint shards, whose squares add up; DDP ranks hold
+        the same averaged gradient, so each adds 1/n of it. On NCCL this queues on the GPU and
+        does not block the host. Clips the gradients and counts a loss spike (above
+        --spike-factor x the median of the recent losses). Returns (the reduced statistics, the
+        global gradient norm before clipping, the squared norms)."""
+        torch, args = self.torch, self.args
+        grads = [[p.grad for p in g if p.grad is not None] for g in (*self.blocks, self.others)]
+        sq = squared_norms(torch, grads, self.device)
+        stats = torch.cat([loss.detach().float().view(1), sq]) / self.divisor
+        self.dist.all_reduce(stats)
+        loss_mean, grad_sq = stats[0], stats[1:]
+        grad_norm = grad_sq.sum().sqrt()  # global norm, before clipping
+        torch.maximum(self.grad_max, grad_norm, out=self.grad_max)
+        if args.clip_grad:
+            coef = (args.clip_grad / (grad_norm + 1e-6)).clamp(max=1.0)
+            torch._foreach_mul_([local_tensor(g) for group in grads for g in group], coef)
+            self.clipped_steps += grad_norm > args.clip_grad
+        seen = min(step - self.start_step - 1, SPIKE_WINDOW)
+        if seen >= 5:
+            self.spikes += loss_mean > args.spike_factor * self.history[:seen].median()
+        self.history[(step - self.start_step - 1) % SPIKE_WINDOW] = loss_mean
+        return stats, grad_norm, grad_sq
+
+    def read_back(self, stats, grad_norm, grad_sq) -> list:
+        """A logging step's one read-back from the device: the loss, the gradient norms, the clip
+        and spike counters and the blocks' update-to-weight ratios, in one .tolist()."""
+        torch, blocks, args = self.torch, self.blocks, self.args
+        with torch.no_grad():
+            before, self.before = self.before, None
+            after = [[local_tensor(p).detach() for p in g] for g in blocks]
+            upd = squared_norms(torch, [[a - b for a, b in zip(ga, gb, strict=True)]
+                                        for ga, gb in zip(after, before, strict=True)], self.device)
+            weights = squared_norms(torch, after, self.device)
+            norms = torch.cat([upd, weights])
+            if self.sharded:  # shards of one tensor: add the squares over the ranks
+                self.dist.all_reduce(norms)
+            ratio = (norms[:len(blocks)] / norms[len(blocks):]).sqrt()
+            del before, after
+            clipped = grad_norm > args.clip_grad if args.clip_grad else self.zero
+            values = torch.cat([stats[:1], grad_norm.view(1), grad_sq.sqrt(), self.grad_max.view(1),
+                                self.clipped_steps.view(1), clipped.view(1).float(),
+                                self.spikes.view(1), ratio]).tolist()
+            self.grad_max.zero_()
+        return values
+
+    def log(self, step: int, lr: float, values: list) -> None:
+        """A logging step's record, with the mean step and data times since the last one: on
+        rank 0 to the terminal, --metrics-jsonl and --tensorboard. Starts the next window."""
+        if self.use_cuda:
+            self.torch.cuda.synchronize(self.device)  # the interval's time ends on the device
+        window_s = time.perf_counter() - self.window_start
+        t_step, t_data = window_s / self.window_steps, self.window_data_s / self.window_steps
+        if step > self.start_step + 1:
+            self.timed_s, self.timed_steps = self.timed_s + window_s, self.timed_steps + self.window_steps
+        rec = metrics_record(self.args, self.info, step, lr, values, len(self.blocks), t_step, t_data,
+                             self.device if self.use_cuda else None)
+        self.first_loss = rec["loss"] if self.first_loss is None else self.first_loss
+        self.records.append(rec)
+        if self.rank == 0:
+            print_row(rec, self.peak, self.use_cuda)
+            if self.jsonl:
+                self.jsonl.write(json.dumps(rec) + "\n")
+                self.jsonl.flush()
+            if self.board:
+                write_board(self.board, rec)
+        self.window_start, self.window_steps, self.window_data_s = time.perf_counter(), 0, 0.0
+
+
 def run(args: argparse.Namespace) -> int:
     """Train as the arguments say: set up, resume, run the steps (logging every --log-every,
     checkpointing every --checkpoint-every), report, tear down. Returns the exit status."""
-    import torch
     import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    import torch.nn.functional as F
 
-    rank, world, launcher = args.launch.rank, args.launch.world, args.launch.launcher
-    backend, device, use_cuda, dtype = init_distributed(args)
-    model, core, autocast = build_model(args, device, dtype, use_cuda)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-    batch = batch_maker(args, rank, device)
-    # Resume: explicit --resume-from, else the newest checkpoint in --checkpoint-dir.
-    start_step, resume = resume_checkpoint(args, dcp, model, optimizer)
-
-    n_params = matmul_params(args.layers, args.hidden, args.vocab)
-    flops_token = model_flops_per_token(args.layers, args.hidden, args.vocab, args.seq_len)
-    peak = args.peak_tflops
-    if peak is None and use_cuda:
-        name = torch.cuda.get_device_name(device)
-        peak = next((v for k, v in KNOWN_PEAKS if k in name), None)
-    tokens_per_step = world * args.batch_size * args.seq_len
-    info = {"backend": backend, "device": torch.cuda.get_device_name(device) if use_cuda else "cpu",
-            "world_size": world, "launcher": launcher, "torch_version": torch.__version__,
-            "dtype": str(dtype).replace("torch.", ""), "matmul_params": n_params,
-            "flops_per_token": flops_token, "tokens_per_step": tokens_per_step,
-            "peak_tflops": peak, "start_step": start_step, "resumed_from": resume}
+    trainer = Trainer(args)
+    mean_tok_s = trainer.train()
+    rank = trainer.rank
     if rank == 0:
-        print_header(args, info, use_cuda)
-
-    if args.gc_every:
-        gc.collect()
-        gc.disable()  # no multi-second pauses at random steps: collect at known points instead
-    profiler = make_profiler(args, rank, start_step, use_cuda)
-    stall_rank, stall_step = stall_hook()
-
-    # Per-step statistics stay on the device; the host reads them once per logging step.
-    blocks = [list(b.parameters()) for b in core.blocks]
-    in_blocks = {id(p) for group in blocks for p in group}
-    others = [p for p in core.parameters() if id(p) not in in_blocks]
-    sharded = args.strategy == "fsdp"  # FSDP: each rank holds 1/n of every tensor
-    zero = torch.zeros((), dtype=torch.float32, device=device)
-    grad_max, clipped_steps, spikes = zero.clone(), zero.clone(), zero.clone()
-    history = torch.zeros(SPIKE_WINDOW, dtype=torch.float32, device=device)  # recent losses
-    # Summed over ranks, [loss, squared norms] / divisor gives the mean loss and the squares of
-    # the global gradient norms, sharded (FSDP) or replicated (DDP).
-    divisor = torch.tensor([world] + [1 if sharded else world] * (len(blocks) + 1),
-                           dtype=torch.float32, device=device)
-    jsonl = open(args.metrics_jsonl, "a", encoding="utf-8") if args.metrics_jsonl and rank == 0 \
-        else None
-    board = None
-    if args.tensorboard and rank == 0:
-        from torch.utils.tensorboard import SummaryWriter
-        # purge_step drops events a previous run wrote after the step we resume from.
-        board = SummaryWriter(args.tensorboard, purge_step=start_step + 1 if start_step else None)
-
-    def log_step(step: int) -> bool:
-        return step % args.log_every == 0 or step in (start_step + 1, args.steps)
-
-    record = torch.profiler.record_function
-    records, first_loss = [], None
-    timed_s, timed_steps = 0.0, 0  # all steps after the first (which includes warm-up)
-    window_start, window_steps, window_data_s = time.perf_counter(), 0, 0.0
-    batches = (batch(step) for step in range(start_step + 1, args.steps + 1))
-    with profiler as prof:
-        for step in range(start_step + 1, args.steps + 1):
-            if rank == stall_rank and step == stall_step:
-                time.sleep(3600)
-            logging_step = log_step(step)
-            lr = lr_at(step, args)
-            for group in optimizer.param_groups:
-                group["lr"] = lr  # a Python float: setting it costs no device work
-            t0 = time.perf_counter()
-            with record(f"train_step_{step}"):  # named ranges in the profiler's trace
-                with record("data"):
-                    x, y = next(batches)  # data-loading time: the time spent in next()
-                window_data_s += time.perf_counter() - t0
-                with record("forward"), autocast:
-                    logits = model(x)
-                    loss = F.cross_entropy(logits.float().view(-1, args.vocab), y.reshape(-1))
-                del logits  # our reference would keep the largest activation alive in backward
-                with record("backward"):
-                    loss.backward()
-                with record("grad_norm"):
-                    # Squared gradient norm per block and of the other parameters, with the
-                    # loss, in one small all-reduce: FSDP ranks hold disjoint shards, whose
-                    # squares add up; DDP ranks hold the same averaged gradient, so each adds
-                    # 1/n of it. On NCCL this queues on the GPU and does not block the host.
-                    grads = [[p.grad for p in g if p.grad is not None] for g in (*blocks, others)]
-                    sq = squared_norms(torch, grads, device)
-                    stats = torch.cat([loss.detach().float().view(1), sq]) / divisor
-                    dist.all_reduce(stats)
-                    loss_mean, grad_sq = stats[0], stats[1:]
-                    grad_norm = grad_sq.sum().sqrt()  # global norm, before clipping
-                    torch.maximum(grad_max, grad_norm, out=grad_max)
-                    if args.clip_grad:
-                        coef = (args.clip_grad / (grad_norm + 1e-6)).clamp(max=1.0)
-                        torch._foreach_mul_([local_tensor(g) for group in grads for g in group],
-                                            coef)
-                        clipped_steps += grad_norm > args.clip_grad
-                    # Loss spike: above --spike-factor x the median of the recent losses.
-                    seen = min(step - start_step - 1, SPIKE_WINDOW)
-                    if seen >= 5:
-                        spikes += loss_mean > args.spike_factor * history[:seen].median()
-                    history[(step - start_step - 1) % SPIKE_WINDOW] = loss_mean
-                if logging_step:  # keep the weights to measure the update ||dw|| / ||w||
-                    before = [[local_tensor(p).detach().clone() for p in g] for g in blocks]
-                with record("optimizer"):
-                    optimizer.step()
-                    optimizer.zero_grad(set_to_none=True)
-                if args.gc_every and step % args.gc_every == 0:
-                    gc.collect()
-            window_steps += 1
-            if step == start_step + 1:
-                # The slow first step is over: from now on a hang should end the job quickly.
-                from torch.distributed.distributed_c10d import _set_pg_timeout
-                _set_pg_timeout(datetime.timedelta(seconds=args.timeout_s))
-            if prof is not None:
-                prof.step()
-            if logging_step:
-                with torch.no_grad():
-                    after = [[local_tensor(p).detach() for p in g] for g in blocks]
-                    upd = squared_norms(torch, [[a - b for a, b in zip(ga, gb, strict=True)]
-                                                for ga, gb in zip(after, before, strict=True)], device)
-                    weights = squared_norms(torch, after, device)
-                    norms = torch.cat([upd, weights])
-                    if sharded:  # shards of one tensor: add the squares over the ranks
-                        dist.all_reduce(norms)
-                    ratio = (norms[:len(blocks)] / norms[len(blocks):]).sqrt()
-                    del before, after
-                    # The one read-back of this logging step: everything in one .tolist().
-                    values = torch.cat([stats[:1], grad_norm.view(1), grad_sq.sqrt(),
-                                        grad_max.view(1), clipped_steps.view(1),
-                                        (grad_norm > args.clip_grad if args.clip_grad
-                                         else zero).view(1).float(),
-                                        spikes.view(1), ratio]).tolist()
-                    grad_max.zero_()
-                if use_cuda:
-                    torch.cuda.synchronize(device)  # the interval's time ends on the device
-                now = time.perf_counter()
-                window_s = now - window_start
-                t_step, t_data = window_s / window_steps, window_data_s / window_steps
-                if step > start_step + 1:
-                    timed_s, timed_steps = timed_s + window_s, timed_steps + window_steps
-                rec = metrics_record(args, info, step, lr, values, len(blocks), t_step, t_data,
-                                     device if use_cuda else None)
-                first_loss = rec["loss"] if first_loss is None else first_loss
-                records.append(rec)
-                if rank == 0:
-                    print_row(rec, peak, use_cuda)
-                    if jsonl:
-                        jsonl.write(json.dumps(rec) + "\n")
-                        jsonl.flush()
-                    if board:
-                        write_board(board, rec)
-                window_start, window_steps, window_data_s = time.perf_counter(), 0, 0.0
-            if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == args.steps):
-                t_save = time.perf_counter()
-                path = save_checkpoint(args, dcp, model, optimizer, step)
-                if rank == 0:
-                    print(f"# checkpoint: {path}", flush=True)
-                window_start += time.perf_counter() - t_save  # not part of any step's time
-    if jsonl:
-        jsonl.close()
-    if board:
-        board.close()
-    if args.gc_every:
-        gc.enable()
-
-    # Mean throughput over every step but the first: total tokens / total time.
-    mean_tok_s = (tokens_per_step * timed_steps / timed_s if timed_steps
-                  else records[-1]["tokens_per_s"])
-    if rank == 0:
-        report(args, info, records, first_loss, mean_tok_s, timed_steps)
+        report(args, trainer.info, trainer.records, trainer.first_loss, mean_tok_s, trainer.timed_steps)
     # Free the model while the process group is still registered. A DDP model's Reducer holds the
     # group; were it the last holder, freeing it (as run() returns, with the GIL held) would run
     # the group's destructor, which joins gloo's worker threads while one of them waits for the
@@ -523,7 +565,7 @@ def run(args: argparse.Namespace) -> int:
     # 2-core machine; py-spy: ~Reducer -> ~ProcessGroupGloo -> thread::join, and a worker in
     # ~AsyncBarrierWork -> gil_scoped_acquire). destroy_process_group then frees the group through
     # its own binding, which releases the GIL (pytorch/pytorch#56297, #154976).
-    model = core = None
+    trainer.model = trainer.core = None
     gc.collect()
     # The teardown has no timeout of its own: the deadline says so in one line; faulthandler's
     # watchdog, which needs no GIL (a threading.Timer does), ends a rank stuck with the GIL held.
