@@ -157,6 +157,18 @@ def test_built_in_rows_are_the_data_file_and_a_change_to_it_makes_the_scripts_st
     assert script_contract.synced(text) == text
 
 
+def test_built_in_rows_are_wrapped_within_the_line_length():
+    """sync writes each row's pairs filled into lines within WIDTH (ruff's line-length) columns;
+    the literal reads back as the rows, a pair longer than a line stands on a line of its own."""
+    rows = [{"name": "a", **{f"key_{i}": i * 1000 for i in range(40)}}, {},
+            {"long": "x" * (2 * script_contract.WIDTH), "short": 1}, {"one": True}]
+    text = script_contract._literal(rows)
+    assert ast.literal_eval(text) == rows
+    lines = text.splitlines()
+    assert all(len(line) <= script_contract.WIDTH for line in lines if "xxx" not in line)
+    assert len(lines) > len(rows) + 2 and "    {'one': True}," in lines
+
+
 FIXTURES = REPO / "tests" / "debug" / "fixtures"
 # The scripts whose main use needs data of the book, and that main use: copied alone into an empty
 # folder and run by a plain `python -I -S` (no site-packages: no PyYAML, no clone, no tools/), each

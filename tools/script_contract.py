@@ -50,7 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Two lines: build/hooks/book_markers.py folds the block from its first line ("# --- script
 # contract") to END on the site; chapters cite line numbers of the scripts' own code above it.
 BEGIN = ("# --- script contract and shared code (CONTRIBUTING.md, \"Script contract\"): what this script uses, ---\n"
-         "# --- generated from tools/script_contract.py and tools/script_shared.py by `python tools/script_contract.py sync`. ---\n\n")
+         "# --- generated from tools/script_contract.py and tools/script_shared.py by "
+         "`python tools/script_contract.py sync`. ---\n\n")
 END = "# --- end of script contract ---\n"
 MAIN_GUARD = 'if __name__ == "__main__":'
 # The sources, in the order their definitions appear in a block: (file, the name of its section).
@@ -516,17 +517,36 @@ def data_rows(path: str, leave_out: tuple[str, ...] = ()) -> list[dict]:
     """The ``rows`` of the book's data file data/``path`` (YAML), each without the keys
     ``leave_out`` (what no script reads, such as a row's sources): what a source's
     ``NAME = data_rows(...)`` holds when imported, and what ``sync`` writes into a script as a
-    literal, one row per line."""
+    literal, row after row, each wrapped within WIDTH columns."""
     import yaml
     rows = yaml.safe_load((ROOT / "data" / path).read_text(encoding="utf-8"))["rows"]
     return [{k: v for k, v in row.items() if k not in leave_out} for row in rows]
 
 
+WIDTH = 120  # ruff.toml's line-length, which the rows written into a script keep within
+
+
 def _literal(value) -> str:
-    """``value`` (a list of dicts of plain values) as Python source, one item per line."""
+    """``value`` (a list of dicts of plain values) as Python source, item after item."""
     if isinstance(value, list):
-        return "[\n" + "".join(f"    {item!r},\n" for item in value) + "]"
+        return "[\n" + "".join(_item(item) for item in value) + "]"
     return repr(value)
+
+
+def _item(item) -> str:
+    """One item of a list ``_literal`` writes, indented by 4, and its comma: a dict's ``key: value``
+    pairs filled into lines of at most WIDTH columns, the later lines aligned after its brace."""
+    if not isinstance(item, dict) or not item:
+        return f"    {item!r},\n"
+    pairs = [f"{k!r}: {v!r}," for k, v in item.items()]
+    pairs[-1] = pairs[-1][:-1] + "},"
+    lines = ["    {" + pairs[0]]
+    for pair in pairs[1:]:
+        if len(lines[-1]) + 1 + len(pair) <= WIDTH:
+            lines[-1] += " " + pair
+        else:
+            lines.append("     " + pair)
+    return "\n".join(lines) + "\n"
 
 
 def _source(path: Path, section: str) -> str:
