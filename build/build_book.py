@@ -41,7 +41,8 @@ INPUT_DIRS = ("book", "build", "data", "notebooks", "results", "scripts", "tools
 INPUT_FILES = ("mkdocs*.yml", "requirements*.txt", "requirements/*")
 LANGS = ("en", "zh")
 STAMP = ".build-inputs.json"
-SKIPPED = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", "node_modules"}  # build/package-lock.json pins node_modules
+# node_modules: build/package-lock.json pins it.
+SKIPPED = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", "node_modules"}
 
 
 def inputs_digest(root: Path = ROOT) -> str:

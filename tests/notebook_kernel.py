@@ -198,7 +198,8 @@ def _become_kernel(request: dict, fds: list[int]) -> None:
         # ipykernel reads the parent process to watch (the kernel exits when jupyter_client's
         # process has gone) from JPY_PARENT_PID when it is imported: give it as an option.
         parent = os.environ.get("JPY_PARENT_PID", "")
-        launch_new_instance(argv=[*sys.argv[1:], *([f"--IPKernelApp.parent_handle={parent}"] if parent.isdigit() else [])])
+        handle = [f"--IPKernelApp.parent_handle={parent}"] if parent.isdigit() else []
+        launch_new_instance(argv=[*sys.argv[1:], *handle])
         code = 0
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)

@@ -57,8 +57,8 @@ MESSAGES = {"deep": "nested too deeply to be JSON data", "huge-number": r"not va
 def cases():
     for script, args, option in READERS:
         for name, content in BAD.items():
-            yield script, Case(name, [a.replace("{input}", "f.json") for a in args], rf"{option} f\.json: {MESSAGES[name]}",
-                               files={"f.json": content})
+            yield script, Case(name, [a.replace("{input}", "f.json") for a in args],
+                               rf"{option} f\.json: {MESSAGES[name]}", files={"f.json": content})
         yield script, Case("dev-zero", [a.replace("{input}", "/dev/zero") for a in args],
                            rf"{option} /dev/zero: is not a regular file or a pipe")
     for script, args, document, others, named in IN_FOLDERS:

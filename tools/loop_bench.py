@@ -134,9 +134,12 @@ def budgets() -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Build and test cost per part of the book (measures, asserts nothing).")
-    parser.add_argument("--junit", type=Path, help="a pytest JUnit report (pytest --junitxml=FILE) for the test columns")
-    parser.add_argument("--budgets", action="store_true", help="time scratch, no-change and one-chapter builds of a copy")
+    parser = argparse.ArgumentParser(
+        description="Build and test cost per part of the book (measures, asserts nothing).")
+    parser.add_argument("--junit", type=Path,
+                        help="a pytest JUnit report (pytest --junitxml=FILE) for the test columns")
+    parser.add_argument("--budgets", action="store_true",
+                        help="time scratch, no-change and one-chapter builds of a copy")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.budgets:

@@ -266,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="smallest size of the sweep (default 1M)")
     p.add_argument("--max-bytes", type=parse_size, default=None, metavar="SIZE",
                    help="largest size of the sweep (default 1G on CUDA, 256M on CPU)")
-    p.add_argument("--factor", type=number(float, 1, lo_open=True), default=4.0, help="ratio between sizes, > 1 (default 4)")
+    p.add_argument("--factor", type=number(float, 1, lo_open=True), default=4.0,
+                   help="ratio between sizes, > 1 (default 4)")
     p.add_argument("--warmup", type=number(int, 0), default=5, help="untimed copies per size (default 5)")
     p.add_argument("--iters", type=number(int, 1), default=20, help="timed copies per size (default 20)")
     p.add_argument("--json", metavar="PATH", type=nonempty,

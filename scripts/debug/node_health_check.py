@@ -560,7 +560,8 @@ def print_report(opts, rows: list[dict], gpus: list[dict], info: dict, source: s
         first = fails[0]
         where = "" if first["gpu"] is None and not first["bus_id"] else \
             f"GPU {'?' if first['gpu'] is None else first['gpu']} ({first['bus_id']}) "
-        print(f"UNHEALTHY: {len(fails)} failed, {len(warns)} warnings; first: {where}{first['check']}: {first['detail']}")
+        print(f"UNHEALTHY: {len(fails)} failed, {len(warns)} warnings; first: "
+              f"{where}{first['check']}: {first['detail']}")
     else:
         print(f"HEALTHY: {len(warns)} warnings")
     if opts.json:

@@ -291,8 +291,9 @@ def report(args: argparse.Namespace, est: dict) -> str:
         f"# model: {est['params']:.3e} parameters ({source}) | recipe {args.recipe} | "
         f"optimizer {args.optimizer}",
         f"# parallelism: dp {args.dp} x tp {args.tp} x pp {args.pp} = "
-        f"{args.dp * args.tp * args.pp} GPU{'s' if args.dp * args.tp * args.pp > 1 else ''} | ZeRO stage {args.zero} | recompute "
-        f"{args.recompute}" + (" | sequence parallel" if args.sequence_parallel else "")
+        f"{args.dp * args.tp * args.pp} GPU{'s' if args.dp * args.tp * args.pp > 1 else ''} | "
+        f"ZeRO stage {args.zero} | recompute {args.recompute}"
+        + (" | sequence parallel" if args.sequence_parallel else "")
         + (" | flash attention" if args.flash_attention else ""),
         f"# bytes/param: weights {per['weights']:g}, gradients {per['gradients']:g}, optimizer "
         f"states {per['optimizer_states']:g} ({', '.join(opt_parts)})",

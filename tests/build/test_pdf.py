@@ -82,7 +82,8 @@ def images(built_book) -> dict[str, list[int]]:
     transparency adds an "smask" row for its alpha channel, which is not counted)."""
     result = {}
     for lang in LANGS:
-        listing = subprocess.run([require_tool("pdfimages"), "-list", str(built_book / "pdf" / PDF_NAME.format(lang=lang))],
+        pdf = built_book / "pdf" / PDF_NAME.format(lang=lang)
+        listing = subprocess.run([require_tool("pdfimages"), "-list", str(pdf)],
                                  capture_output=True, text=True, check=True, timeout=120).stdout
         result[lang] = [int(line.split()[0]) for line in listing.splitlines()[2:] if line.split()[2] == "image"]
     return result
@@ -273,7 +274,8 @@ def test_every_plot_and_image_is_printed(images, lang):
             expected += sum("image/png" in out.get("data", {}) for cell in cells for out in cell.get("outputs", []))
         else:
             expected += source.read_text(encoding="utf-8").count("![")
-    assert len(images[lang]) == expected, f"{len(images[lang])} images in the PDF, {expected} plots and images in the pages"
+    assert len(images[lang]) == expected, \
+        f"{len(images[lang])} images in the PDF, {expected} plots and images in the pages"
 
 
 @pytest.mark.parametrize("lang", LANGS)

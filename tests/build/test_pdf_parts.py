@@ -37,7 +37,8 @@ def test_only_the_changed_part_is_rendered_again_and_its_old_version_dropped(tmp
 def test_a_stylesheet_change_renders_the_part_again(tmp_path):
     css = tmp_path / "print.css"
     css.write_text("p { color: black }")
-    page = PAGE.format(key="a", title="A", text="one").replace("<head>", f'<head><link rel="stylesheet" href="{css.as_uri()}">')
+    page = PAGE.format(key="a", title="A", text="one").replace(
+        "<head>", f'<head><link rel="stylesheet" href="{css.as_uri()}">')
     before = pdf_book.cache_key(page)
     css.write_text("p { color: red }")
     assert pdf_book.cache_key(page) != before
@@ -78,8 +79,8 @@ def test_page_numbers_roman_in_the_front_matter_arabic_from_the_first_part():
 
 
 def test_page_urls_and_keys_follow_mkdocs_directory_urls():
-    assert [pdf_book.page_url(s) for s in ("index.md", "network/index.md", "training/memory.md", "compute/roofline.ipynb")] == [
-        "", "network/", "training/memory/", "compute/roofline/"]
+    sources = ("index.md", "network/index.md", "training/memory.md", "compute/roofline.ipynb")
+    assert [pdf_book.page_url(s) for s in sources] == ["", "network/", "training/memory/", "compute/roofline/"]
     assert pdf_book.page_key("training/memory.md") == "training-memory" and pdf_book.page_key("index.md") == "home"
 
 
@@ -94,7 +95,8 @@ def _book_of_one_part() -> tuple:
 def test_the_build_fails_when_weasyprint_dropped_the_end_of_a_part(tmp_path):
     book, docs = _book_of_one_part()
     placed = {"network": [0, 800.0], "network--network": [0, 780.0]}  # the chapter's end anchor is missing
-    rendered = {"en-network": pdf_book.Rendered("en-network", tmp_path / "x.pdf", {"pages": 1, "anchors": placed}, False)}
+    rendered = {"en-network": pdf_book.Rendered("en-network", tmp_path / "x.pdf",
+                                                {"pages": 1, "anchors": placed}, False)}
     with pytest.raises(pdf_book.PdfError, match="did not place 1 anchors, from 'network--end'"):
         pdf_book.lay_out(book, docs, rendered)
     placed["network--end"] = [0, 100.0]
@@ -106,6 +108,7 @@ def test_the_build_fails_on_a_link_to_an_anchor_no_page_holds(tmp_path):
     book, docs = _book_of_one_part()
     docs["network"].links.add("network--nowhere")
     placed = {"network": [0, 800.0], "network--network": [0, 780.0], "network--end": [0, 100.0]}
-    rendered = {"en-network": pdf_book.Rendered("en-network", tmp_path / "x.pdf", {"pages": 1, "anchors": placed}, False)}
+    rendered = {"en-network": pdf_book.Rendered("en-network", tmp_path / "x.pdf",
+                                                {"pages": 1, "anchors": placed}, False)}
     with pytest.raises(pdf_book.PdfError, match="1 links point at anchors no page holds.*network--nowhere"):
         pdf_book.lay_out(book, docs, rendered)

@@ -66,7 +66,8 @@ def test_notebooks_render_as_pages_with_outputs_and_download(built_site, lang):
         page_path = built_page(built_site, lang, src)
         page = tree(page_path)
         assert select(page, ".jp-Notebook"), f"{src} is not rendered as a notebook"
-        images = [img for img in select(page, ".jp-OutputArea-output img") if img.get("src", "").startswith("data:image/png")]
+        images = [img for img in select(page, ".jp-OutputArea-output img")
+                  if img.get("src", "").startswith("data:image/png")]
         cells = json.loads((ROOT / "book" / lang / src).read_text(encoding="utf-8"))["cells"]
         plots = sum("image/png" in out.get("data", {}) for cell in cells for out in cell.get("outputs", []))
         assert plots and len(images) == plots, f"{src}: {len(images)} of its {plots} plots rendered"
@@ -118,7 +119,8 @@ def test_embedded_scripts_show_the_tested_file(built_site):
             assert [line for line in source.splitlines() if line.strip()] in _listings(page_path.resolve()), \
                 f"{lang} {src}: {rel} not embedded verbatim"
             if "\n# --- end of script contract ---\n" in source:
-                inner = [fold for fold in page.xpath("//details//details") if "end of script contract" in fold.text_content()]
+                inner = [fold for fold in page.xpath("//details//details")
+                         if "end of script contract" in fold.text_content()]
                 assert inner, f"{lang} {src}: {rel}'s generated contract is not folded"
             links = [a.get("href") for a in select(page, ".script-download a")]
             assert any(href.endswith(rel) for href in links), f"{lang} {src}: no download link to {rel}"
@@ -151,7 +153,8 @@ def test_tables_come_from_their_data_files(built_site, kind):
 
 
 # Elements that make the browser fetch something when the page loads.
-_FETCHING = re.compile(r"<(script|link|img|iframe|source|audio|video|embed)\b[^>]*?\b(src|href)=[\"']((?:https?:)?//[^\"']+)", re.I)
+_FETCHING = re.compile(r"<(script|link|img|iframe|source|audio|video|embed)\b[^>]*?\b(src|href)="
+                       r"[\"']((?:https?:)?//[^\"']+)", re.I)
 _CSS_FETCH = re.compile(r"(@import\s+(?:url\()?[\"']?|url\([\"']?)((?:https?:)?//[^\"')]+)", re.I)
 _JS_IMPORT = re.compile(r"import\(\s*[\"']((?:https?:)?//[^\"']+)", re.I)
 

@@ -210,7 +210,8 @@ def test_json_is_written_even_when_the_reader_closes_stdout(tmp_path):
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        subprocess.run([sys.executable, str(REPO / "scripts" / "compute" / SCRIPT), "--params", "7e9", "--device", "a:100:1", "--device", "b:200:3", "--json", str(out)],
+        subprocess.run([sys.executable, str(REPO / "scripts" / "compute" / SCRIPT), "--params", "7e9",
+                        "--device", "a:100:1", "--device", "b:200:3", "--json", str(out)],
                        cwd=tmp_path, env=clean_env(), stdout=write_end, stderr=subprocess.PIPE,
                        timeout=60)
     finally:
@@ -303,7 +304,8 @@ BAD_INPUT = [
     Case("efficiency-above-one", [*BASE, "--device", "a:1:1", "--efficiency", "45"],
          r"--efficiency: 45 must be <= 1"),
     Case("efficiency-zero", [*BASE, "--device", "a:1:1", "--efficiency", "0"], r"--efficiency: 0 must be > 0"),
-    Case("dtype-without-mamf", [*BASE, "--device", "a:1:1", "--dtype", "fp8"], r"--dtype fp8 only goes with --mamf-json"),
+    Case("dtype-without-mamf", [*BASE, "--device", "a:1:1", "--dtype", "fp8"],
+         r"--dtype fp8 only goes with --mamf-json"),
     Case("dtype-unknown", [*BASE, "--device", "a", "--dtype", "fp4"], r"--dtype: invalid choice: 'fp4'"),
     Case("power-without-price", [*BASE, "--device", "a:1:1", "--power-w", "700"],
          r"--device a: --power-w 700 needs --usd-per-kwh"),

@@ -119,7 +119,8 @@ def _dev_zero(path):
 # (id, file of the saved folder, how it is spoiled, the ValueError's message) for TinyLM.from_dir
 # and CharTokenizer.load: files that are not files, deep or huge JSON, bad values inside.
 LIBRARY_CASES = [
-    ("config-dev-zero", "config.json", _dev_zero, r"config\.json: not a model config \(is not a regular file or a pipe\)"),
+    ("config-dev-zero", "config.json", _dev_zero,
+     r"config\.json: not a model config \(is not a regular file or a pipe\)"),
     ("config-deep", "config.json", "[" * 100_000, r"config\.json: not a model config \(nested too deeply"),
     ("config-huge-number", "config.json", '{"d_model": ' + "1" * 5000 + "}",
      r"config\.json: not a model config \(not valid JSON \(Exceeds the limit"),
@@ -137,7 +138,8 @@ LIBRARY_CASES = [
     ("model-pt-too-large", "model.pt", b"x" * 3_000_000, r"model\.pt: 3,000,000 bytes, more than the weights of"),
     ("tokenizer-dev-zero", "tokenizer.json", _dev_zero,
      r"tokenizer\.json: not a CharTokenizer file \(is not a regular file or a pipe\)"),
-    ("tokenizer-entry-not-string", "tokenizer.json", {"type": "char", "vocab": ["<pad>", "<unk>", "<bos>", "<eos>", "a", ["b"]]},
+    ("tokenizer-entry-not-string", "tokenizer.json",
+     {"type": "char", "vocab": ["<pad>", "<unk>", "<bos>", "<eos>", "a", ["b"]]},
      r"tokenizer\.json: vocab\[5\] must be a non-empty string, got \[\"b\"\]"),
 ]
 

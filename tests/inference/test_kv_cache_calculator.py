@@ -322,7 +322,8 @@ BAD_INPUT = [
     Case("json-over-config", ["--config", "c.json", "--params", "1B", "--json", "c.json"],
          "--json c.json: is also an input", files={"c.json": GOOD}),
     Case("config-path-empty", ["--config", "", "--params", "1B"], "--config: must not be empty"),
-    Case("data-missing", ["--list", "--data", "{tmp}/none.yml"], r"--data .*none.yml: cannot read it \(does not exist\)"),
+    Case("data-missing", ["--list", "--data", "{tmp}/none.yml"],
+         r"--data .*none.yml: cannot read it \(does not exist\)"),
 ]
 
 

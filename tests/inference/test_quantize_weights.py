@@ -268,8 +268,8 @@ def test_quantized_matrices(qw):
 @pytest.mark.slow
 def test_interrupt_keeps_the_rows_done(launch, tmp_path):
     out = tmp_path / "partial.json"
-    args = ["--layers", "1", "--width", "64", "--context", "64", "--steps", "0", "--schemes", ",".join(f"int{b}-gG" for b in range(2, 9)),
-            "--group-sizes", "8,16,32,64", "--json", str(out)]
+    args = ["--layers", "1", "--width", "64", "--context", "64", "--steps", "0",
+            "--schemes", ",".join(f"int{b}-gG" for b in range(2, 9)), "--group-sizes", "8,16,32,64", "--json", str(out)]
     res = interrupt_when(launch.scripts / SCRIPT, args, lambda lines: lines[-1].startswith("int2-g8 "),
                          signal.SIGTERM, timeout=60)
     assert res.returncode == 143, res.output

@@ -204,7 +204,8 @@ def test_help_and_list_work_without_torch(launch):
     assert res.returncode == 0 and "DeepSeek-V3" in res.stdout and "deepseek_v3" in res.stdout
 
 
-GOOD = '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100}'
+GOOD = ('{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, '
+        '"intermediate_size": 128, "vocab_size": 100}')
 BAD_INPUT = [
     Case("nothing", [], "give one of --model NAME, --model all, --config PATH or --list"),
     Case("model-and-config", ["--model", "all", "--config", "c.json"],
@@ -237,7 +238,8 @@ BAD_INPUT = [
                   '"decoder_sparse_step": 2}'}),
     Case("config-with-data", ["--config", "c.json", "--data", "d.yml"], "--data is for --model",
          files={"c.json": GOOD, "d.yml": "rows: []\n"}),
-    Case("data-missing", ["--list", "--data", "{tmp}/none.yml"], r"--data .*none.yml: cannot read it \(does not exist\)"),
+    Case("data-missing", ["--list", "--data", "{tmp}/none.yml"],
+         r"--data .*none.yml: cannot read it \(does not exist\)"),
     Case("data-not-yaml", ["--list", "--data", "d.yml"], "--data|d.yml: not valid YAML",
          files={"d.yml": "rows: [\n"}),
     Case("data-row-without-name", ["--list", "--data", "d.yml"], "row 1: needs a name",

@@ -177,7 +177,8 @@ def test_json_is_written_even_when_the_reader_closes_stdout(tmp_path):
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        subprocess.run([sys.executable, str(REPO / "scripts" / "network" / SCRIPT), "--nodes", "1,2,4,8,16,32", "--json", str(out)],
+        subprocess.run([sys.executable, str(REPO / "scripts" / "network" / SCRIPT), "--nodes", "1,2,4,8,16,32",
+                        "--json", str(out)],
                        cwd=tmp_path, env=clean_env(), stdout=write_end, stderr=subprocess.PIPE,
                        timeout=60)
     finally:

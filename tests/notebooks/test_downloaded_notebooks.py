@@ -117,7 +117,8 @@ def test_a_missing_file_is_one_clear_error(tmp_path, monkeypatch):
     exec(compile(_loader_source(ROOT / "notebooks" / "compute" / "roofline.py"), "loader", "exec"), namespace)
     monkeypatch.chdir(tmp_path)
     namespace["BOOK_SITE"] = "http://127.0.0.1:9/"  # the discard port: nothing answers
-    with pytest.raises(FileNotFoundError, match=r"data/none\.yml is not next to this notebook .* http://127\.0\.0\.1:9/data/none\.yml failed"):
+    with pytest.raises(FileNotFoundError, match=r"data/none\.yml is not next to this notebook .* "
+                                                r"http://127\.0\.0\.1:9/data/none\.yml failed"):
         namespace["book_file"]("data/none.yml")
 
 
@@ -131,7 +132,8 @@ def _loader_defs(text: str) -> dict[str, str]:
     lines = text.splitlines()
     found = {}
     for node in ast.parse(text).body:
-        name = getattr(node, "name", None) or next((t.id for t in getattr(node, "targets", []) if hasattr(t, "id")), None)
+        name = getattr(node, "name", None) or next(
+            (t.id for t in getattr(node, "targets", []) if hasattr(t, "id")), None)
         if name in ("BOOK_SITE", "book_file", "book_module"):
             found[name] = "\n".join(lines[node.lineno - 1:node.end_lineno])
     return found
@@ -167,7 +169,8 @@ def test_every_notebook_carries_the_same_loader():
 
 def test_the_site_serves_the_files_and_points_notebooks_at_its_address(tmp_path, monkeypatch):
     # build/hooks/book_markers.py's on_post_build, loaded by its path as mkdocs loads a hook
-    spec = importlib.util.spec_from_file_location("book_markers_under_test", ROOT / "build" / "hooks" / "book_markers.py")
+    spec = importlib.util.spec_from_file_location("book_markers_under_test",
+                                                  ROOT / "build" / "hooks" / "book_markers.py")
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
     site = tmp_path / "site"

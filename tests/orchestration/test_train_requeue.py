@@ -112,8 +112,8 @@ BAD_INPUT = [
     Case("checkpoint-foreign", CK, r"expected a dict with step, model and optimizer .*found "
          r"\['weights'\]", status=1,
          files={"ck/checkpoint.pt": saved({"weights": torch.ones(3)})}),
-    Case("checkpoint-with-objects", CK, "holds a argparse.Namespace object, which this script will not unpickle", status=1,
-         files={"ck/checkpoint.pt": saved({"step": 1, "args": argparse.Namespace(lr=1)})}),
+    Case("checkpoint-with-objects", CK, "holds a argparse.Namespace object, which this script will not unpickle",
+         status=1, files={"ck/checkpoint.pt": saved({"step": 1, "args": argparse.Namespace(lr=1)})}),
     Case("checkpoint-step-not-int", CK, r"expected a step count .*found float 1\.5", status=1,
          files={"ck/checkpoint.pt": saved({"step": 1.5, "model": {}, "optimizer": {}})}),
     Case("checkpoint-other-dim", [*CK, "--dim", "8"], r"does not fit this model \(written with "

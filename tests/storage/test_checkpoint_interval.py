@@ -404,7 +404,8 @@ def test_a_save_longer_than_the_mtbf_gets_no_recommendation_and_no_share_over_10
     assert not r["first_order_ok"] and r["lost_checkpoint_fraction"] > 3
     # Daly 2006, complete model: 1 - tau / (M e^(R/M) (e^((tau + delta)/M) - 1))
     tau, delta, m, rr = r["daly_interval_s"], r["blocking_s"], 3600, 600
-    assert r["lost_fraction_complete"] == pytest.approx(1 - tau / (m * math.exp(rr / m) * math.expm1((tau + delta) / m)))
+    expected = 1 - tau / (m * math.exp(rr / m) * math.expm1((tau + delta) / m))
+    assert r["lost_fraction_complete"] == pytest.approx(expected)
     assert 0.9 < r["lost_fraction_complete"] < 1
     assert ci.main(["--params", "405e9", "--write-GBps", "0.5", "--job-mtbf-hours", "1"]) == 0
     out = capsys.readouterr().out

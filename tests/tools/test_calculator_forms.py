@@ -50,7 +50,8 @@ checks:
 BAD = [
     ("not-an-option", "option: --dp,", "option: --not-an-option,",
      r"'--not-an-option' is not an option of scripts/training/memory_estimator\.py"),
-    ("label-one-language", "{en: Parameters, zh: 参数量}", "{en: Parameters}", r"field 1 \(--params\): label\.zh: missing"),
+    ("label-one-language", "{en: Parameters, zh: 参数量}", "{en: Parameters}",
+     r"field 1 \(--params\): label\.zh: missing"),
     ("label-blank", "zh: 参数量", "zh: ' '", r"field 1 \(--params\): label\.zh: ' ' does not match"),
     ("example-number", '[--params, "7e9"]', "[--params, 7]",
      r"example\.1: 7 is not of type string; an argument as typed: quote the numbers"),

@@ -52,7 +52,8 @@ def test_schemas_are_valid_draft_2020_12_with_their_own_id(schema):
 def test_files_read_by_scripts_and_calculators_have_their_own_schema():
     read = set(READ_BY_SCRIPTS)
     for name in calculators.names():
-        read |= {str(Path(rel).with_suffix(""))[len("data/"):] for rel in calculators.data_files(calculators.load(name))}
+        read |= {str(Path(rel).with_suffix(""))[len("data/"):]
+                 for rel in calculators.data_files(calculators.load(name))}
     for name in sorted(read):
         assert data_schema(REPO / "data" / f"{name}.yml") == SCHEMAS / f"{name}.schema.json", name
     assert data_schema(REPO / "data" / "network" / "pcie.yml") == SCHEMAS / "table.schema.json"
@@ -126,8 +127,10 @@ BAD = [
     ("accelerator-name-number", "compute/accelerators", _set(3, name=100),
      r"row 3 \(100\): name: 100 is not of type string"),
     ("xid-code-text", "debug/xid_errors", _set(2, code="31"), r"row 2 \(31\): code: '31' is not of type integer"),
-    ("xid-mnemonic", "debug/xid_errors", _set(2, mnemonic="mmu error"), r"row 2 \(31\): mnemonic: 'mmu error' does not match"),
-    ("xid-one-language", "debug/xid_errors", _set(2, meaning={"en": "MMU fault"}), r"row 2 \(31\): meaning\.zh: missing"),
+    ("xid-mnemonic", "debug/xid_errors", _set(2, mnemonic="mmu error"),
+     r"row 2 \(31\): mnemonic: 'mmu error' does not match"),
+    ("xid-one-language", "debug/xid_errors", _set(2, meaning={"en": "MMU fault"}),
+     r"row 2 \(31\): meaning\.zh: missing"),
     ("xid-no-source", "debug/xid_errors", _drop(2, "source"), r"row 2 \(31\): source: missing"),
     # the table schema, for a file without its own
     ("table-no-source", "network/pcie", _drop(2, "source"), r"row 2 \(PCIe 4\.0\): source: missing"),

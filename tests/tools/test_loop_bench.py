@@ -12,10 +12,12 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
 </testsuite></testsuites>"""
 
 LAST_BUILD = [
-    {"lang": "en", "parts": [{"part": "network", "folder": "network", "pages": 35, "seconds": 5.0, "peak_rss_mb": 300},
-                             {"part": "debugging", "folder": "debug", "pages": 46, "seconds": 4.0, "peak_rss_mb": 250}]},
-    {"lang": "zh", "parts": [{"part": "network", "folder": "network", "pages": 33, "seconds": 5.5, "peak_rss_mb": 310},
-                             {"part": "debugging", "folder": "debug", "pages": 45, "seconds": 4.5, "peak_rss_mb": 260}]},
+    {"lang": "en",
+     "parts": [{"part": "network", "folder": "network", "pages": 35, "seconds": 5.0, "peak_rss_mb": 300},
+               {"part": "debugging", "folder": "debug", "pages": 46, "seconds": 4.0, "peak_rss_mb": 250}]},
+    {"lang": "zh",
+     "parts": [{"part": "network", "folder": "network", "pages": 33, "seconds": 5.5, "peak_rss_mb": 310},
+               {"part": "debugging", "folder": "debug", "pages": 45, "seconds": 4.5, "peak_rss_mb": 260}]},
 ]
 
 

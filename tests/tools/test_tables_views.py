@@ -262,7 +262,8 @@ def test_a_new_benchmark_is_its_schema_and_its_view_file(toy_benchmark, tmp_path
         "| alpha | 1 KiB | 250.0 | cold |", "| b | 1 MiB | 12.5 | — |", "",
         "Measured with `python toy.py`, 2026-01-02, 2 warmup. Fastest: b 12.5 ms."]
     zh = render(path, "zh")
-    assert "| 种类 | 大小 | 时间 (ms) | 备注 |" in zh and "| 甲 | 1 KiB |" in zh and "预热 2 次。最快：b 12.5 ms。" in zh
+    assert "| 种类 | 大小 | 时间 (ms) | 备注 |" in zh and "| 甲 | 1 KiB |" in zh
+    assert "预热 2 次。最快：b 12.5 ms。" in zh
     _toy_file(tmp_path, "toy_bench-other.json", device="other", results=TOY_ROWS[1:])
     (tmp_path / "toy_bench-published.json").write_text(json.dumps({
         "benchmark": "toy_bench", "schema_version": 1, "origin": "published", "device": "various",
@@ -305,7 +306,8 @@ BAD_VIEWS = [
      r"parts\.fastest: \{mean\(seconds\)\}: mean\(\) is not one of max, min"),
     ("aggregation-without-key", lambda v: v["parts"].update(fastest="{max(kind=a).seconds}"),
      r"parts\.fastest: \{max\(kind=a\)\.seconds\}: max\(\) needs a key"),
-    ("part-uses-itself", lambda v: v["parts"].update(fastest="{$again}", again="{$fastest}"), r"parts\.\w+: uses itself"),
+    ("part-uses-itself", lambda v: v["parts"].update(fastest="{$again}", again="{$fastest}"),
+     r"parts\.\w+: uses itself"),
     ("plot-lines-without-x", lambda v: v["plot"].pop("x"), r"plot\.x: missing"),
     ("broken-brace", lambda v: v["caption"].update(en="Fastest: {$fastest"), r"caption\.en: expected '\}'"),
 ]

@@ -153,9 +153,11 @@ BAD_INPUT = [
     # Outputs into the checkpoint being resumed, or onto another output (issue 30): refused before
     # anything runs, and the files are untouched (check_refused compares them).
     Case("json-into-the-resumed-checkpoint", ["--steps", "2", "--resume", "ck", "--json", "ck/.metadata"],
-         r"--json ck/\.metadata: is inside ck, which this run reads", files={"ck/.metadata": b"x", "ck/__0_0.distcp": b"\x00" * 64}),
+         r"--json ck/\.metadata: is inside ck, which this run reads",
+         files={"ck/.metadata": b"x", "ck/__0_0.distcp": b"\x00" * 64}),
     Case("export-into-the-resumed-checkpoint", ["--steps", "2", "--resume", "ck", "--export", "ck/__0_0.distcp"],
-         r"--export ck/__0_0\.distcp: is inside ck, which this run reads", files={"ck/.metadata": b"x", "ck/__0_0.distcp": b"\x00" * 64}),
+         r"--export ck/__0_0\.distcp: is inside ck, which this run reads",
+         files={"ck/.metadata": b"x", "ck/__0_0.distcp": b"\x00" * 64}),
     Case("json-into-the-auto-resumed-checkpoint", ["--steps", "2", "--resume", "auto", "--ckpt-dir", "cks",
                                                    "--json", "cks/step-1/.metadata"],
          r"--json cks/step-1/\.metadata: is inside cks/step-1, which this run reads",

@@ -301,8 +301,8 @@ def test_corpus_size_bounds(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.txt").write_text("some text here")
     (tmp_path / "d" / "z.txt").symlink_to("/dev/zero")
-    check_refused("training/minhash_dedup.py", Case("folder-txt-dev-zero", ["d"], r"d/z\.txt: is not a regular file or a pipe"),
-                  tmp_path)
+    check_refused("training/minhash_dedup.py",
+                  Case("folder-txt-dev-zero", ["d"], r"d/z\.txt: is not a regular file or a pipe"), tmp_path)
 
 
 

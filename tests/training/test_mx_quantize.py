@@ -304,7 +304,8 @@ CONFIG_CASES = [
     Case("config-fifo", ["--checkpoint", "{tmp}/ck"], r"--checkpoint: .*ck/config\.json is not a regular file",
          files={"ck/model.pt": b"x"}, fifos=("ck/config.json",)),
     Case("config-deep-json", ["--checkpoint", "{tmp}/ck"],
-         r"ck/config\.json is not a model config \(nested too deeply to be JSON data\)", files=checkpoint("[" * 100_000)),
+         r"ck/config\.json is not a model config \(nested too deeply to be JSON data\)",
+         files=checkpoint("[" * 100_000)),
     Case("config-huge-number", ["--checkpoint", "{tmp}/ck"],
          r"ck/config\.json is not a model config \(not valid JSON \(Exceeds the limit",
          files=checkpoint('{"d_model": ' + "1" * 5000 + "}")),
@@ -337,8 +338,10 @@ CONFIG_CASES = [
 
 def test_parameter_count_and_bounds_agree_with_make_tiny_model(mx):
     mtm = import_script(REPO / "scripts" / "debug" / "make_tiny_model.py")
-    for cfg in (mx.TINY_CONFIG, {**TINY, "vocab_size": 300, "d_model": 96, "n_heads": 3, "d_ff": 50, "max_seq_len": 17}):
-        assert mx.tiny_params(cfg) == mtm.tiny_params(cfg) == sum(p.numel() for p in mx.build_tiny_model(cfg).parameters())
+    odd = {**TINY, "vocab_size": 300, "d_model": 96, "n_heads": 3, "d_ff": 50, "max_seq_len": 17}
+    for cfg in (mx.TINY_CONFIG, odd):
+        counted = sum(p.numel() for p in mx.build_tiny_model(cfg).parameters())
+        assert mx.tiny_params(cfg) == mtm.tiny_params(cfg) == counted
     assert mx.MAX_PARAMS == mtm.MAX_PARAMS and mx.CONFIG_CAPS == {k: mtm.CAPS[k] for k in mx.CONFIG_CAPS}
     assert mx.tiny_activations(mx.TINY_CONFIG, 8, 64) == 294_912  # "activations (7 tensors, 294,912 values)"
 

@@ -188,8 +188,8 @@ BAD_INPUT = [
          files={"c.jsonl": DOC}),
     Case("json-is-input", ["c.jsonl", "--json", "./c.jsonl"], "--json ./c.jsonl: is also an input",
          files={"c.jsonl": DOC}),
-    Case("kept-inside-corpus-folder", ["d", "--kept", "d/kept.jsonl"], "--kept d/kept.jsonl: is inside d, which this run reads",
-         files={"d/a.txt": "some text here"}),
+    Case("kept-inside-corpus-folder", ["d", "--kept", "d/kept.jsonl"],
+         "--kept d/kept.jsonl: is inside d, which this run reads", files={"d/a.txt": "some text here"}),
     Case("json-and-kept-same", ["c.jsonl", "--json", "o", "--kept", "o"], "--kept o: --json writes there too",
          files={"c.jsonl": DOC}),
     Case("kept-unwritable", ["c.jsonl", "--kept", "/proc/kept.jsonl"], "cannot write in /proc",
@@ -209,7 +209,8 @@ BAD_INPUT = [
 # file, the line and the field; the corpus is read in 1 MiB chunks, at most 1 GiB in all and
 # 64 MiB a line, and a pipe silent for 10 s is given up.
 CORPUS_CASES = [
-    Case("corpus-dev-zero", ["/dev/zero"], r"^text_quality_filters\.py: error: /dev/zero: is not a regular file or a pipe$"),
+    Case("corpus-dev-zero", ["/dev/zero"],
+         r"^text_quality_filters\.py: error: /dev/zero: is not a regular file or a pipe$"),
     Case("corpus-deep-json", ["c.jsonl"], r"c\.jsonl:2: not valid JSON", files={"c.jsonl": DOC + "[" * 100_000 + "\n"}),
     Case("corpus-huge-number", ["c.jsonl"], r"c\.jsonl:2: not valid JSON \(Exceeds the limit",
          files={"c.jsonl": DOC + '{"text": "x", "n": ' + "1" * 5000 + "}\n"}),
@@ -243,8 +244,8 @@ def test_corpus_size_bounds(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.txt").write_text("some text here")
     (tmp_path / "d" / "z.txt").symlink_to("/dev/zero")
-    check_refused("training/text_quality_filters.py", Case("folder-txt-dev-zero", ["d"], r"d/z\.txt: is not a regular file or a pipe"),
-                  tmp_path)
+    check_refused("training/text_quality_filters.py",
+                  Case("folder-txt-dev-zero", ["d"], r"d/z\.txt: is not a regular file or a pipe"), tmp_path)
 
 
 

@@ -370,7 +370,8 @@ def test_stalled_rank_fails_after_the_short_timeout(launch):
 BAD_INPUT = [
     # Outputs into the checkpoint being resumed (issue 30): refused, the checkpoint untouched.
     Case("json-into-the-resumed-checkpoint", ["--resume-from", "ck", "--json", "ck/.metadata"],
-         r"--json ck/\.metadata: is inside ck, which this run reads", files={"ck/.metadata": b"x", "ck/__0_0.distcp": b"\x00" * 64}),
+         r"--json ck/\.metadata: is inside ck, which this run reads",
+         files={"ck/.metadata": b"x", "ck/__0_0.distcp": b"\x00" * 64}),
     Case("metrics-into-the-auto-resumed-checkpoint",
          ["--checkpoint-dir", "cks", "--metrics-jsonl", "cks/step_00000001/__0_0.distcp"],
          r"--metrics-jsonl cks/step_00000001/__0_0\.distcp: is inside cks/step_00000001, which this run reads",
