@@ -27,7 +27,7 @@ Example output (2-core cloud VM, torch 2.13.0+cpu)::
     FIRST DIVERGENCE (forward): module 'blocks.3.fc1' (Linear) output [16, 256]: difference 0.0037 (rms A 0.5849, B 0.5855; absmax A 2.103, B 2.105)
 
 Exit status: 0 the runs agree, 3 a divergence, 1 failure, 2 usage or unreadable record files.
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 

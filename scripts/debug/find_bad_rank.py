@@ -25,7 +25,7 @@ Example output (4 CPU processes on a 2-core VM, rank 2 delayed by ``--inject-slo
 
 Exit status (rank 0; the other ranks exit 0): 0 nothing found, 3 a finding, 1 failure, 2 usage,
 130/143 interrupted.
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ Example output (2-core cloud VM, torch 2.13.0+cpu, gloo; torchrun's own lines tr
 
 Exit status: 0 ok, 1 a collective or the rendezvous failed, 2 usage, 3 --fr-report found a
 difference, 130/143 interrupted.
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ Example output (2-core cloud VM, torch 2.13.0+cpu)::
     # wrote config.json, model.pt, tokenizer.json, data.txt to /tmp/tiny
 
 Exit status: 0 done, 1 failure, 2 usage, 130 interrupted (after writing what was trained so far).
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 

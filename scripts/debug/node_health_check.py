@@ -27,7 +27,7 @@ Example output (test fixture: an 8-GPU H100 node with a pending row remap; abrid
 
 Exit status: 0 healthy (warnings allowed), 3 a check failed, 1 the GPUs cannot be checked at all,
 2 usage or unreadable saved outputs, 130/143 interrupted.
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ Example output (2-core cloud VM, torch 2.13.0+cpu)::
         blocks.2.fc1         1.916e+05
 
 Exit status: 0 nothing detected, 3 a detection, 1 failure, 2 usage.
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 

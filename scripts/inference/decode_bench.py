@@ -26,7 +26,7 @@ Example output (one thread of a 2-vCPU AMD EPYC VM; results/inference/decode_ben
 
 Exit status: 0 ok, 1 failure, 2 usage (checked before any measurement), 130/143 interrupted by
 Ctrl-C/SIGTERM (the points so far are printed and written with "interrupted": true).
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ Example output (3 of the 20 rows of results/inference/serving_simulator-cpu.json
 
 Exit status: 0 ok (overloaded rates included), 1 failure, 2 usage (checked before simulating),
 130/143 interrupted by Ctrl-C/SIGTERM (the rows done are printed and written).
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ Example output (3 of the 6 runs of results/instabilities/loss_spike_experiment.j
 
 Exit status: 0 ok, 1 failure, 2 usage (all but the device checked before torch is imported),
 130/143 interrupted by Ctrl-C/SIGTERM (the runs that finished are printed and written).
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ Example output (a run requeued by SIGUSR1 on the book's test cluster; step lines
 
 Exit status: 0 done or stopped after saving (SIGUSR1, --run-steps, the kill switch), 1 failure,
 2 usage (checked before torch is imported), 130 Ctrl-C, 143 SIGTERM, each after saving.
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 

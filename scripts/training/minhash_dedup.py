@@ -27,7 +27,7 @@ Example output (the book's corpus, 208 documents, in about 1 s on a 2-core VM)::
     # candidate pairs: 52 of 21528 possible; kept 51 with estimate Jaccard >= 0.7
     ...
     # clusters: 20 (sizes [4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]); duplicates to drop (all but the first of each cluster): 35
-"""
+"""  # noqa: E501 - the example quotes whole lines of the script's real output
 
 from __future__ import annotations
 
