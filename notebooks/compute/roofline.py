@@ -212,7 +212,8 @@ plt.show()
 # At $M = 4096$ the eighth wave is three quarters full. At $4097$ the waves come out
 # even, but a 33rd row of tiles holds a single useful row, so the efficiency stays the
 # same for a different reason. $4224$ fills both tiles and waves exactly, and $4352$
-# needs a ninth wave that is almost empty: a larger matmul can be slower per FLOP. This is why model dimensions are chosen as multiples of 64 or 128 and why
+# needs a ninth wave that is almost empty: a larger matmul can be slower per FLOP. This is why
+# model dimensions are chosen as multiples of 64 or 128 and why
 # `mamf_finder.py` (on the Accelerators page of this chapter) sweeps shapes.
 #
 # ### A small measurement on this machine
@@ -238,8 +239,8 @@ for m in cpu_ms:
         times.append(time.perf_counter() - t0)
     best_tflops.append(2 * m * 512 * 512 / min(times) / 1e12)
 
-aligned = [t for m, t in zip(cpu_ms, best_tflops) if m % 32 == 0]
-other = [t for m, t in zip(cpu_ms, best_tflops) if m % 32]
+aligned = [t for m, t in zip(cpu_ms, best_tflops, strict=True) if m % 32 == 0]
+other = [t for m, t in zip(cpu_ms, best_tflops, strict=True) if m % 32]
 print(f"median over M that are multiples of 32: ≈ {np.median(aligned) * 1e3:.1f} GFLOPS")
 print(f"median over the other M: ≈ {np.median(other) * 1e3:.1f} GFLOPS")
 fig, ax = plt.subplots(figsize=(8, 3.5))

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: e6469e75bd4259dd768ef1943bf07bd18e6bd86617f599fafc4876883539e501
+#       source_sha256: 7f7684c881b1c489263828fbec9fe3cc1ff65aefde95b49e2ecadb9053907f51
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -58,7 +58,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 
 import os
@@ -216,8 +216,8 @@ for m in cpu_ms:
         times.append(time.perf_counter() - t0)
     best_tflops.append(2 * m * 512 * 512 / min(times) / 1e12)
 
-aligned = [t for m, t in zip(cpu_ms, best_tflops) if m % 32 == 0]
-other = [t for m, t in zip(cpu_ms, best_tflops) if m % 32]
+aligned = [t for m, t in zip(cpu_ms, best_tflops, strict=True) if m % 32 == 0]
+other = [t for m, t in zip(cpu_ms, best_tflops, strict=True) if m % 32]
 print(f"M 为 32 的倍数时的中位数：≈ {np.median(aligned) * 1e3:.1f} GFLOPS")
 print(f"其余 M 的中位数：≈ {np.median(other) * 1e3:.1f} GFLOPS")
 fig, ax = plt.subplots(figsize=(8, 3.5))

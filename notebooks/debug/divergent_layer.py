@@ -156,7 +156,7 @@ def curve(result, phase):
 
 
 fig, axes = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
-for ax, phase in zip(axes, ("forward", "backward")):
+for ax, phase in zip(axes, ("forward", "backward"), strict=True):
     for name, result in results.items():
         ax.semilogy(curve(result, phase), ".-", ms=3, lw=0.8, label=name)
     ax.axhline(RTOL, color="k", ls="--", lw=1, label=f"rtol {RTOL:g}")

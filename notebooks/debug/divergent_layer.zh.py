@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 307228d54da7c3d9faf547a37ae57bbce115f5fefc4c466fcd9d686733db0ebb
+#       source_sha256: 5f83918d9c2dcdbf0e013c316a25f39f674795cc9a809ec5b4b0a180b4444a24
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -57,7 +57,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 torch.set_num_threads(1)
 
 BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
@@ -164,7 +164,7 @@ def curve(result, phase):
 
 
 fig, axes = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
-for ax, phase in zip(axes, ("forward", "backward")):
+for ax, phase in zip(axes, ("forward", "backward"), strict=True):
     for name, result in results.items():
         ax.semilogy(curve(result, phase), ".-", ms=3, lw=0.8, label=name)
     ax.axhline(RTOL, color="k", ls="--", lw=1, label=f"rtol {RTOL:g}")

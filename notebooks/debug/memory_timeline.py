@@ -272,7 +272,7 @@ fig.tight_layout()
 plt.show()
 
 leak_rows = list(step_rows(leak_times, leak_by_category, leak_spans))
-for (k, peak, floor, _), (_, _, previous, _) in zip(leak_rows, [(0, 0, np.nan, "")] + leak_rows):
+for (k, peak, floor, _), (_, _, previous, _) in zip(leak_rows, [(0, 0, np.nan, "")] + leak_rows, strict=False):
     rise = "" if np.isnan(previous) else f", {(floor - previous) / MiB:+.2f} MiB"
     print(f"step {k}: peak = {peak / MiB:5.2f} MiB, floor after the step = {floor / MiB:5.2f} MiB{rise}")
 
@@ -314,10 +314,10 @@ def census_diff(before, after):
 
 model, opt = make_model()
 history = []
-for step in range(2):
+for _ in range(2):
     train_step(model, opt, history, leak=True)
 snapshots = []
-for step in range(3, 5):
+for _ in range(3, 5):
     train_step(model, opt, history, leak=True)
     snapshots.append(census())
 print("what changed between step 3 and step 4:")
@@ -400,7 +400,7 @@ def train_step_fixed(model, opt, history):
 del leaked, trained
 model, opt = make_model()
 history = []
-for step in range(2):
+for _ in range(2):
     train_step_fixed(model, opt, history)
 before = census()
 train_step_fixed(model, opt, history)

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 00a4fe492bda9a7eec36ec0345cbdd15a99133a10b4a00cc5c646594626a8e70
+#       source_sha256: a02de9f0fc9faa57ee71e08779a703770ed2249a69d935790bd5cba4e42d3938
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -56,7 +56,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 torch.set_num_threads(1)
 MiB = 2**20
 
@@ -245,7 +245,7 @@ fig.tight_layout()
 plt.show()
 
 leak_rows = list(step_rows(leak_times, leak_by_category, leak_spans))
-for (k, peak, floor, _), (_, _, previous, _) in zip(leak_rows, [(0, 0, np.nan, "")] + leak_rows):
+for (k, peak, floor, _), (_, _, previous, _) in zip(leak_rows, [(0, 0, np.nan, "")] + leak_rows, strict=False):
     rise = "" if np.isnan(previous) else f"，{(floor - previous) / MiB:+.2f} MiB"
     print(f"第 {k} 步：峰值 = {peak / MiB:5.2f} MiB，该步之后的底线 = {floor / MiB:5.2f} MiB{rise}")
 
@@ -279,10 +279,10 @@ def census_diff(before, after):
 
 model, opt = make_model()
 history = []
-for step in range(2):
+for _ in range(2):
     train_step(model, opt, history, leak=True)
 snapshots = []
-for step in range(3, 5):
+for _ in range(3, 5):
     train_step(model, opt, history, leak=True)
     snapshots.append(census())
 print("第 3 步与第 4 步之间的变化：")
@@ -351,7 +351,7 @@ def train_step_fixed(model, opt, history):
 del leaked, trained
 model, opt = make_model()
 history = []
-for step in range(2):
+for _ in range(2):
     train_step_fixed(model, opt, history)
 before = census()
 train_step_fixed(model, opt, history)

@@ -269,5 +269,6 @@ plt.show()
 # nearly flat until the batch nears the ridge point (at long contexts the cache reads grow it
 # first, as the previous section showed). A longer context makes every sequence read more
 # cache per step and bends the curve earlier. The points are noisy (a shared virtual machine,
-# each TPOT a mean over 32 steps of 3 repeats): read the fit as an order of magnitude. `decode_bench.py --device cuda` measures the
+# each TPOT a mean over 32 steps of 3 repeats): read the fit as an order of magnitude.
+# `decode_bench.py --device cuda` measures the
 # same table on a GPU.

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 0309d027fa2cc3f16d88a734bf0ac3eec317e929f56be41349eb6e83aa9250e2
+#       source_sha256: a87108b9adfb09d25ca518c432965c5053c4da09ef5b1e466165a675c3db20d7
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -58,7 +58,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 

@@ -78,7 +78,7 @@ print(f"contiguous, reserving {MAX_LEN} per request: {100 * total.mean() / MAX_L
       "reserved cache holds tokens")
 blocks = [1, 8, 16, 32, 64, 128, 256, 512]
 used = [total.sum() / paged_tokens(total, b).sum() for b in blocks]
-for b, u in zip(blocks, used):
+for b, u in zip(blocks, used, strict=True):
     print(f"paged, block {b:>3} tokens: {100 * u:5.1f}% holds tokens; "
           f"waste {paged_tokens(total, b).mean() - total.mean():6.1f} tokens per request")
 

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 1b77ee2a9d5904cc6657fdd238fd1519dcf7e72a7d4d4a2d8c3397fe72a7e6f0
+#       source_sha256: 78b6637318eda5fa38243be2f818b675e956217e3f7295dccfeca922c520e0e4
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -52,7 +52,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 rng = np.random.default_rng(0)
 MAX_LEN = 4096  # 服务器接受的最长序列（提示词 + 输出）
@@ -86,7 +86,7 @@ print(f"连续分配，每个请求预留 {MAX_LEN}：预留的缓存中 {100 * 
       "存放了 token")
 blocks = [1, 8, 16, 32, 64, 128, 256, 512]
 used = [total.sum() / paged_tokens(total, b).sum() for b in blocks]
-for b, u in zip(blocks, used):
+for b, u in zip(blocks, used, strict=True):
     print(f"分页，每块 {b:>3} token：{100 * u:5.1f}% 存放了 token；"
           f"每个请求浪费 {paged_tokens(total, b).mean() - total.mean():6.1f} token")
 

@@ -84,7 +84,7 @@ for alpha in (0.5, 0.8, 0.9):
 # %%
 alphas = np.linspace(0.3, 0.98, 69)
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-for ax, c in zip(axes, (0.05, 0.2)):
+for ax, c in zip(axes, (0.05, 0.2), strict=True):
     grid = np.array([[speedup(a, k, c) for a in alphas] for k in ks])
     mesh = ax.pcolormesh(alphas, ks, grid, shading="nearest", cmap="viridis", vmin=0.5, vmax=5)
     ax.contour(alphas, ks, grid, levels=[1.0], colors="white", linewidths=1.5)
@@ -150,7 +150,8 @@ for label, a, b in (("constant", None, None), ("Beta(7, 3)", 7, 3), ("Beta(1.4, 
 # *underestimates* the tokens per pass for long drafts: rounds with $\alpha$ near 1 run through
 # the whole draft, and they gain more than the rounds with low $\alpha$ lose. The measured
 # acceptance rate (accepted over tested drafts, those up to the first rejection) is itself
-# biased toward the rounds that tested the most tokens. Compare a measurement with the formula, then, as a sanity check, not as an
+# biased toward the rounds that tested the most tokens. Compare a measurement with the formula,
+# then, as a sanity check, not as an
 # identity; the script prints both.
 #
 # ## Measured on a CPU
@@ -217,7 +218,8 @@ plt.show()
 # for long drafts, where the formula's assumption of one constant, independent $\alpha$
 # matters most (see above). Greedy speculative decoding returns exactly the target's
 # own output on every prompt, as the **Speculative decoding** page proves. And the wall-clock
-# speedup is small, or below 1 (slower than the target alone): the draft here is a third of the target's cost, not the few
+# speedup is small, or below 1 (slower than the target alone): the draft here is a third of the
+# target's cost, not the few
 # percent the surface above needs, and on a CPU a verify pass over $k+1$ positions costs
 # noticeably more than one decode step (the square markers put that measured cost into the
 # formula, which brings it closer to the wall clock). On a GPU a small batch's decode step is

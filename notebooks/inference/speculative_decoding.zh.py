@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 57cfa98d4db23e54e2067ef676e3d0da6f05fc0580786a36615ca5b683ed4c37
+#       source_sha256: add4f5b9391670cbb1bee601d47f27b707eceab50e9968981cdd342c61b01f04
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -57,7 +57,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 
 def tokens_per_pass(alpha, k):
@@ -94,7 +94,7 @@ for alpha in (0.5, 0.8, 0.9):
 # %%
 alphas = np.linspace(0.3, 0.98, 69)
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-for ax, c in zip(axes, (0.05, 0.2)):
+for ax, c in zip(axes, (0.05, 0.2), strict=True):
     grid = np.array([[speedup(a, k, c) for a in alphas] for k in ks])
     mesh = ax.pcolormesh(alphas, ks, grid, shading="nearest", cmap="viridis", vmin=0.5, vmax=5)
     ax.contour(alphas, ks, grid, levels=[1.0], colors="white", linewidths=1.5)

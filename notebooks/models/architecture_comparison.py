@@ -105,7 +105,7 @@ for i, n in enumerate(names):
 
 fig, ax = plt.subplots(figsize=(8, 5.5))
 left = np.zeros(len(names))
-for g, color in zip(GROUPS, ("tab:gray", "tab:blue", "tab:orange", "tab:green")):
+for g, color in zip(GROUPS, ("tab:gray", "tab:blue", "tab:orange", "tab:green"), strict=True):
     ax.barh(names, 100 * share[g], left=left, label=g, color=color)
     left += 100 * share[g]
 ax.invert_yaxis()

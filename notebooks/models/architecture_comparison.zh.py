@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 1bcb1deb46b393dd17a60d0b7f0d28075c442a0c59aa32d21b480785183c9ed5
+#       source_sha256: 8afeab70a2b67feb92a1a94cae4b9053df87ccb22430634e40648cb4650cd996
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -53,7 +53,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 
 import os
@@ -114,7 +114,7 @@ for i, n in enumerate(names):
 
 fig, ax = plt.subplots(figsize=(8, 5.5))
 left = np.zeros(len(names))
-for g, color in zip(GROUPS, ("tab:gray", "tab:blue", "tab:orange", "tab:green")):
+for g, color in zip(GROUPS, ("tab:gray", "tab:blue", "tab:orange", "tab:green"), strict=True):
     ax.barh(names, 100 * share[g], left=left, label=g, color=color)
     left += 100 * share[g]
 ax.invert_yaxis()

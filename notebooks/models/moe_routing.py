@@ -169,7 +169,8 @@ print(f"max/mean ≈ {max_over_mean:.2f}, CV ≈ {cv:.2f}")
 # The Switch Transformer loss is $\alpha \cdot E \sum_i f_i P_i$, where $f_i$ is the fraction of
 # assignments that went to expert $i$ (counted, so it has no gradient) and $P_i$ the mean
 # router probability for expert $i$ over the batch (which has one). It equals $\alpha$ when
-# both are uniform at $1/E$ and grows when load and probability pile onto the same experts. We train the same layer, from
+# both are uniform at $1/E$ and grows when load and probability pile onto the same experts. We
+# train the same layer, from
 # the same initial weights and on the same batches, with $\alpha \in \{0, 10^{-3}, 10^{-2},
 # 10^{-1}\}$ (Switch Transformer used $10^{-2}$, Section 2.2).
 #
@@ -330,7 +331,7 @@ for name in ("aux α=0", "aux α=0.1"):
 
 print(f"\n{'router':<10} {'factor':>6} {'dropped':>10} {'test MSE':>11}")
 for name, rows in drops.items():
-    for cf, (share, mse) in zip(FACTORS, rows):
+    for cf, (share, mse) in zip(FACTORS, rows, strict=True):
         print(f"{name:<10} {cf:>6} ≈ {100 * share:6.1f}% ≈ {mse:.4f}")
     print(f"{name:<10} {'∞':>6} ≈ {0.0:6.1f}% ≈ {results[name]['mse']:.4f}")
 

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: b415b32821395ab737e3fc246cb6379305b170ddae919f7a3f7c2582ccd735c1
+#       source_sha256: 55f9ecc0079169c68d2063624e04824a2cd90ad0420d9fd36fa403dcf34066d9
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -56,7 +56,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -290,7 +290,7 @@ for name in ("aux α=0", "aux α=0.1"):
 
 print(f"\n{'路由器':<8} {'容量因子':>6} {'丢弃':>8} {'测试 MSE':>10}")
 for name, rows in drops.items():
-    for cf, (share, mse) in zip(FACTORS, rows):
+    for cf, (share, mse) in zip(FACTORS, rows, strict=True):
         print(f"{name:<10} {cf:>6} ≈ {100 * share:6.1f}% ≈ {mse:.4f}")
     print(f"{name:<10} {'∞':>6} ≈ {0.0:6.1f}% ≈ {results[name]['mse']:.4f}")
 

@@ -71,12 +71,16 @@ plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
 #
 # With $n$ ranks each holding a buffer of $S$ bytes:
 #
-# | algorithm | latency term | bandwidth term | source |
-# |---|---|---|---|
-# | ring (reduce-scatter + all-gather) | $2(n-1)\,\alpha$ | $2\frac{n-1}{n}\,\frac{S}{\beta}$ | [Thakur et al. 2005][thakur]; [Patarasuk & Yuan 2009][patarasuk] |
-# | double binary tree (pipelined) | $2\lceil\log_2 n\rceil\,\alpha$ | $2\,\frac{S}{\beta}$ | our idealisation of [NCCL 2.4's trees][nccl24] |
-# | recursive doubling | $\lceil\log_2 n\rceil\,\alpha$ | $\lceil\log_2 n\rceil\,\frac{S}{\beta}$ | [Thakur et al. 2005][thakur] |
-# | Rabenseifner (halving + doubling) | $2\log_2 n\,\alpha$ | $2\frac{n-1}{n}\,\frac{S}{\beta}$ | [Thakur et al. 2005][thakur] ($n$ a power of two) |
+# | algorithm | latency term | bandwidth term |
+# |---|---|---|
+# | ring (reduce-scatter + all-gather) | $2(n-1)\,\alpha$ | $2\frac{n-1}{n}\,\frac{S}{\beta}$ |
+# | double binary tree (pipelined) | $2\lceil\log_2 n\rceil\,\alpha$ | $2\,\frac{S}{\beta}$ |
+# | recursive doubling | $\lceil\log_2 n\rceil\,\alpha$ | $\lceil\log_2 n\rceil\,\frac{S}{\beta}$ |
+# | Rabenseifner (halving + doubling; $n$ a power of two) | $2\log_2 n\,\alpha$ | $2\frac{n-1}{n}\,\frac{S}{\beta}$ |
+#
+# Sources: [Thakur et al. 2005][thakur] for the ring, recursive doubling and Rabenseifner's
+# algorithm, and [Patarasuk & Yuan 2009][patarasuk] for the ring; the tree is our idealisation
+# of [NCCL 2.4's trees][nccl24].
 #
 # **Ring.** A ring all-reduce is a reduce-scatter followed by an all-gather. Each
 # phase takes $n-1$ steps, and in each step every rank sends one $S/n$ chunk to
@@ -198,7 +202,7 @@ print("all checks pass:", all(checks.values()))
 
 # %%
 WORLD_SIZES = (8, 64, 512)
-COLORS = dict(zip(WORLD_SIZES, ("tab:blue", "tab:orange", "tab:green")))
+COLORS = dict(zip(WORLD_SIZES, ("tab:blue", "tab:orange", "tab:green"), strict=True))
 
 
 def crossover(n, alpha, beta):

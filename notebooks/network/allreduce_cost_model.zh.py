@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 7773bdccd9e7a5371a16b2506ea5cbf223ecb9e7be38f81f3eed842641a516b9
+#       source_sha256: 795d261857e362912c10d54037d48ebd35cece4968eb0412a8adb97e4b2d173a
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -62,7 +62,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 # %% [markdown]
 # ## 模型
@@ -78,12 +78,14 @@ else:
 #
 # 设有 $n$ 个 rank，每个 rank 持有 $S$ 字节的缓冲区：
 #
-# | 算法 | 延迟项 | 带宽项 | 出处 |
-# |---|---|---|---|
-# | 环形（reduce-scatter + all-gather） | $2(n-1)\,\alpha$ | $2\frac{n-1}{n}\,\frac{S}{\beta}$ | [Thakur 等 2005][thakur]；[Patarasuk & Yuan 2009][patarasuk] |
-# | 双二叉树（double binary tree，流水线） | $2\lceil\log_2 n\rceil\,\alpha$ | $2\,\frac{S}{\beta}$ | 我们对 [NCCL 2.4 树形算法][nccl24]的理想化 |
-# | 递归倍增（recursive doubling） | $\lceil\log_2 n\rceil\,\alpha$ | $\lceil\log_2 n\rceil\,\frac{S}{\beta}$ | [Thakur 等 2005][thakur] |
-# | Rabenseifner（递归减半 + 递归倍增） | $2\log_2 n\,\alpha$ | $2\frac{n-1}{n}\,\frac{S}{\beta}$ | [Thakur 等 2005][thakur]（$n$ 为 2 的幂） |
+# | 算法 | 延迟项 | 带宽项 |
+# |---|---|---|
+# | 环形（reduce-scatter + all-gather） | $2(n-1)\,\alpha$ | $2\frac{n-1}{n}\,\frac{S}{\beta}$ |
+# | 双二叉树（double binary tree，流水线） | $2\lceil\log_2 n\rceil\,\alpha$ | $2\,\frac{S}{\beta}$ |
+# | 递归倍增（recursive doubling） | $\lceil\log_2 n\rceil\,\alpha$ | $\lceil\log_2 n\rceil\,\frac{S}{\beta}$ |
+# | Rabenseifner（递归减半 + 递归倍增；$n$ 为 2 的幂） | $2\log_2 n\,\alpha$ | $2\frac{n-1}{n}\,\frac{S}{\beta}$ |
+#
+# 出处：环形、递归倍增和 Rabenseifner 算法见 [Thakur 等 2005][thakur]，环形另见 [Patarasuk & Yuan 2009][patarasuk]；双二叉树是我们对 [NCCL 2.4 树形算法][nccl24]的理想化。
 #
 # **环形。** 环形 all-reduce 就是一次 reduce-scatter 加一次 all-gather。每个阶段有 $n-1$ 步，每一步中每个 rank 向邻居发送一块 $S/n$ 的数据，所以耗时为
 # $2(n-1)\,(\alpha + \frac{S}{n\beta})$。Thakur 等人为他们的环形 all-gather 和长消息 reduce-scatter 给出的代价相同，都是 $(n-1)\alpha + \frac{n-1}{n}\frac{S}{\beta}$
@@ -178,7 +180,7 @@ print("全部检查通过：", all(checks.values()))
 
 # %%
 WORLD_SIZES = (8, 64, 512)
-COLORS = dict(zip(WORLD_SIZES, ("tab:blue", "tab:orange", "tab:green")))
+COLORS = dict(zip(WORLD_SIZES, ("tab:blue", "tab:orange", "tab:green"), strict=True))
 
 
 def crossover(n, alpha, beta):

@@ -186,7 +186,9 @@ if blocked:
 # higher-order estimate that stays accurate when $\delta$ is not small compared
 # with $M$:
 #
-# $$ \tau_{\mathrm{opt}} = \sqrt{2\delta M}\left[1 + \tfrac13\sqrt{\tfrac{\delta}{2M}} + \tfrac19\,\tfrac{\delta}{2M}\right] - \delta \quad (\delta < 2M), \qquad \tau_{\mathrm{opt}} = M \text{ otherwise.} $$
+# $$ \tau_{\mathrm{opt}} = \sqrt{2\delta M}\left[1 + \tfrac13\sqrt{\tfrac{\delta}{2M}}
+#    + \tfrac19\,\tfrac{\delta}{2M}\right] - \delta \quad (\delta < 2M), \qquad
+#    \tau_{\mathrm{opt}} = M \text{ otherwise.} $$
 
 # %%
 def young_interval(delta_s: float, mtbf_s: float) -> float:
@@ -285,7 +287,7 @@ cases = {"sync, 5 GBps (δ = 196 s)": save_seconds(size_70b, 5),
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
 for label, d in cases.items():
     taus_opt = [daly_interval(d, job_mtbf_s(g)) for g in gpus]
-    lost = [lost_fraction(t, d, job_mtbf_s(g)) for t, g in zip(taus_opt, gpus)]
+    lost = [lost_fraction(t, d, job_mtbf_s(g)) for t, g in zip(taus_opt, gpus, strict=True)]
     ax1.loglog(gpus, np.array(taus_opt) / 60, marker="o", label=label)
     ax2.semilogx(gpus, 100 * np.array(lost), marker="o", label=label)
 for ax in (ax1, ax2):

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: cb1309410f18de591e89fcc763d2c5ddbcca74618999d43b6096e86b4acc66c2
+#       source_sha256: fc75c1ce270ce5e7e5e58c843d70f93c7381d87c53acc04969a02533f952549e
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -57,7 +57,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.family"] = "sans-serif"
     plt.rcParams["axes.unicode_minus"] = False
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 # %% [markdown]
 # ## 1. 检查点大小
@@ -177,7 +177,9 @@ if blocked:
 #
 # 它在 **Young** 的间隔处最小（[Young 1974](https://doi.org/10.1145/361147.361115)）：$\tau_{\mathrm{opt}} = \sqrt{2\delta M}$，此时 $f = \sqrt{2\delta/M} + R/M$。**Daly**（[2006](https://doi.org/10.1016/j.future.2004.11.016)）给出了一个高阶估计，在 $\delta$ 相对于 $M$ 不算小时仍然准确：
 #
-# $$ \tau_{\mathrm{opt}} = \sqrt{2\delta M}\left[1 + \tfrac13\sqrt{\tfrac{\delta}{2M}} + \tfrac19\,\tfrac{\delta}{2M}\right] - \delta \quad (\delta < 2M), \qquad \tau_{\mathrm{opt}} = M \text{ otherwise.} $$
+# $$ \tau_{\mathrm{opt}} = \sqrt{2\delta M}\left[1 + \tfrac13\sqrt{\tfrac{\delta}{2M}}
+#    + \tfrac19\,\tfrac{\delta}{2M}\right] - \delta \quad (\delta < 2M), \qquad
+#    \tau_{\mathrm{opt}} = M \text{ otherwise.} $$
 
 # %%
 def young_interval(delta_s: float, mtbf_s: float) -> float:
@@ -263,7 +265,7 @@ cases = {"同步，5 GBps（δ = 196 s）": save_seconds(size_70b, 5),
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
 for label, d in cases.items():
     taus_opt = [daly_interval(d, job_mtbf_s(g)) for g in gpus]
-    lost = [lost_fraction(t, d, job_mtbf_s(g)) for t, g in zip(taus_opt, gpus)]
+    lost = [lost_fraction(t, d, job_mtbf_s(g)) for t, g in zip(taus_opt, gpus, strict=True)]
     ax1.loglog(gpus, np.array(taus_opt) / 60, marker="o", label=label)
     ax2.semilogx(gpus, 100 * np.array(lost), marker="o", label=label)
 for ax in (ax1, ax2):

@@ -117,7 +117,7 @@ plt.show()
 # %%
 block = torch.tensor([6.0, 5.0, 2.5, 0.25, 0.75, 1.25, 3.5, -4.9])
 r = mx.mx_quantize(block, "e2m1", block_size=8)
-print("amax 6: scale 2^%d, values" % r.scale_exponents.item(), r.values.tolist())
+print(f"amax 6: scale 2^{r.scale_exponents.item()}, values", r.values.tolist())
 for rule in ("floor", "ceil"):
     r = mx.mx_quantize(torch.tensor([7.0, 1.0, 0.3]), "e2m1", block_size=3, rule=rule)
     print(f"amax 7, rule {rule}: scale 2^{r.scale_exponents.item()}, values {r.values.tolist()}, "
@@ -140,7 +140,7 @@ tok = tiny.CharTokenizer.train(texts)
 model = tiny.TinyLM({**tiny.DEFAULT_CONFIG, "vocab_size": len(tok)})
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 data = tiny.batches(tok, texts, batch_size=16, seq_len=64, seed=0)
-for step in range(100):
+for _ in range(100):
     x, y = next(data)
     loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
     opt.zero_grad()
@@ -212,7 +212,7 @@ def snr_small(values):
 mx4 = [snr_small(mx.mx_quantize(x, "e2m1", block_size=b).values) for b in sizes]
 mx8 = [snr_small(mx.mx_quantize(x, "e4m3", block_size=b).values) for b in sizes]
 nv4 = snr_small(mx.nvfp4_quantize(x).values)
-for b, a, c in zip(sizes, mx4, mx8):
+for b, a, c in zip(sizes, mx4, mx8, strict=True):
     print(f"block {b:>4}: SNR of the ordinary values ≈ {a:.1f} dB (E2M1), ≈ {c:.1f} dB (E4M3)")
 print(f"NVFP4 (16, E4M3 scales): ≈ {nv4:.1f} dB")
 

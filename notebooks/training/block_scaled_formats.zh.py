@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 4a0e9d2f619f37b14743e336d675fdeaa75972fa276f7d33e18e09b17e0075be
+#       source_sha256: d5135335a4472b20273932219bd23828f4db4b8921cf971bd50c257dac8dce02
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -58,7 +58,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 BOOK_SITE = os.environ.get("BOOK_SITE_URL", "http://127.0.0.1:8000/")
 
@@ -124,7 +124,7 @@ plt.show()
 # %%
 block = torch.tensor([6.0, 5.0, 2.5, 0.25, 0.75, 1.25, 3.5, -4.9])
 r = mx.mx_quantize(block, "e2m1", block_size=8)
-print("amax 6：缩放因子 2^%d，取值" % r.scale_exponents.item(), r.values.tolist())
+print(f"amax 6：缩放因子 2^{r.scale_exponents.item()}，取值", r.values.tolist())
 for rule in ("floor", "ceil"):
     r = mx.mx_quantize(torch.tensor([7.0, 1.0, 0.3]), "e2m1", block_size=3, rule=rule)
     print(f"amax 7，规则 {rule}：缩放因子 2^{r.scale_exponents.item()}，取值 {r.values.tolist()}，"
@@ -144,7 +144,7 @@ tok = tiny.CharTokenizer.train(texts)
 model = tiny.TinyLM({**tiny.DEFAULT_CONFIG, "vocab_size": len(tok)})
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 data = tiny.batches(tok, texts, batch_size=16, seq_len=64, seed=0)
-for step in range(100):
+for _ in range(100):
     x, y = next(data)
     loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
     opt.zero_grad()
@@ -209,7 +209,7 @@ def snr_small(values):
 mx4 = [snr_small(mx.mx_quantize(x, "e2m1", block_size=b).values) for b in sizes]
 mx8 = [snr_small(mx.mx_quantize(x, "e4m3", block_size=b).values) for b in sizes]
 nv4 = snr_small(mx.nvfp4_quantize(x).values)
-for b, a, c in zip(sizes, mx4, mx8):
+for b, a, c in zip(sizes, mx4, mx8, strict=True):
     print(f"块大小 {b:>4}：普通值的信噪比 ≈ {a:.1f} dB（E2M1），≈ {c:.1f} dB（E4M3）")
 print(f"NVFP4（16，E4M3 缩放因子）：≈ {nv4:.1f} dB")
 

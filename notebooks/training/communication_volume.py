@@ -264,7 +264,7 @@ ax.invert_yaxis()
 ax.set_xlabel("seconds per step per GPU (gray: compute; colored: communication)")
 ax.set_title("70B-class model, 512 H100s, 4.2M tokens per step")
 handles, names = ax.get_legend_handles_labels()
-ax.legend(dict(zip(names, handles)).values(), dict(zip(names, handles)).keys(),
+ax.legend(dict(zip(names, handles, strict=True)).values(), dict(zip(names, handles, strict=True)).keys(),
           loc="center left", bbox_to_anchor=(1.0, 0.5))
 ax.grid(axis="x", alpha=0.3)
 plt.show()

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 7cfc3498c3b075b5b9ca98febbf589e5fac8fcfe73b0ff24e1544b58ce76a3cb
+#       source_sha256: 67d230930369f55a7a84ae6a0d982514326c867421f88a55f5cd952120e86163
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -49,7 +49,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.family"] = "sans-serif"
 else:
     import warnings
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 GB = 1e9  # 与网络一章一样，全部使用十进制单位
 
@@ -251,7 +251,7 @@ ax.invert_yaxis()
 ax.set_xlabel("每个 GPU 每步的秒数（灰色：计算；彩色：通信）")
 ax.set_title("70B 级模型，512 块 H100，每步 4.2M 个 token")
 handles, names = ax.get_legend_handles_labels()
-ax.legend(dict(zip(names, handles)).values(), dict(zip(names, handles)).keys(),
+ax.legend(dict(zip(names, handles, strict=True)).values(), dict(zip(names, handles, strict=True)).keys(),
           loc="center left", bbox_to_anchor=(1.0, 0.5))
 ax.grid(axis="x", alpha=0.3)
 plt.show()

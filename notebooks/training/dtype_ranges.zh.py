@@ -52,7 +52,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 FORMATS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
            "fp8 E4M3": torch.float8_e4m3fn, "fp8 E5M2": torch.float8_e5m2}
 

@@ -222,7 +222,7 @@ ax.set_xlabel("training compute C (FLOPs)")
 ax.set_ylabel("parameters / tokens")
 ax.legend()
 plt.show()
-for n, d, c in zip(N, D, C):
+for n, d, c in zip(N, D, C, strict=True):
     print(f"C = {c:.2e}: table N = {n / 1e9:7.1f}B, rule N = {math.sqrt(c / 120) / 1e9:7.1f}B, "
           f"tokens per parameter = {d / n:.1f}")
 budget = 1e23

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 814bd853b8cf14be3698b58c6745eaea97263a16cacb84a8411b1e0a86577eb3
+#       source_sha256: 868b7cb55921030d2a556919d75d6bc05fa573827104aef69952e64f26ce9922
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -55,7 +55,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 # %% [markdown]
 # ## 各种调度
@@ -225,7 +225,7 @@ ax.set_xlabel("训练算力 C（FLOPs）")
 ax.set_ylabel("参数量 / token 数")
 ax.legend()
 plt.show()
-for n, d, c in zip(N, D, C):
+for n, d, c in zip(N, D, C, strict=True):
     print(f"C = {c:.2e}：表中 N = {n / 1e9:7.1f}B，规则 N = {math.sqrt(c / 120) / 1e9:7.1f}B，"
           f"每参数 token 数 = {d / n:.1f}")
 budget = 1e23

@@ -97,7 +97,7 @@ for z, r in enumerate(rows):
 
 fig, ax = plt.subplots(figsize=(7, 3.6))
 bottom = np.zeros(4)
-for t, color in zip(terms, ("tab:blue", "tab:orange", "tab:green")):
+for t, color in zip(terms, ("tab:blue", "tab:orange", "tab:green"), strict=True):
     vals = np.array([r[t] / GB for r in rows])
     ax.bar(["baseline DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"], vals, bottom=bottom,
            label=t.replace("_", " "), color=color)
@@ -122,7 +122,7 @@ plt.show()
 sizes = np.logspace(9, 12, 31)
 dp = 512
 fig, ax = plt.subplots(figsize=(7, 4))
-for z, style in zip(range(4), ("-", "--", "-.", ":")):
+for z, style in zip(range(4), ("-", "--", "-.", ":"), strict=True):
     per_gpu = [est.model_state_bytes(n, "mixed", "adamw", zero=z, dp=dp)["model_states"] / GIB
                for n in sizes]
     ax.loglog(sizes, per_gpu, style, label=f"ZeRO stage {z}" if z else "plain DP")
@@ -204,6 +204,6 @@ ax.set_ylabel("GiB per GPU")
 ax.set_title("7B-class model, 8 GPUs, s = 4096")
 ax.legend(fontsize=8, ncol=2)
 plt.show()
-for label, total in zip(labels, bottom):
+for label, total in zip(labels, bottom, strict=True):
     verdict = "fits" if total < 80 else "does not fit"
     print(f"{label.replace(chr(10), ', ')}: {total:.1f} GiB, {verdict} in 80 GiB")

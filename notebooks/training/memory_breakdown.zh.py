@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 45ab00791e12b9068b2bf41846af194d17c628b4546e5118d1fb8d4857a0cb80
+#       source_sha256: 898b43861bae65b10d97c4b474a100d56e66424b69f0f17aa94a41c27088cbaa
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -53,7 +53,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.sans-serif"] = [CJK_FONT, *plt.rcParams["font.sans-serif"]]
     plt.rcParams["font.family"] = "sans-serif"
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 
 import os
@@ -108,7 +108,7 @@ for z, r in enumerate(rows):
 
 fig, ax = plt.subplots(figsize=(7, 3.6))
 bottom = np.zeros(4)
-for t, color in zip(terms, ("tab:blue", "tab:orange", "tab:green")):
+for t, color in zip(terms, ("tab:blue", "tab:orange", "tab:green"), strict=True):
     vals = np.array([r[t] / GB for r in rows])
     ax.bar(["普通 DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"], vals, bottom=bottom,
            label=names_zh[t], color=color)
@@ -130,7 +130,7 @@ plt.show()
 sizes = np.logspace(9, 12, 31)
 dp = 512
 fig, ax = plt.subplots(figsize=(7, 4))
-for z, style in zip(range(4), ("-", "--", "-.", ":")):
+for z, style in zip(range(4), ("-", "--", "-.", ":"), strict=True):
     per_gpu = [est.model_state_bytes(n, "mixed", "adamw", zero=z, dp=dp)["model_states"] / GIB
                for n in sizes]
     ax.loglog(sizes, per_gpu, style, label=f"ZeRO 阶段 {z}" if z else "普通 DP")
@@ -206,6 +206,6 @@ ax.set_ylabel("每块 GPU 的 GiB")
 ax.set_title("7B 级别模型，8 块 GPU，s = 4096")
 ax.legend(fontsize=8, ncol=2)
 plt.show()
-for label, total in zip(labels, bottom):
+for label, total in zip(labels, bottom, strict=True):
     verdict = "放得进" if total < 80 else "放不进"
     print(f"{label.replace(chr(10), '，')}：{total:.1f} GiB，{verdict} 80 GiB")

@@ -179,7 +179,7 @@ plt.show()
 ks = np.array([8, 16, 32, 64, 128, 256, 512])
 rmse = np.array([np.sqrt(np.mean((estimates(k) - exact) ** 2)) for k in ks])
 predicted = np.sqrt(np.mean(exact * (1 - exact)) / ks)
-for k, r, p in zip(ks, rmse, predicted):
+for k, r, p in zip(ks, rmse, predicted, strict=True):
     print(f"k = {k:3d}: RMSE = {r:.4f}, binomial prediction = {p:.4f}")
 slope = np.polyfit(np.log(ks), np.log(rmse), 1)[0]
 print(f"log-log slope of RMSE vs k: {slope:.2f} (theory: -0.5)")
@@ -218,7 +218,7 @@ plt.show()
 configs = [(32, 4), (16, 8), (8, 16), (14, 8)]
 s = np.linspace(0, 1, 400)
 fig, ax = plt.subplots(figsize=(7, 4.5))
-for (b, r), color in zip(configs, ["tab:green", "tab:red", "tab:purple", "tab:gray"]):
+for (b, r), color in zip(configs, ["tab:green", "tab:red", "tab:purple", "tab:gray"], strict=True):
     t = mh.lsh_threshold(b, r)
     ax.plot(s, [mh.candidate_probability(x, b, r) for x in s], color=color,
             label=f"b={b}, r={r} (k={b * r}), t={t:.2f}")
@@ -235,7 +235,7 @@ bins = np.linspace(0, 1, 11)
 which = np.clip(np.digitize(exact, bins) - 1, 0, 9)
 centres = [(exact[which == i].mean(), hit[which == i].mean())
            for i in range(10) if np.any(which == i)]
-ax.plot(*zip(*centres), "o", color="tab:red", label="measured, b=16, r=8")
+ax.plot(*zip(*centres, strict=True), "o", color="tab:red", label="measured, b=16, r=8")
 ax.set_xlabel("Jaccard similarity s")
 ax.set_ylabel("P(pair becomes a candidate)")
 ax.set_title("LSH banding: 1 - (1 - s^r)^b")

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 32e102e7a3b96511e26db06fb0c852b8572bbbb3400c5f09456fc3e8d378eba6
+#       source_sha256: 7a14baecc42aac1892d7834fa30711ed995c8815e08fec9b53cc7de41703479e
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -61,7 +61,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.family"] = "sans-serif"
     plt.rcParams["axes.unicode_minus"] = False
 else:
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 
 import os
@@ -171,7 +171,7 @@ plt.show()
 ks = np.array([8, 16, 32, 64, 128, 256, 512])
 rmse = np.array([np.sqrt(np.mean((estimates(k) - exact) ** 2)) for k in ks])
 predicted = np.sqrt(np.mean(exact * (1 - exact)) / ks)
-for k, r, p in zip(ks, rmse, predicted):
+for k, r, p in zip(ks, rmse, predicted, strict=True):
     print(f"k = {k:3d}：RMSE = {r:.4f}，二项分布预测 = {p:.4f}")
 slope = np.polyfit(np.log(ks), np.log(rmse), 1)[0]
 print(f"RMSE 对 k 的双对数斜率：{slope:.2f}（理论值 -0.5）")
@@ -201,7 +201,7 @@ plt.show()
 configs = [(32, 4), (16, 8), (8, 16), (14, 8)]
 s = np.linspace(0, 1, 400)
 fig, ax = plt.subplots(figsize=(7, 4.5))
-for (b, r), color in zip(configs, ["tab:green", "tab:red", "tab:purple", "tab:gray"]):
+for (b, r), color in zip(configs, ["tab:green", "tab:red", "tab:purple", "tab:gray"], strict=True):
     t = mh.lsh_threshold(b, r)
     ax.plot(s, [mh.candidate_probability(x, b, r) for x in s], color=color,
             label=f"b={b}，r={r}（k={b * r}），t={t:.2f}")
@@ -218,7 +218,7 @@ bins = np.linspace(0, 1, 11)
 which = np.clip(np.digitize(exact, bins) - 1, 0, 9)
 centres = [(exact[which == i].mean(), hit[which == i].mean())
            for i in range(10) if np.any(which == i)]
-ax.plot(*zip(*centres), "o", color="tab:red", label="实测，b=16，r=8")
+ax.plot(*zip(*centres, strict=True), "o", color="tab:red", label="实测，b=16，r=8")
 ax.set_xlabel("Jaccard 相似度 s")
 ax.set_ylabel("成为候选对的概率")
 ax.set_title("LSH 分带：1 - (1 - s^r)^b")

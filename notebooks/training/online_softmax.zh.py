@@ -51,7 +51,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.family"] = "sans-serif"
 else:
     import warnings
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 # %% [markdown]
 # ## 一行，一次一块

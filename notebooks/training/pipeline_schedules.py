@@ -188,7 +188,7 @@ P, M = 4, 8
 cases = [("GPipe", gpipe(P, M), 1), ("1F1B", one_f_one_b(P, M), 1),
          ("interleaved 1F1B, v = 2", interleaved(P, M, 2), 2)]
 fig, axes = plt.subplots(len(cases), 1, figsize=(10, 6.5), sharex=True)
-for ax, (name, orders, v) in zip(axes, cases):
+for ax, (name, orders, v) in zip(axes, cases, strict=True):
     ops = simulate(orders, P, v)
     rel, _ = bubble_fraction(ops, M)
     draw(ax, ops, P, f"{name}: step = {max(o[5] for o in ops):g} time units, "

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: fc4f28a94f1bbe7a3495d79f2abfbfd1f2780fa81867a4a854bc86be22881854
+#       source_sha256: 8161b612e2bbcaa18581c3190ad253c259b5123586e27db7fdd5fe7f9136c924
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -54,7 +54,7 @@ if any(f.name == CJK_FONT for f in font_manager.fontManager.ttflist):
     plt.rcParams["font.family"] = "sans-serif"
 else:
     import warnings
-    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示")
+    warnings.warn(f"未找到字体 {CJK_FONT}，图中的汉字将无法正常显示", stacklevel=1)
 
 # %% [markdown]
 # ## 把调度写成每块 GPU 的操作列表
@@ -184,7 +184,7 @@ P, M = 4, 8
 cases = [("GPipe", gpipe(P, M), 1), ("1F1B", one_f_one_b(P, M), 1),
          ("交错 1F1B，v = 2", interleaved(P, M, 2), 2)]
 fig, axes = plt.subplots(len(cases), 1, figsize=(10, 6.5), sharex=True)
-for ax, (name, orders, v) in zip(axes, cases):
+for ax, (name, orders, v) in zip(axes, cases, strict=True):
     ops = simulate(orders, P, v)
     rel, _ = bubble_fraction(ops, M)
     draw(ax, ops, P, f"{name}：一步 = {max(o[5] for o in ops):g} 个时间单位，"
