@@ -171,7 +171,7 @@ def run_python(scripts: Path, script: str, args: list[str], env: dict[str, str] 
                 _timed_out(timeout, err.stdout, err.stderr)
             return Result(done.returncode, done.stdout, done.stderr)
         return _wait_forked(preloaded.start(path, args, cwd=REPO, env=clean_env(env)), timeout)
-    command = [sys.executable, "-m", script[3:]] if script.startswith("-m ") else [sys.executable, str(scripts / script)]
+    command = [sys.executable, *(["-m", script[3:]] if script.startswith("-m ") else [str(scripts / script)])]
     proc = subprocess.Popen([*command, *args], cwd=REPO, env=clean_env(env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     return _communicate(proc, timeout)

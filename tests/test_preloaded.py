@@ -79,7 +79,8 @@ def test_a_module_run_sees_what_python_dash_m_gives(tmp_path):
                           text=True, timeout=60, start_new_session=True, stdin=subprocess.DEVNULL)
     forked = preloaded.run("-m probe_pkg.run", ["--x"], tmp_path, env, timeout=60)
     assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr)
-    assert real.stdout.startswith(f"[{str(tmp_path / 'probe_pkg' / 'run.py')!r}, '--x'] True __main__ probe_pkg.run True")
+    module_file = str(tmp_path / "probe_pkg" / "run.py")
+    assert real.stdout.startswith(f"[{module_file!r}, '--x'] True __main__ probe_pkg.run True")
 
 
 def test_an_uncaught_exception_and_a_hang_end_as_in_a_real_run(tmp_path):
