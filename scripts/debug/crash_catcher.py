@@ -171,6 +171,13 @@ def process_tree(root: int) -> dict[int, str]:
     return tree
 
 
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 class Child:
     """The command, in its own process group, with its output passed through and its tails kept."""
 
@@ -210,16 +217,21 @@ class Child:
     def signal_all(self, sig: int, spare_root: bool = False) -> None:
         """Send ``sig`` to the command's process group and to every descendant (gdb puts its
         inferior in a group of its own), including ones seen earlier that still run.
-        ``spare_root``: only the descendants (gdb then shows where its inferior was)."""
+        ``spare_root``: only the descendants (gdb then shows where its inferior was). Each process
+        gets ``sig`` once: faulthandler's handler runs with the signal unblocked and its default
+        action restored, so a second SIGABRT during the dump would kill it half-written."""
+        grouped = False
         if not spare_root:
             with contextlib.suppress(OSError):
                 os.killpg(self.proc.pid, sig)
+                grouped = True
         if self.proc.returncode is None:
             self.known.update(process_tree(self.proc.pid))
         alive = process_tree(1)
         for pid, start in list(self.known.items()):
-            if pid in alive and (not start or alive[pid] == start) and not (
-                    spare_root and pid == self.proc.pid):
+            if grouped and _group_of(pid) == self.proc.pid:
+                continue  # killpg reached it
+            if pid in alive and (not start or alive[pid] == start) and not (spare_root and pid == self.proc.pid):
                 with contextlib.suppress(OSError):
                     os.kill(pid, sig)
 

@@ -170,6 +170,34 @@ def test_timeout_dumps_the_stacks_and_kills_the_process_tree(tmp_path):
     assert gone(grandchild), "the sleeping grandchild survived the timeout"
 
 
+def test_each_process_of_the_tree_is_signalled_once(cc, tmp_path, monkeypatch):
+    # faulthandler's handler runs with its signal unblocked and the default action back: a second
+    # SIGABRT during the dump kills the process half-way ("Fatal Python error: " and nothing more,
+    # seen once under load). killpg reaches the command's group; os.kill only the processes outside it.
+    (tmp_path / "tree.py").write_text(
+        "import os, subprocess, sys, time\n"
+        "subprocess.Popen(['sleep', '60'])\n"
+        "subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n", encoding="utf-8")
+    child = cc.Child([sys.executable, str(tmp_path / "tree.py")], clean_env())
+    try:
+        deadline = time.monotonic() + 30
+        while len(cc.process_tree(child.proc.pid)) < 3:
+            assert time.monotonic() < deadline, "the command did not start its two sleeps"
+            time.sleep(0.05)
+        sent = []
+        monkeypatch.setattr(cc.os, "killpg", lambda pgid, sig: sent.extend(
+            pid for pid in cc.process_tree(child.proc.pid) if os.getpgid(pid) == pgid))
+        monkeypatch.setattr(cc.os, "kill", lambda pid, sig: sent.append(pid))
+        child.signal_all(signal.SIGUSR1)
+        assert sorted(sent) == sorted(cc.process_tree(child.proc.pid)), "each once, none left out"
+    finally:
+        monkeypatch.undo()
+        child.signal_all(signal.SIGKILL)
+        child.proc.wait(timeout=30)
+
+
 def test_gdb_timeout_reaches_the_inferior_and_shows_where_it_hung(tmp_path, cc):
     # gdb runs its inferior in a process group of its own: the catcher must find it in /proc,
     # abort it (not gdb), and let gdb print where the hung process was.
