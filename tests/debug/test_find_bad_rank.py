@@ -18,7 +18,9 @@ from tests.launchers import ONE_PROCESS, RANKS, REPO, import_script
 pytestmark = RANKS  # starts two or more ranks or SLURM jobs
 
 SCRIPT = "find_bad_rank.py"
-FAST = ["--device", "cpu", "--timeout-s", "3", "--bandwidth-bytes", "64K", "--iters", "3",
+# --timeout-s: how long a live rank's heartbeat (4 a second) may stand still before it is named dead.
+# 3 s named a live rank dead once, with three pytest workers on 2 cores; 5 s leaves a margin.
+FAST = ["--device", "cpu", "--timeout-s", "5", "--bandwidth-bytes", "64K", "--iters", "3",
         "--warmup", "1", "--matmul-n", "64", "--min-excess-ms", "20", "--inject-delay-ms", "50"]
 
 
@@ -149,7 +151,7 @@ def test_injected_dead_rank_3_is_named_within_the_timeout(launch):
     assert "exitcode  : 3" in res.stderr and "rank      : 0" in res.stderr, res.output
     lines = finding_lines(res.stdout)
     assert len(lines) == 1 and lines[0].startswith("FINDING: dead rank 3 (host "), res.stdout
-    assert "no sign of life for 3 s" in lines[0]
+    assert "no sign of life for 5 s" in lines[0]
 
 
 def test_a_rank_that_exits_or_never_joins_is_named(launch):
