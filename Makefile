@@ -47,11 +47,12 @@ site: venv node-packages  ## site/ only, no PDFs
 serve: venv node-packages  ## live preview on http://127.0.0.1:8000
 	$(BIN)/python -m mkdocs serve
 
-# pytest-xdist workers: one more than the cores, at most 4 (about half the suite's time is waiting:
-# timeouts that must expire, SLURM polls, ranks at a barrier). tests/worker_groups.py keeps each
-# file on one worker and every test that starts two or more ranks or a SLURM job
-# (tests.launchers.RANKS) on one worker, one after another. PYTEST_WORKERS= (empty): one process.
-PYTEST_WORKERS ?= -n $(shell n=$$(nproc); echo $$(( n + 1 < 4 ? n + 1 : 4 ))) --dist loadscope
+# pytest-xdist workers: one per core, at most 4. tests/worker_groups.py keeps each file on one
+# worker and every test that starts two or more ranks or a SLURM job (tests.launchers.RANKS) on one
+# worker, one after another. One worker more than the cores is about 10% faster here (about half
+# the suite's time is waiting), but the ranks tests' timeouts then failed in 2 runs of 5.
+# PYTEST_WORKERS= (empty) runs everything in one process.
+PYTEST_WORKERS ?= -n $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 ))) --dist loadscope
 # More pytest options, e.g. PYTEST_ARGS=--junitxml=pytest-report.xml (what tools/loop_bench.py reads).
 PYTEST_ARGS ?=
 # pytest keeps each test module compiled, with its asserts rewritten, in __pycache__ (git and the

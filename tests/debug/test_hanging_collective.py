@@ -122,13 +122,15 @@ def test_mismatch_is_diagnosed_and_ends_by_timeout_naming_the_collective(tmp_pat
     elapsed = time.monotonic() - start
     assert proc.returncode != 0
     errors = [line for line in err.splitlines() if line.startswith("hanging_collective.py: error:")]
-    assert len(errors) == 2, err
     # Both ranks wait with the same timeout: the first to give up ends, and the other may then see
-    # it go (gloo: connection closed) just before its own deadline. So each rank names its
-    # collective, and at least one of them the timeout.
+    # it go (gloo: connection closed) just before its own deadline, or be ended by torchrun first
+    # (it stops the other workers when one fails). So each rank names its collective unless torchrun
+    # ended it, and at least one of them names the timeout.
     rank0 = [e for e in errors if f"rank 0 (pid {seen[0][0]}): all_reduce #2 (shape [4], float32) " in e]
     rank1 = [e for e in errors if f"rank 1 (pid {seen[1][0]}): broadcast #2 (shape [4], float32) " in e]
-    assert len(rank0) == len(rank1) == 1, errors
+    for lines, (pid, _) in ((rank0, seen[0]), (rank1, seen[1])):
+        assert len(lines) == 1 or (not lines and f"Sending process {pid} closing signal SIGTERM" in err), err
+    assert len(rank0 + rank1) == len(errors) >= 1, err
     assert any(f"did not complete within {TIMEOUT_S} s" in e for e in rank0 + rank1), errors
     assert elapsed >= TIMEOUT_S                       # ended by the timeout, not before
 
