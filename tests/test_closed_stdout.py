@@ -39,7 +39,9 @@ CASES = [
     ("training/train_example.py", [*SMALL_MODEL, "--steps", "5", "--log-every", "1"], 1),
     ("training/dcp_resume_example.py", ["--steps", "12", "--ckpt-dir", "{tmp}/ckpt"], 1),
     ("debug/find_bad_rank.py", ["--device", "cpu", "--timeout-s", "10", "--bandwidth-bytes", "64K",
-                                "--iters", "3", "--warmup", "1", "--matmul-n", "64"], 2),
+                                "--iters", "3", "--warmup", "1", "--matmul-n", "64",
+                                # a 64x64 matmul varies 3x on a busy CPU: not a slow host
+                                "--min-excess-ms", "20"], 2),
     ("debug/rank_line_tracer.py", ["--out", "{tmp}/trace", "--", "{tmp}/lines.py"], 1),
     # 3 x 5000 lines: more than a pipe holds, so its writes outlast the reader
     ("debug/print_rank_ordered.py", ["--lines", "5000"], 1),
@@ -84,10 +86,6 @@ def test_a_reader_that_closes_after_the_first_line_is_no_error(script, args, ran
             require_ranks(f"{ranks} ranks of {script}")
             argv = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), *argv]
         status, err = _real(argv, env, tmp_path)
-    if script.endswith("find_bad_rank.py") and "exitcode: 3" in err and "BrokenPipe" not in err:
-        # Status 3 is a finding, not the closed pipe: the open find_bad_rank bug of a false
-        # verdict under load (tests/debug/test_find_bad_rank.py, test_a_rank_that_exits_is_named).
-        pytest.xfail("find_bad_rank reported a finding in a healthy run (open bug)")
     assert "BrokenPipe" not in err and "Traceback" not in err, err
     assert not error_lines(err), err
     assert status == 0, err

@@ -374,6 +374,11 @@ def measure(args, launch: Launch, torch, dist, device, peers: Peers, stage: list
             stage[0] = f"the {phase} pass ({kind}), round {g}, with rank {peer}"
             if args.inject_dead_rank == rank:
                 if args.inject_dead_how == "exit":
+                    # a rank that dies once every rank is in the measurement; one that died while
+                    # gloo still builds its mesh would fail the others' init_process_group instead
+                    end = time.monotonic() + args.timeout_s
+                    while peers.store.add("initialized", 0) < n and time.monotonic() < end:
+                        time.sleep(0.01)
                     say(f"{PROG}: rank {rank}: injected dead rank: exiting before the first "
                         "transfer", sys.stderr)
                     os._exit(EXIT_FAILURE)
@@ -569,6 +574,7 @@ def run(args, launch: Launch, stage: list[str]) -> int:
         dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank,
                                 world_size=n, timeout=datetime.timedelta(
                                     seconds=args.timeout_s * (4 if backend == "nccl" else 1)))
+        store.add("initialized", 1)
         row = measure(args, launch, torch, dist, device, peers, stage)
         stage[0] = "sending the results to the store"
         store.set(f"row/{rank}", json.dumps(row))

@@ -154,10 +154,6 @@ def test_injected_dead_rank_3_is_named_within_the_timeout(launch):
     assert "no sign of life for 5 s" in lines[0]
 
 
-# A known bug, open: beside a rank that exits right after init_process_group, rank 0 sometimes
-# also names a live rank dead ("no sign of life for 5 s"), or its gloo mesh breaks during init;
-# in 4 of 10 full runs of one stop, never when the test runs alone. Not strict, so a fix shows.
-@pytest.mark.xfail(strict=False, reason="find_bad_rank: a live rank named dead beside an exited one (open)")
 def test_a_rank_that_exits_is_named(launch):
     results = launch.srun_like(SCRIPT, [*FAST, "--inject-dead-rank", "1", "--inject-dead-how",
                                         "exit"], ntasks=3, timeout=40)
