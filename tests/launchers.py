@@ -132,27 +132,14 @@ def _communicate(proc: subprocess.Popen, timeout: float) -> Result:
 
 
 # Variables that torch (or a library it loads) reads once, at import: a run that sets one needs an
-# interpreter of its own, since the fork server imported torch without it.
+# interpreter of its own, since the fork server imported torch without it. CUDA_VISIBLE_DEVICES
+# is not one: CUDA reads it when it starts, which the fork server never does.
 _READ_AT_IMPORT = ("TORCH_", "PYTORCH_", "CUDA_", "NCCL_", "GLOO_", "MKL_", "KMP_", "GOMP_", "LD_")
-
-
-def _forkable(env: dict[str, str] | None) -> bool:
-    """Whether a run with ``env`` may fork from the torch-preloaded server (tests/preloaded.py)."""
-    return not any(k.startswith(_READ_AT_IMPORT) for k in env or {})
 
 
 def _timed_out(timeout: float, out: bytes | str | None, err: bytes | str | None):
     text = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (out, err)]
     pytest.fail(f"process did not finish within {timeout} s (hang?)\nstdout:\n{text[0]}\nstderr:\n{text[1]}")
-
-
-def _wait_forked(run, timeout: float) -> Result:
-    """The Result of a run forked by tests/preloaded.start; fails the test after ``timeout`` s."""
-    try:
-        done = run.wait(timeout)
-    except subprocess.TimeoutExpired as err:
-        _timed_out(timeout, err.stdout, err.stderr)
-    return Result(done.returncode, done.stdout, done.stderr)
 
 
 def run_python(scripts: Path, script: str, args: list[str], env: dict[str, str] | None = None,
@@ -161,16 +148,14 @@ def run_python(scripts: Path, script: str, args: list[str], env: dict[str, str] 
     one plain process: forked from the torch-preloaded server (tests/preloaded.py), which gives the
     script what a fresh interpreter would, unless ``fresh`` (the test is about the process itself)
     or ``env`` sets a variable read at import."""
-    if _forkable(env) and not fresh:
+    if not fresh and not any(k.startswith(_READ_AT_IMPORT) and k != "CUDA_VISIBLE_DEVICES" for k in env or {}):
         from tests import preloaded
         path = script if script.startswith("-m ") else scripts / script
-        if preloaded.fresh_processes_only():
-            try:
-                done = preloaded.run(path, args, cwd=REPO, env=clean_env(env), timeout=timeout)
-            except subprocess.TimeoutExpired as err:
-                _timed_out(timeout, err.stdout, err.stderr)
-            return Result(done.returncode, done.stdout, done.stderr)
-        return _wait_forked(preloaded.start(path, args, cwd=REPO, env=clean_env(env)), timeout)
+        try:
+            done = preloaded.run(path, args, cwd=REPO, env=clean_env(env), timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            _timed_out(timeout, err.stdout, err.stderr)
+        return Result(done.returncode, done.stdout, done.stderr)
     command = [sys.executable, *(["-m", script[3:]] if script.startswith("-m ") else [str(scripts / script)])]
     proc = subprocess.Popen([*command, *args], cwd=REPO, env=clean_env(env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -233,9 +218,8 @@ def run_srun_like(scripts: Path, script: str, args: list[str], ntasks: int = 2,
     for rank in range(ntasks):
         rank_env = clean_env({"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(ntasks), "SLURM_LOCALID": str(rank),
                               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, **(env or {})})
-        # Real interpreters, not forks of the preloaded server: with forked ranks (which start
-        # within a millisecond of each other) find_bad_rank's 3-rank injected-exit test failed in
-        # 3 full runs of 8 (a live rank named dead; a gloo mesh broken during init_process_group).
+        # Real interpreters, as srun starts them, not forks of the preloaded server: the ranks
+        # of a real job import torch and join at different times, and these tests are about that.
         procs.append(subprocess.Popen([sys.executable, str(scripts / script), *args], cwd=REPO, env=rank_env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True))
