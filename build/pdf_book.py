@@ -41,12 +41,13 @@ from urllib.parse import unquote, urljoin, urlsplit
 from bs4 import BeautifulSoup
 
 from tools.book import nav_sources, script_anchor, script_summary
+from tools.math_markup import tex_to_svg
 
 ROOT = Path(__file__).resolve().parents[1]
 PRINT_CSS = ROOT / "build" / "pdf" / "print.css"
 LANGS = ("en", "zh")
 LINK = "book:"         # a link between pages, until the assembly knows the page of its anchor
-PIPELINE = "2"         # part of every cache key: change it when this file changes what it renders
+PIPELINE = "3"         # part of every cache key: change it when this file changes what it renders
 PX_TO_PT = 0.75        # WeasyPrint reports positions in CSS px (1/96 in); PDF uses points (1/72 in)
 
 
@@ -202,6 +203,10 @@ def _print_version(article, book: Book, src: str) -> None:
             f'<a href="{"../" * page_url(src).count("/")}appendix/scripts/#{script_anchor(rel)}">'
             f"<code>{html.escape(rel)}</code></a></p></div>", "html.parser")
         download.replace_with(box)
+    # The site's MathML, as the SVG that ziamath draws from the same TeX: WeasyPrint draws no MathML.
+    for math in article.select("math[data-tex]"):
+        svg = tex_to_svg(math["data-tex"], math.get("display") == "block")
+        math.replace_with(BeautifulSoup(svg, "html.parser"))
     for status in article.select("div.calculator p.calculator-status"):
         status.string = book.strings["calculator_pdf"]
     for calculator in article.select("div.calculator"):

@@ -10,8 +10,8 @@ Two fixes, both for things the plugins do on their own:
   table of contents points nowhere. We make it use the same Unicode slugs as the Markdown
   pages (pymdownx.slugs, lower case), for the heading ids and for the table of contents, and
   build the table of contents from the markdown cells themselves (see ``_notebook_toc``).
-* mkdocs-jupyter's page template loads MathJax (our math is SVG made at build time, see
-  math_svg.py) and would import Mermaid from a CDN if a cell had a diagram. The book promises
+* mkdocs-jupyter's page template loads MathJax (our math is MathML made at build time, see
+  math_markup.py) and would import Mermaid from a CDN if a cell had a diagram. The book promises
   that a page requests nothing from a third-party host, so those scripts are removed.
 """
 

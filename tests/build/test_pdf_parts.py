@@ -112,3 +112,15 @@ def test_the_build_fails_on_a_link_to_an_anchor_no_page_holds(tmp_path):
                                                 {"pages": 1, "anchors": placed}, False)}
     with pytest.raises(pdf_book.PdfError, match="1 links point at anchors no page holds.*network--nowhere"):
         pdf_book.lay_out(book, docs, rendered)
+
+
+def test_the_sites_mathml_prints_as_the_svg_of_its_tex():
+    from tools.math_markup import tex_to_mathml
+    inline, display = tex_to_mathml(r"\frac{a}{b}", False), tex_to_mathml("x^2", True)
+    soup = BeautifulSoup(f'<article><p>x {inline}</p><div class="math-display">{display}</div></article>',
+                         "html.parser")
+    pdf_book._print_version(soup.article, pdf_book.load_books(["en"])[0], "network/index.md")
+    assert soup.find("math") is None, "WeasyPrint draws no MathML: it would print the bare letters"
+    svgs = soup.select("svg.math")
+    assert [svg["aria-label"] for svg in svgs] == [r"\frac{a}{b}", "x^2"]
+    assert "vertical-align" in svgs[0]["style"] and "vertical-align" not in svgs[1]["style"]

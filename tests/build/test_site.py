@@ -82,9 +82,9 @@ def _prose(element) -> list[str]:
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_math_is_svg_and_no_raw_tex_is_left(built_site, lang):
+def test_math_is_mathml_and_no_raw_tex_is_left(built_site, lang):
     pages = [built_page(built_site, lang, src) for src in nav_pages()]
-    svgs = 0
+    maths = 0
     for page in pages:
         text = page.read_text(encoding="utf-8")
         assert 'class="arithmatex"' not in text, f"{page}: math left for client-side rendering"
@@ -95,8 +95,21 @@ def test_math_is_svg_and_no_raw_tex_is_left(built_site, lang):
             assert raw not in visible, f"{page}: raw TeX {raw!r} in the text"
         raw = RAW_TEX.search(visible)
         assert raw is None, f"{page}: raw TeX {raw.group(0)!r} in the text"
-        svgs += text.count('class="math"')
-    assert svgs > 0, "no math rendered at all"
+        found = page_tree(page.resolve()).xpath("//math")
+        assert all(m.get("data-tex") for m in found), f"{page}: math without its TeX (the PDF prints from it)"
+        assert 'class="math"' not in text, f"{page}: SVG math on the site (it ignores the dark scheme)"
+        maths += len(found)
+    assert maths > 0, "no math rendered at all"
+
+
+def test_the_math_font_is_a_small_woff2_with_its_math_table(built_site):
+    from fontTools.ttLib import TTFont
+    path = built_site / "assets" / "fonts" / "STIXTwoMath-Regular.woff2"
+    font = TTFont(path)
+    assert font.flavor == "woff2" and "MATH" in font  # MATH: fraction rules, stretchy delimiters
+    # a browser draws <mi>x</mi> as U+1D465 (mathematical italic x)
+    assert {0x1D465, 0x2211, 0x3B1, 0x221A} <= set(font.getBestCmap())
+    assert path.stat().st_size < 500_000, "subset the font (tools/math_markup.py FONT_RANGES)"
 
 
 @functools.cache

@@ -1,0 +1,36 @@
+"""Math as a reader sees it in headless Chromium: in the dark scheme it is drawn in the text's
+colour (the SVG it replaced stayed black on the slate background), it is laid out as math (a
+fraction's numerator above its denominator), and in the book's math font."""
+
+import pytest
+
+# the first fraction in the page, the element around its math, and what the browser made of them
+PROBE = """
+const frac = document.querySelector("article math mfrac");
+const math = frac.closest("math"), p = math.parentElement;
+const [num, den] = frac.children;
+return {math: getComputedStyle(math).color, text: getComputedStyle(p).color,
+        scheme: document.body.getAttribute("data-md-color-scheme"),
+        numBottom: num.getBoundingClientRect().bottom, denTop: den.getBoundingClientRect().top,
+        font: [...document.fonts].filter(f => f.family.replace(/"/g, "") === "STIX Two Math")
+                                  .map(f => f.status)};
+"""
+
+
+@pytest.mark.parametrize("scheme, body_scheme", [("dark", "slate"), ("light", "default")])
+@pytest.mark.parametrize("path", ["/network/", "/zh/network/"])
+def test_math_takes_the_text_colour_and_is_laid_out(site_url, browser, path, scheme, body_scheme):
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                            {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+    try:
+        browser.get(site_url + path)
+        browser.execute_script("localStorage.clear()")  # Material keeps the last scheme it showed
+        browser.refresh()
+        browser.execute_async_script("document.fonts.ready.then(arguments[arguments.length - 1])")
+        seen = browser.execute_script(PROBE)
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert seen["scheme"] == body_scheme, seen
+    assert seen["math"] == seen["text"], seen
+    assert seen["numBottom"] <= seen["denTop"], f"the fraction is not laid out as one: {seen}"
+    assert seen["font"] == ["loaded"], f"STIX Two Math did not load: {seen}"
