@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LANGS = ("en", "zh")
 PDF_NAME = "ml-engineering-open-book-{lang}.pdf"
 # Raw TeX in rendered text: the $$ fence, or one of the five commands most used in book/en's
-# formulas (grep -o '\\[a-zA-Z]*'). Typeset math is SVG, so none of these survive as text.
+# formulas (grep -o '\\[a-zA-Z]*'). Typeset math (MathML on the site, SVG in the PDF) holds none.
 RAW_TEX = re.compile(r"\$\$|\\(?:mathrm|times|frac|text|cdot)\b")
 
 

@@ -270,3 +270,29 @@ def test_the_tests_read_the_nav_as_mkdocs_does():
     own reading of the configuration must give the same pages."""
     from tests.build.book import config, nav_sources
     assert nav_pages() == nav_sources(config()["nav"])
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_home_page_table_lists_every_part(built_site, lang):
+    from tests.build.book import _nav
+    from tools.book import nav_sources
+    parts = [nav_sources([item])[0] for item in _nav()[1:]]  # each part's first page; [0] is Home
+    home = built_page(built_site, lang, "index.md")
+    linked = {(home.parent / unquote(a.get("href"))).resolve()
+              for a in select(tree(home), "article table a[href]")}
+    missing = [src for src in parts if built_page(built_site, lang, src).parent.resolve() not in linked
+               and built_page(built_site, lang, src).resolve() not in linked]
+    assert not missing, f"{lang} home page: no row for {missing}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_pages_link_the_previous_and_next_page_at_their_foot(built_site, lang):
+    pages = nav_pages()
+    i = pages.index("network/index.md")
+    page = built_page(built_site, lang, pages[i])
+    for kind, neighbour in (("prev", pages[i - 1]), ("next", pages[i + 1])):
+        links = select(tree(page), f"a.md-footer__link--{kind}")
+        assert len(links) == 1, f"{lang}: no {kind} link at the foot of {pages[i]}"
+        target = (page.parent / unquote(links[0].get("href"))).resolve()
+        assert target in (built_page(built_site, lang, neighbour).resolve(),
+                          built_page(built_site, lang, neighbour).parent.resolve())
