@@ -296,3 +296,21 @@ def test_pages_link_the_previous_and_next_page_at_their_foot(built_site, lang):
         target = (page.parent / unquote(links[0].get("href"))).resolve()
         assert target in (built_page(built_site, lang, neighbour).resolve(),
                           built_page(built_site, lang, neighbour).parent.resolve())
+
+
+def test_each_page_describes_itself_in_its_own_language(built_site):
+    cjk = re.compile(r"[\u4e00-\u9fff]")
+    seen = {}
+    for src in nav_pages():
+        found = {}
+        for lang in LANGS:
+            head = tree(built_page(built_site, lang, src))
+            found[lang] = [m.get("content") for m in select(head, 'meta[name="description"]')]
+            assert len(found[lang]) == 1 and found[lang][0], f"{lang} {src}: {found[lang]}"
+            # Material fetched sitemap.xml beside each of these: two 404s on every page load
+            assert not select(head, "link[rel=alternate][hreflang]"), f"{lang} {src}"
+        assert cjk.search(found["zh"][0]), f"zh {src}: description not in Chinese: {found['zh'][0]}"
+        assert not cjk.search(found["en"][0]), f"en {src}: {found['en'][0]}"
+        seen.setdefault(found["en"][0], []).append(src)
+    shared = {text: srcs for text, srcs in seen.items() if len(srcs) > 1}
+    assert not shared, f"pages that share one description: {shared}"

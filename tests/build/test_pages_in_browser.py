@@ -1,6 +1,10 @@
-"""Math as a reader sees it in headless Chromium: in the dark scheme it is drawn in the text's
-colour (the SVG it replaced stayed black on the slate background), it is laid out as math (a
-fraction's numerator above its denominator), and in the book's math font."""
+"""Pages as a reader's browser (headless Chromium) loads them: math in the dark scheme is drawn in
+the text's colour (the SVG it replaced stayed black on the slate background), laid out as math (a
+fraction's numerator above its denominator) in the book's math font; and a page load asks for
+nothing that fails."""
+
+import json
+import time
 
 import pytest
 
@@ -34,3 +38,21 @@ def test_math_takes_the_text_colour_and_is_laid_out(site_url, browser, path, sch
     assert seen["math"] == seen["text"], seen
     assert seen["numBottom"] <= seen["denTop"], f"the fraction is not laid out as one: {seen}"
     assert seen["font"] == ["loaded"], f"STIX Two Math did not load: {seen}"
+
+
+@pytest.mark.parametrize("path", ["/", "/zh/", "/network/", "/zh/network/"])
+def test_a_page_load_asks_for_nothing_that_fails(site_url, browser, path):
+    browser.get_log("performance")  # drain
+    browser.get(site_url + path)
+    browser.execute_async_script("document.fonts.ready.then(arguments[arguments.length - 1])")
+    time.sleep(0.5)  # Material's requests after load (the search index)
+    failed = []
+    for entry in browser.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.responseReceived":
+            response = message["params"]["response"]
+            if response["status"] >= 400:
+                failed.append((response["status"], response["url"]))
+        elif message["method"] == "Network.loadingFailed":
+            failed.append((message["params"]["errorText"], message["params"]["requestId"]))
+    assert not failed, failed
