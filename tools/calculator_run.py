@@ -8,7 +8,7 @@ so it imports the standard library only; the build (tools/calculators.py) runs t
 
     run("/book/scripts/training/memory_estimator.py", ["--params", "7e9"]) -> JSON text of
     {"status": 0, "stdout": "...", "error": "", "json": "...", "rows": [["params", "7000000000.0"], ...],
-     "command": "python scripts/training/memory_estimator.py --params 7e9"}
+     "answer": "Each GPU needs ...", "command": "python scripts/training/memory_estimator.py --params 7e9"}
 """
 
 import contextlib
@@ -16,6 +16,7 @@ import importlib
 import io
 import json
 import os
+import re
 import shlex
 import sys
 
@@ -34,17 +35,52 @@ def flatten(value, prefix: str = "") -> list[list[str]]:
     return [[prefix, json.dumps(value, ensure_ascii=False)]]
 
 
+# {path}, {path:spec}, {path/1e9:.1f}, {path*100:.0f}: a row of the result, scaled, formatted;
+# [[ ... ]]: a part left out when a field in it is missing or null
+_FIELD = re.compile(r"\{([^{}:/*]+)(?:([/*])([0-9.eE+-]+))?(?::([^{}]*))?\}")
+_OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.S)
+
+
+def answer(template: str, data) -> str:
+    """``template`` (a calculator's one-sentence answer, data/calculators/<name>.yml) with each
+    ``{path[/number or *number][:spec]}`` replaced by the value at ``path`` of ``data`` (a row
+    name of :func:`flatten`), divided or multiplied by the number, formatted by the Python format
+    ``spec``; a part in ``[[...]]`` is left out when a field in it is missing or null. Raises
+    KeyError for a path that ``data`` lacks, ValueError for a null value, ValueError or TypeError
+    for a spec that does not suit the value."""
+    values = dict(flatten(data))
+
+    def field(match):
+        path, op, number, spec = match.groups()
+        value = json.loads(values[path.strip()])
+        if value is None:
+            raise ValueError(f"{path} is null")
+        if op:
+            factor = json.loads(number)  # 2 stays an int: {count*2:,} prints no ".0"
+            value = value / factor if op == "/" else value * factor
+        return format(value, spec or "")
+
+    def optional(match):
+        try:
+            return _FIELD.sub(field, match.group(1))
+        except (KeyError, ValueError):
+            return ""
+    return _FIELD.sub(field, _OPTIONAL.sub(optional, template))
+
+
 def command(script: str, argv: list[str]) -> str:
     """The command line a reader types for the same result, from the repository root."""
     rel = script.split("/book/", 1)[-1]
     return shlex.join(["python", rel, *argv])
 
 
-def run(script: str, argv: list[str]) -> str:
+def run(script: str, argv: list[str], template: str = "") -> str:
     """Run ``script`` (a path, its folder is put on sys.path) with ``argv`` plus ``--json`` to a
     scratch file, as ``python SCRIPT ARGV`` would: its ``run_main(main)`` with ``sys.argv[0]``
     set, so messages name the script as on a terminal. Returns JSON text (see the module
-    docstring); ``error`` is the last ``SCRIPT: error: ...`` line of stderr ("" on success)."""
+    docstring); ``error`` is the last ``SCRIPT: error: ...`` line of stderr ("" on success) and
+    ``answer`` the ``template`` filled from the result ("" on failure, or where the result lacks
+    a field the template names)."""
     folder, name = os.path.split(script)
     if folder not in sys.path:
         sys.path.insert(0, folder)
@@ -66,9 +102,14 @@ def run(script: str, argv: list[str]) -> str:
     errors = [line for line in stderr.getvalue().splitlines() if line.startswith(f"{name}: error:")]
     # the page's --json file is its own business: the reader's command line does not name one
     printed = stdout.getvalue().replace(f"# wrote {RESULT}\n", "")
+    data = json.loads(text) if text else None
+    sentence = ""
+    if data is not None and template:
+        with contextlib.suppress(KeyError, ValueError, TypeError):
+            sentence = answer(template, data)
     return json.dumps({
         "status": status, "stdout": printed, "stderr": stderr.getvalue(),
         "error": errors[-1] if errors else ("" if status == 0 else stderr.getvalue().strip()),
-        "json": text, "rows": flatten(json.loads(text)) if text else [],
+        "json": text, "rows": flatten(data) if text else [], "answer": sentence,
         "command": command(script, argv),
     })

@@ -162,7 +162,7 @@ def _number(value) -> str | None:
 def form(spec: dict, lang: str) -> dict:
     """What the page's script needs, in ``lang``: the fields (option, label, kind, choices,
     default, help, starting value from the example), the pickers (rows of name and values) and
-    the example's argv."""
+    the example's argv, and the answer's template in ``lang``."""
     options = parser_options(spec["script"])
     example = spec["example"]
     fields = []
@@ -195,7 +195,7 @@ def form(spec: dict, lang: str) -> dict:
                 rows.append({"name": str(row[picker["key"]]), "values": values})
         pickers.append({"label": picker["label"][lang], "rows": rows})
     return {"name": spec["name"], "script": spec["script"], "fields": fields, "pickers": pickers,
-            "example": example}
+            "example": example, "answer": spec["answer"][lang]}
 
 
 def run_cli(script: str, argv: list[str]) -> dict:

@@ -4,10 +4,14 @@
 // through the build (tools/calculators.py). The script checks the inputs itself, so a reader sees
 // the command line's own error message; tools/calculator_run.py runs it and flattens its --json.
 //
+// The answer above the report is the calculator's sentence (data/calculators/NAME.yml answer)
+// filled from the result by tools/calculator_run.py.
+//
 // The block's data-state says where it is: static (the built example), loading, ready, failed.
 // data-runs counts the finished runs and data-ready-ms is the time from navigation to the first
 // result (tools/calculator_timing.py and tests/build/test_calculators.py read them).
 
+const LOAD_TIMEOUT_S = 90;  // Pyodide loads in a few seconds; a blocked or broken wasm never does
 const block = document.querySelector(".calculator");
 if (block) start(block);
 
@@ -59,13 +63,25 @@ function buildForm(spec, text) {
 }
 
 // The form's fields set to the command line `argv` (unset where argv does not give the option).
+// A choice that the list lacks (from a link) is added to it, so that the script runs with it and
+// says itself what it makes of it; returns those values, "--option value".
 function setInputs(form, spec, argv) {
+  const foreign = [];
   for (const field of spec.fields) {
     const input = form.querySelector(`[name="${field.option}"]`);
     const at = argv.indexOf(field.option);
-    if (field.kind === "flag") input.checked = at >= 0;
-    else input.value = at >= 0 && at + 1 < argv.length ? argv[at + 1] : "";
+    const value = at >= 0 && at + 1 < argv.length ? argv[at + 1] : "";
+    if (field.kind === "flag") {
+      input.checked = at >= 0;
+    } else if (field.kind === "choice" && value !== "" && !field.choices.includes(value)) {
+      input.append(element("option", { value, "data-foreign": "" }, value));
+      input.value = value;
+      foreign.push(`${field.option} ${value}`);
+    } else {
+      input.value = value;
+    }
   }
+  return foreign;
 }
 
 // The command line the form says, in the order of its fields; empty fields keep the default.
@@ -92,6 +108,7 @@ function queryOf(spec, argv) {
   return query;
 }
 
+// The argv of a link's query, and the query's keys that are no option of the form.
 function argvFromQuery(spec, query) {
   const argv = [];
   for (const field of spec.fields) {
@@ -100,29 +117,54 @@ function argvFromQuery(spec, query) {
     if (field.kind === "flag") argv.push(field.option);
     else argv.push(field.option, query.get(key));
   }
-  return argv;
+  const known = new Set(spec.fields.map((field) => field.option.slice(2)));
+  const unknown = [...query.keys()].filter((key) => !known.has(key)).map((key) => `?${key}`);
+  return [argv, unknown];
+}
+
+// The script's one-line error worded for the form: each option the form has is named by its
+// label too, and a value too long to read (a pasted 5,000-digit number) is cut.
+function formMessage(message, spec) {
+  let text = message.replace(/\S{61,}/g, (word) => `${word.slice(0, 60)}…`);
+  for (const field of spec.fields) {
+    const option = field.option.replace(/[-]/g, "\\-");
+    text = text.replace(new RegExp(`(^|[^\\w-])(${option})(?![\\w-])`, "g"), `$1“${field.label}” ($2)`);
+  }
+  return text;
 }
 
 function pre(cls, body) {
   return element("pre", { class: cls }, element("code", {}, body));
 }
 
-function renderResult(box, result, text) {
-  const parts = [element("p", { class: "calculator-caption" }, text.calculator_command),
-    pre("calculator-command", result.command)];
+function renderResult(box, result, spec, notice) {
+  const text = spec.strings;
+  const parts = [];
+  if (notice.length) {
+    parts.push(element("p", { class: "calculator-notice", role: "alert" },
+      `${text.calculator_bad_link} ${formMessage(notice.join(", "), spec)}`));
+  }
+  if (result.status === 0 && result.answer) parts.push(element("p", { class: "calculator-answer" }, result.answer));
+  parts.push(element("p", { class: "calculator-caption" }, text.calculator_command),
+    pre("calculator-command", result.command));
   if (result.status !== 0) {
-    parts.push(element("p", { class: "calculator-error", role: "alert" }, result.error));
+    parts.push(element("p", { class: "calculator-error", role: "alert" }, formMessage(result.error, spec)));
   } else {
     const rows = result.rows.map(([key, value]) =>
       element("tr", {}, element("td", {}, element("code", {}, key)), element("td", {}, element("code", {}, value))));
     parts.push(pre("calculator-stdout", result.stdout.replace(/\n$/, "")),
-      element("table", { class: "calculator-fields" },
-        element("thead", {}, element("tr", {}, element("th", {}, text.calculator_field), element("th", {}, text.calculator_value))),
-        element("tbody", {}, ...rows)),
+      element("details", { class: "calculator-fields-block" }, element("summary", {}, text.calculator_fields),
+        element("table", { class: "calculator-fields" },
+          element("thead", {}, element("tr", {}, element("th", {}, text.calculator_field), element("th", {}, text.calculator_value))),
+          element("tbody", {}, ...rows))),
       element("details", { class: "calculator-json-block" }, element("summary", {}, text.calculator_json),
         pre("calculator-json", result.json.replace(/\n$/, ""))));
   }
   box.replaceChildren(...parts);
+}
+
+function timeout(seconds, message) {
+  return new Promise((_, reject) => setTimeout(() => reject(new Error(message)), seconds * 1000));
 }
 
 async function fetchText(url) {
@@ -144,28 +186,33 @@ async function start(block) {
   const box = block.querySelector(".calculator-result");
   const form = buildForm(spec, text);
   block.insertBefore(form, status);
-  const fromUrl = argvFromQuery(spec, new URLSearchParams(location.search));
-  setInputs(form, spec, fromUrl.length ? fromUrl : spec.example);
+  const [fromUrl, unknownKeys] = argvFromQuery(spec, new URLSearchParams(location.search));
+  let notice = [...unknownKeys, ...setInputs(form, spec, fromUrl.length ? fromUrl : spec.example)];
   block.dataset.state = "loading";
   status.textContent = text.calculator_loading;
 
+  const late = text.calculator_timeout.replace("{seconds}", LOAD_TIMEOUT_S);
   let run;
   try {
-    const { loadPyodide } = await import(new URL("assets/pyodide/pyodide.mjs", root).href);
-    const [py, runner, script] = await Promise.all([
-      loadPyodide({ indexURL: new URL("assets/pyodide/", root).href }),
-      fetchText(new URL("assets/calculator_run.py", root)),
-      fetchText(new URL(spec.script, root)),
-    ]);
+    const loading = (async () => {
+      const { loadPyodide } = await import(new URL("assets/pyodide/pyodide.mjs", root).href);
+      return Promise.all([
+        loadPyodide({ indexURL: new URL("assets/pyodide/", root).href }),
+        fetchText(new URL("assets/calculator_run.py", root)),
+        fetchText(new URL(spec.script, root)),
+      ]);
+    })();
+    const [py, runner, script] = await Promise.race([loading, timeout(LOAD_TIMEOUT_S, late)]);
     // The repository's layout (the scripts carry the data rows they need: tools/script_shared.py).
     writeFile(py, "/book/tools/calculator_run.py", runner);
     writeFile(py, `/book/${spec.script}`, script);
     py.runPython("import sys; sys.path.insert(0, '/book/tools')");
     const runner_module = py.pyimport("calculator_run");
-    run = (argv) => JSON.parse(runner_module.run(`/book/${spec.script}`, py.toPy(argv)));
+    run = (argv) => JSON.parse(runner_module.run(`/book/${spec.script}`, py.toPy(argv), spec.answer));
   } catch (err) {
     block.dataset.state = "failed";
-    status.textContent = `${text.calculator_failed} ${err}`;
+    status.textContent = err.message === late ? late : `${text.calculator_failed} ${err}`;
+    status.classList.add("calculator-status-failed");
     return;
   }
 
@@ -173,12 +220,14 @@ async function start(block) {
     status.textContent = text.calculator_running;
     const argv = argvOf(form, spec);
     const result = run(argv);
-    renderResult(box, result, text);
+    renderResult(box, result, spec, notice);
+    notice = [];  // a link's problems are told once, with the run they concern
     const query = queryOf(spec, argv).toString();
     const url = location.pathname + (query ? `?${query}` : "");
     history.replaceState(null, "", url);
     form.querySelector(".calculator-link").href = url;
-    status.textContent = text.calculator_ready;
+    status.textContent = result.status === 0 ? text.calculator_ready : text.calculator_refused;
+    status.classList.toggle("calculator-status-failed", result.status !== 0);
     block.dataset.runs = String(Number(block.dataset.runs || 0) + 1);
   };
   form.addEventListener("submit", (event) => {
@@ -186,7 +235,7 @@ async function start(block) {
     calculate();
   });
   form.querySelector(".calculator-reset").addEventListener("click", () => {
-    setInputs(form, spec, spec.example);
+    notice = setInputs(form, spec, spec.example);
     calculate();
   });
   calculate();

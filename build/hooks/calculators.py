@@ -33,19 +33,22 @@ PROVENANCE = ("date_utc", "versions", "command")  # the results envelope's field
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 
 
-def _result_html(result: dict, text: dict) -> str:
-    """The result block: command line, printed report, a row per --json field, and the JSON text
-    (which the PDF leaves out: the table already holds every field)."""
+def _result_html(result: dict, text: dict, answer: str) -> str:
+    """The result block: the answer in a sentence, the command line, the printed report, and
+    folded, a row per --json field and the JSON text (which the PDF leaves out: the table already
+    holds every field)."""
     rows = "".join(f"<tr><td><code>{html.escape(key)}</code></td><td><code>{html.escape(value)}</code></td></tr>"
                    for key, value in calculator_run.flatten(json.loads(result["json"])))
     # newlines inside <pre> as character references: Markdown sees one raw-HTML line per block
     def pre(cls: str, body: str) -> str:
         return f'<pre class="{cls}"><code>{html.escape(body).replace(chr(10), "&#10;")}</code></pre>'
-    return (f'<p class="calculator-caption">{text["calculator_command"]}</p>'
+    return (f'<p class="calculator-answer">{html.escape(answer)}</p>'
+            + f'<p class="calculator-caption">{text["calculator_command"]}</p>'
             + pre("calculator-command", result["command"])
             + pre("calculator-stdout", result["stdout"].rstrip("\n"))
+            + f'<details class="calculator-fields-block"><summary>{text["calculator_fields"]}</summary>'
             + f'<table class="calculator-fields"><thead><tr><th>{text["calculator_field"]}</th>'
-            + f'<th>{text["calculator_value"]}</th></tr></thead><tbody>{rows}</tbody></table>'
+            + f'<th>{text["calculator_value"]}</th></tr></thead><tbody>{rows}</tbody></table></details>'
             + f'<details class="calculator-json-block"><summary>{text["calculator_json"]}</summary>'
             + pre("calculator-json", result["json"].rstrip("\n")) + "</details>")
 
@@ -76,8 +79,13 @@ def _calculator(name: str, page, config) -> str:
     if example["status"] != 0:
         raise PluginError(f"{page.file.src_uri}: the example of calculator {name} fails: "
                           f"{example['error'] or example['stderr'].strip()}")
-    result = _result_html(example, text)
     description = calculators.form(spec, lang)
+    try:
+        answer = calculator_run.answer(description["answer"], json.loads(example["json"]))
+    except (KeyError, ValueError, TypeError) as err:
+        raise PluginError(f"{page.file.src_uri}: the answer of calculator {name} does not fit its "
+                          f"example's result: {type(err).__name__}: {err}") from err
+    result = _result_html(example, text, answer)
     description["strings"] = {k: v for k, v in text.items() if k.startswith("calculator_")}
     root = site_root_prefix(page)
     return (f'<div class="calculator" data-root="{root}" data-state="static" '

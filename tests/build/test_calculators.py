@@ -16,6 +16,7 @@ import concurrent.futures
 import functools
 import json
 import os
+import re
 import shlex
 import urllib.parse
 
@@ -25,7 +26,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.build.conftest import requested_urls
-from tools import calculators
+from tools import calculator_run, calculators
 
 WAIT_S = 60  # loading Pyodide takes a few seconds on a 2-core machine; a run well under one
 POLL_S = 0.05  # how often a wait looks (Selenium's default, 0.5 s, would add a quarter second a wait)
@@ -95,6 +96,9 @@ def shown(browser) -> dict:
         "const box = document.querySelector('.calculator-result');"
         "const text = selector => { const el = box.querySelector(selector); return el ? el.textContent : null; };"
         "return {command: text('.calculator-command'), error: text('.calculator-error'),"
+        "        answer: text('.calculator-answer'), notice: text('.calculator-notice'),"
+        "        status: document.querySelector('.calculator-status').textContent,"
+        "        strings: JSON.parse(document.querySelector('.calculator').dataset.spec).strings,"
         "        stdout: text('.calculator-stdout'), json: text('.calculator-json'),"
         "        rows: [...box.querySelectorAll('.calculator-fields tbody tr')]"
         "              .map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))};")
@@ -115,15 +119,29 @@ def cli_results():
         list(pool.map(lambda run: _cli(*run), runs))
 
 
-def check_same_as_cli(page: dict, spec: dict, argv: list[str]) -> None:
+def for_the_form(message: str, spec: dict, lang: str) -> str:
+    """The script's error as the page words it: each option of the form preceded by its label
+    (“Label” (--option)), and a word over 60 characters cut to 60 and "…"."""
+    text = re.sub(r"\S{61,}", lambda m: m.group(0)[:60] + "…", message)
+    for field in spec["fields"]:
+        text = re.sub(rf"(^|[^\w-])({re.escape(field['option'])})(?![\w-])",
+                      lambda m, label=field["label"][lang]: f"{m.group(1)}“{label}” ({m.group(2)})", text)
+    return text
+
+
+def check_same_as_cli(page: dict, spec: dict, argv: list[str], lang: str = "en") -> None:
     cli = _cli(spec["script"], tuple(argv))
+    strings = calculators.form(spec, lang)  # the answer's template in the page's language
     assert page["command"] == shlex.join(["python", spec["script"], *argv])
     if cli["status"] != 0:
         assert cli["error"], cli["stderr"]
-        assert page["error"] == cli["error"]
-        assert page["json"] is None
+        assert page["error"] == for_the_form(cli["error"], spec, lang)
+        assert page["json"] is None and page["answer"] is None
         return
     assert page["error"] is None, page["error"]
+    # the answer in a sentence: the template filled from the command line's result
+    assert page["answer"] == calculator_run.answer(strings["answer"], json.loads(cli["json"]))
+    assert page["answer"] and "{" not in page["answer"], page["answer"]
     assert page["stdout"] == cli["stdout"].rstrip("\n")  # the report, as the terminal shows it
     expected, got = json.loads(cli["json"]), json.loads(page["json"])
     assert without_provenance(got) == without_provenance(expected)
@@ -150,6 +168,9 @@ def test_calculator_gives_what_the_command_line_gives(site_url, browser, name):
         page = shown(browser)
         check_same_as_cli(page, spec, argv)
         refused += page["error"] is not None
+        # the status line says which: ready for more, or refused
+        said = page["strings"]["calculator_ready" if page["error"] is None else "calculator_refused"]
+        assert page["status"] == said, page["status"]
     assert refused >= 1, "no configuration was refused: add an invalid one"
     assert len(configs) - refused >= 5
 
@@ -160,9 +181,9 @@ def test_calculator_gives_what_the_command_line_gives(site_url, browser, name):
     assert {f"--{k}" for k in query} == set(configs[-1])
     browser.get(f"{page_url(site_url, name, 'zh')}?{link.query}")
     wait_ready(browser)
-    check_same_as_cli(shown(browser), spec, argv_of(spec, configs[-1]))
+    check_same_as_cli(shown(browser), spec, argv_of(spec, configs[-1]), "zh")
     enter(browser, spec, configs[0])
-    check_same_as_cli(shown(browser), spec, argv_of(spec, configs[0]))
+    check_same_as_cli(shown(browser), spec, argv_of(spec, configs[0]), "zh")
 
     offsite = [u for u in requested_urls(browser) if not u.startswith((site_url + "/", "data:", "blob:"))]
     assert not offsite, f"requests that left the loopback host: {offsite}"
@@ -210,3 +231,28 @@ def test_without_javascript_each_page_shows_the_worked_example(built_site, examp
         assert without_provenance(json.loads(result.select_one(".calculator-json").text)) == \
             without_provenance(json.loads(cli["json"]))
         assert result.select_one(".calculator-stdout").text == cli["stdout"].rstrip("\n")
+        template = calculators.load(name)["answer"][lang]
+        assert result.select_one(".calculator-answer").text == \
+            calculator_run.answer(template, json.loads(cli["json"]))
+
+
+def test_a_link_with_values_the_form_lacks_says_so_and_the_script_refuses_them(site_url, browser):
+    spec = calculators.load("kv_cache")
+    browser.get(page_url(site_url, "kv_cache") + "?model=No+Such+Model&gpus=4&colour=blue")
+    wait_ready(browser)
+    page = shown(browser)
+    # told, not dropped: the unknown key, and the model the list lacks (which the form still runs)
+    assert "?colour" in page["notice"] and "“Model” (--model) No Such Model" in page["notice"], page["notice"]
+    argv = ["--model", "No Such Model", "--gpus", "4"]
+    check_same_as_cli(page, spec, argv)
+    assert page["error"] is not None and page["status"] == page["strings"]["calculator_refused"]
+
+
+def test_a_value_too_long_to_read_is_cut_in_the_messages(site_url, browser):
+    spec = calculators.load("kv_cache")
+    browser.get(page_url(site_url, "kv_cache") + "?model=" + "x" * 5000)  # the script echoes it whole
+    wait_ready(browser)
+    page = shown(browser)
+    check_same_as_cli(page, spec, ["--model", "x" * 5000])
+    for message in (page["error"], page["notice"]):
+        assert "x" * 59 + "…" in message and len(message) < 400, message  # 60 with its quote

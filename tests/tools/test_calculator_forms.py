@@ -39,6 +39,7 @@ GOOD = """\
 script: scripts/training/memory_estimator.py
 chapter: training/memory.md
 example: [--params, "7e9"]
+answer: {en: "{per_gpu_bytes.total/1e9:.1f} GB per GPU", zh: "每块 GPU {per_gpu_bytes.total/1e9:.1f} GB"}
 fields:
   - {option: --params, label: {en: Parameters, zh: 参数量}}
   - {option: --dp, label: {en: Data parallel, zh: 数据并行度}}
@@ -56,6 +57,7 @@ BAD = [
     ("example-number", '[--params, "7e9"]', "[--params, 7]",
      r"example\.1: 7 is not of type string; an argument as typed: quote the numbers"),
     ("no-fields", "fields:", "field:", r"fields: missing"),
+    ("no-answer", "answer:", "answr:", r"answer: missing"),
     ("misspelt-key", "chapter:", "chaptr:", r"chapter: missing"),
     ("option-without-dashes", "option: --dp,", "option: dp,", r"field 2 \(dp\): option: 'dp' does not match"),
     ("check-number", '--dp: "8"', "--dp: 8", r"checks\.0\.--dp: 8 is none of: string, True"),
@@ -130,3 +132,36 @@ def test_a_data_file_that_breaks_its_schema_is_named_with_row_and_field(tmp_path
     monkeypatch.setattr(calculators, "REPO", tmp_path)
     with pytest.raises(calculators.CalculatorError, match=r"architectures\.yml: row 1\b.*: name: 7 is not"):
         calculators._rows("data/models/architectures.yml")
+
+
+@pytest.mark.parametrize("template, expected", [
+    ("{name} has {size/1e9:,.1f} B", "Llama has 1,234.6 B"),
+    ("{share:.1%} of {parts[1].n*2:,}", "36.6% of 8,000"),
+    ("every {steps[0]} steps[[ ({missing} more)]][[ or {none:.1f}]]", "every 263 steps"),
+])
+def test_the_answer_fills_its_template_from_the_result(template, expected):
+    from tools.calculator_run import answer
+    data = {"name": "Llama", "size": 1.2345678e12, "share": 0.36578, "parts": [{"n": 1}, {"n": 4000}],
+            "steps": [263], "none": None}
+    assert answer(template, data) == expected
+
+
+@pytest.mark.parametrize("template, error", [("{nope}", KeyError), ("{none:.1f}", ValueError),
+                                             ("{name:.1f}", ValueError)])
+def test_an_answer_that_does_not_fit_the_result_raises(template, error):
+    from tools.calculator_run import answer
+    with pytest.raises(error):
+        answer(template, {"name": "Llama", "none": None})
+
+
+def test_every_calculators_answer_fits_its_examples_and_checks_in_both_languages():
+    from tools.calculator_run import answer
+    for name in calculators.names():
+        spec = calculators.load(name)
+        runs = [spec["example"]] + [[x for k, v in c.items() for x in ([k] if v is True else [k, v])]
+                                    for c in spec["checks"]]
+        for argv in runs:
+            result = calculators.run_cli(spec["script"], argv)
+            if result["status"] == 0:
+                for lang in ("en", "zh"):
+                    assert "{" not in answer(spec["answer"][lang], json.loads(result["json"]))
