@@ -56,3 +56,15 @@ def test_a_page_load_asks_for_nothing_that_fails(site_url, browser, path):
         elif message["method"] == "Network.loadingFailed":
             failed.append((message["params"]["errorText"], message["params"]["requestId"]))
     assert not failed, failed
+
+
+def test_page_weight_counts_what_a_cold_load_downloads(built_site, tmp_path):
+    from tools import page_weight
+    out = tmp_path / "weight.json"
+    assert page_weight.main(["--site", str(built_site), "--page", "/network/", "--json", str(out)]) == 0
+    weight = json.loads(out.read_text())["pages"]["/network/"]
+    # the page itself, its stylesheets and scripts, the math font and the English search index
+    downloaded = {url.rsplit("/", 2)[-2] + "/" + url.rsplit("/", 1)[-1] for url, _ in weight["largest"]}
+    assert "search/search_index.json" in downloaded and weight["requests"] >= 8
+    page = (built_site / "network" / "index.html").stat().st_size
+    assert weight["bytes"] > page + (built_site / "search" / "search_index.json").stat().st_size

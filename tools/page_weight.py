@@ -1,0 +1,92 @@
+"""What a reader's browser downloads to show a page of the book, cold (nothing cached).
+
+Serves a built site on loopback, opens each page in a fresh headless Chromium (Selenium) with
+its cache disabled, waits for the page and its late requests (the search index, fonts, the
+calculator's runtime) to finish, and sums the bytes of every response (Chromium's
+``encodedDataLength``: what crossed the wire, headers included). Compare two builds by giving
+each its own --site.
+
+    python tools/page_weight.py [--site site] [--page /network/ ...] [--json weight.json]
+
+Prints one line per page: total decimal MB, requests, and the five largest responses.
+Needs chromium and chromedriver (requirements/apt.txt) and a built site (make book).
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tools.calculator_timing import serve
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = ("/", "/training/memory/", "/network/", "/calculators/kv-cache/", "/zh/network/")
+SETTLE_S = 1.0  # no new response for this long: the page has finished loading
+LIMIT_S = 90    # a calculator page loads a 10 MB runtime; give up after this
+
+
+def weigh(driver, url: str) -> dict:
+    """Bytes and requests of one cold load of ``url``: {"bytes", "requests", "largest": [[url, bytes]]}."""
+    driver.get_log("performance")  # drain
+    driver.execute_cdp_cmd("Network.clearBrowserCache", {})
+    driver.get(url)
+    sizes: dict[str, int] = {}
+    urls: dict[str, str] = {}
+    quiet_since, end = time.monotonic(), time.monotonic() + LIMIT_S
+    while time.monotonic() < end and time.monotonic() - quiet_since < SETTLE_S:
+        for entry in driver.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            params = message.get("params", {})
+            if message["method"] == "Network.requestWillBeSent":
+                urls[params["requestId"]] = params["request"]["url"]
+                quiet_since = time.monotonic()
+            elif message["method"] == "Network.loadingFinished":
+                sizes[params["requestId"]] = int(params["encodedDataLength"])
+                quiet_since = time.monotonic()
+        time.sleep(0.1)
+    largest = sorted(((urls.get(r, "?"), n) for r, n in sizes.items()), key=lambda x: -x[1])[:5]
+    return {"bytes": sum(sizes.values()), "requests": len(sizes), "largest": [list(x) for x in largest]}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--site", type=Path, default=REPO / "site", help="a built site (default: site/)")
+    parser.add_argument("--page", action="append", help=f"a page's path (default: {' '.join(PAGES)})")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    if not (args.site / "index.html").is_file():
+        parser.error(f"{args.site} holds no built site (make book)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    from tests.build.conftest import CHROMIUM_FLAGS
+    from tests.conftest import require_tool
+
+    server = serve(args.site)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    options = webdriver.ChromeOptions()
+    options.binary_location = require_tool("chromium")
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(require_tool("chromedriver")), options=options)
+    results = {}
+    try:
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
+        for page in args.page or PAGES:
+            results[page] = weigh(driver, base + page)
+            r = results[page]
+            top = ", ".join(f"{u.removeprefix(base)} {n / 1e6:.2f}" for u, n in r["largest"][:3])
+            print(f"{page:<28} {r['bytes'] / 1e6:7.2f} MB {r['requests']:4d} requests   largest: {top}")
+    finally:
+        driver.quit()
+        server.shutdown()
+    if args.json:
+        args.json.write_text(json.dumps({"site": str(args.site), "pages": results}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
