@@ -68,3 +68,20 @@ def test_page_weight_counts_what_a_cold_load_downloads(built_site, tmp_path):
     assert "search/search_index.json" in downloaded and weight["requests"] >= 8
     page = (built_site / "network" / "index.html").stat().st_size
     assert weight["bytes"] > page + (built_site / "search" / "search_index.json").stat().st_size
+
+
+def test_a_notebook_on_a_phone_gives_code_and_plots_the_width(site_url, browser):
+    size = browser.get_window_size()
+    browser.set_window_size(390, 844)
+    try:
+        browser.get(site_url + "/compute/roofline/")
+        seen = browser.execute_script("""
+            const article = document.querySelector("article").getBoundingClientRect();
+            const code = document.querySelector(".jp-CodeCell .jp-InputArea-editor").getBoundingClientRect();
+            const plot = document.querySelector(".jp-OutputArea-output img").getBoundingClientRect();
+            return {article: [article.x, article.width], code: code.x, plot: plot.width};""")
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+    x, width = seen["article"]
+    assert seen["code"] < x + 30, f"the In [n]: prompt column still pushes the code right: {seen}"
+    assert seen["plot"] > 0.8 * width, f"the plot takes {seen['plot']:.0f} of {width:.0f} px"
