@@ -155,10 +155,18 @@ for name in ["NVIDIA A100 SXM 80GB", "NVIDIA H100 SXM", "NVIDIA B200 (HGX)", "AM
     peak_d, bw_d = devices[name]
     ax.loglog(x, np.minimum(peak_d, x * bw_d) / 1e12, label=name)
 peak, bw = devices["NVIDIA H100 SXM"]
-for op, intensity in ops.items():
+# each dot gets a number, the key lists them in the empty upper left; numbers of neighbouring dots on
+# the roof alternate above and below it
+ranked = sorted(ops, key=ops.get)
+for number, op in enumerate(ranked, 1):
+    intensity = ops[op]
     y = min(peak, intensity * bw) / 1e12
     ax.plot(intensity, y, "o", color="black", ms=4)
-    ax.annotate(op, (intensity, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    above = intensity * bw < peak or number % 2
+    ax.annotate(str(number), (intensity, y), textcoords="offset points", xytext=(-3, 5 if above else -12),
+                fontsize=7, fontweight="bold")
+ax.text(0.02, 0.97, "\n".join(f"{number}  {op}" for number, op in enumerate(ranked, 1)), transform=ax.transAxes,
+        va="top", fontsize=7, bbox={"facecolor": "white", "edgecolor": "0.8", "boxstyle": "round"})
 ax.set_xlabel("arithmetic intensity (bf16 FLOPs per byte of HBM traffic)")
 ax.set_ylabel("attainable TFLOPS (dense bf16)")
 ax.set_title("Roofline from vendor peaks; dots: transformer ops on an H100 SXM")

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 7f7684c881b1c489263828fbec9fe3cc1ff65aefde95b49e2ecadb9053907f51
+#       source_sha256: ce8462a61fa10a9d74d2d839b5f77ddbffceb3697d4ea0808baa20eac5cf6fc1
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -152,10 +152,17 @@ for name in ["NVIDIA A100 SXM 80GB", "NVIDIA H100 SXM", "NVIDIA B200 (HGX)", "AM
     peak_d, bw_d = devices[name]
     ax.loglog(x, np.minimum(peak_d, x * bw_d) / 1e12, label=name)
 peak, bw = devices["NVIDIA H100 SXM"]
-for op, intensity in ops.items():
+# 每个点标一个编号，编号对应的操作列在左上角的空白处；屋顶上相邻的点，编号交替标在屋顶上方和下方
+ranked = sorted(ops, key=ops.get)
+for number, op in enumerate(ranked, 1):
+    intensity = ops[op]
     y = min(peak, intensity * bw) / 1e12
     ax.plot(intensity, y, "o", color="black", ms=4)
-    ax.annotate(op, (intensity, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    above = intensity * bw < peak or number % 2
+    ax.annotate(str(number), (intensity, y), textcoords="offset points", xytext=(-3, 5 if above else -12),
+                fontsize=7, fontweight="bold")
+ax.text(0.02, 0.97, "\n".join(f"{number}  {op}" for number, op in enumerate(ranked, 1)), transform=ax.transAxes,
+        va="top", fontsize=7, bbox={"facecolor": "white", "edgecolor": "0.8", "boxstyle": "round"})
 ax.set_xlabel("算术强度（每字节 HBM 流量的 bf16 FLOPs）")
 ax.set_ylabel("可达 TFLOPS（稠密 bf16）")
 ax.set_title("按厂商峰值画出的 roofline；圆点：H100 SXM 上的 transformer 操作")
