@@ -85,3 +85,21 @@ def test_a_notebook_on_a_phone_gives_code_and_plots_the_width(site_url, browser)
     x, width = seen["article"]
     assert seen["code"] < x + 30, f"the In [n]: prompt column still pushes the code right: {seen}"
     assert seen["plot"] > 0.8 * width, f"the plot takes {seen['plot']:.0f} of {width:.0f} px"
+
+
+@pytest.mark.parametrize("path", ["/zh/debug/node-health/", "/debug/node-health/"])
+def test_an_option_in_the_prose_is_never_split_across_lines(site_url, browser, path):
+    size = browser.get_window_size()
+    browser.set_window_size(390, 844)
+    try:
+        browser.get(site_url + path)
+        seen = browser.execute_script("""
+            const options = [...document.querySelectorAll("article p code.option, article li code.option")];
+            return {options: options.length,
+                    split: options.filter(c => c.getClientRects().length > 1).map(c => c.textContent),
+                    overflow: document.documentElement.scrollWidth - window.innerWidth};""")
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+    assert seen["options"] >= 5, seen
+    assert not seen["split"], f"options broken across lines: {seen['split']}"
+    assert seen["overflow"] <= 0, f"the page is {seen['overflow']} px wider than the phone"
