@@ -103,3 +103,28 @@ def test_an_option_in_the_prose_is_never_split_across_lines(site_url, browser, p
     assert seen["options"] >= 5, seen
     assert not seen["split"], f"options broken across lines: {seen['split']}"
     assert seen["overflow"] <= 0, f"the page is {seen['overflow']} px wider than the phone"
+
+
+def _edge_shade(png: bytes) -> tuple[float, float]:
+    """Mean brightness (0-255) of the 6 px at the left and at the right edge of a screenshot."""
+    import io
+
+    from PIL import Image
+    image = Image.open(io.BytesIO(png)).convert("L")
+    w, h = image.size
+    def band(x0):
+        return sum(image.getpixel((x, y)) for x in range(x0, x0 + 6) for y in range(h)) / (6 * h)
+    return band(1), band(w - 7)
+
+
+def test_a_table_wider_than_the_column_shows_a_shadow_where_it_scrolls(site_url, browser):
+    browser.set_window_size(1280, 900)
+    browser.get(site_url + "/compute/accelerators/")
+    wrap = browser.execute_script(
+        "const w = [...document.querySelectorAll('.md-typeset__scrollwrap')]"
+        "  .find(e => e.scrollWidth > e.clientWidth + 20); w.scrollIntoView({block: 'center'}); return w;")
+    left, right = _edge_shade(wrap.screenshot_as_png)
+    assert right < left - 5, f"no shadow at the right edge, where the table continues ({left:.0f} vs {right:.0f})"
+    browser.execute_script("arguments[0].scrollLeft = arguments[0].scrollWidth", wrap)
+    left, right = _edge_shade(wrap.screenshot_as_png)
+    assert left < right - 5, f"no shadow at the left edge once scrolled to the end ({left:.0f} vs {right:.0f})"
