@@ -124,3 +124,22 @@ def test_the_sites_mathml_prints_as_the_svg_of_its_tex():
     svgs = soup.select("svg.math")
     assert [svg["aria-label"] for svg in svgs] == [r"\frac{a}{b}", "x^2"]
     assert "vertical-align" in svgs[0]["style"] and "vertical-align" not in svgs[1]["style"]
+
+
+def test_an_english_word_too_wide_for_its_table_column_is_hyphenated(tmp_path):
+    import subprocess
+
+    import weasyprint
+
+    from tests.conftest import require_tool
+    cells = "".join(f"<td>{w}</td>" for w in ["interconnect", "accelerators"] + ["x"] * 12)
+    (tmp_path / "t.html").write_text(
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<link rel="stylesheet" href="{pdf_book.PRINT_CSS.resolve().as_uri()}"></head><body>'
+        f'<article class="md-typeset chapter" lang="en"><table><thead><tr>{"<th>h</th>" * 14}</tr></thead>'
+        f"<tbody><tr>{cells}</tr></tbody></table></article></body></html>", encoding="utf-8")
+    weasyprint.HTML(filename=str(tmp_path / "t.html")).write_pdf(str(tmp_path / "t.pdf"))
+    text = subprocess.run([require_tool("pdftotext"), "-layout", str(tmp_path / "t.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout
+    # 14 columns in the text width: the words break at a syllable with a hyphen, not anywhere
+    assert "inter\u2010" in text and "accel\u2010" in text, text
