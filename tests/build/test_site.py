@@ -315,3 +315,13 @@ def test_each_page_describes_itself_in_its_own_language(built_site):
         seen.setdefault(found["en"][0], []).append(src)
     shared = {text: srcs for text, srcs in seen.items() if len(srcs) > 1}
     assert not shared, f"pages that share one description: {shared}"
+
+
+def test_a_sitemap_only_with_the_sites_address(built_site):
+    import os
+    sitemaps = sorted(built_site.rglob("sitemap.xml*"))
+    if not os.environ.get("BOOK_SITE_URL"):
+        # mkdocs would write "<loc>None/..." for every page
+        assert not sitemaps, f"a sitemap without the site's address: {sitemaps}"
+    for path in (p for p in sitemaps if p.suffix == ".xml"):
+        assert "<loc>None" not in path.read_text(encoding="utf-8"), path
