@@ -57,20 +57,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not (args.site / "index.html").is_file():
         parser.error(f"{args.site} holds no built site (make book)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    from tests.build.conftest import CHROMIUM_FLAGS
-    from tests.conftest import require_tool
+    from tests.build.conftest import start_chromium
 
     server = serve(args.site)
     base = f"http://127.0.0.1:{server.server_address[1]}"
-    options = webdriver.ChromeOptions()
-    options.binary_location = require_tool("chromium")
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(require_tool("chromedriver")), options=options)
+    driver = start_chromium()
+    driver.set_page_load_timeout(LIMIT_S)
     results = {}
     try:
         driver.execute_cdp_cmd("Network.enable", {})

@@ -33,10 +33,9 @@ def site_url(built_site):
     server.shutdown()
 
 
-@pytest.fixture(scope="session")
-def browser():
-    """One Chromium for the session (the search and calculator tests share it); its performance
-    log records every request it makes (``requested_urls``)."""
+def start_chromium():
+    """Headless Chromium under Selenium whose performance log records every request it makes
+    (``requested_urls``); tools/page_weight.py starts its own the same way."""
     options = webdriver.ChromeOptions()
     options.binary_location = require_tool("chromium")
     for flag in CHROMIUM_FLAGS:
@@ -45,6 +44,13 @@ def browser():
     # an explicit driver path: Selenium Manager would otherwise try to download one
     driver = webdriver.Chrome(service=Service(require_tool("chromedriver")), options=options)
     driver.set_page_load_timeout(30)
+    return driver
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One Chromium for the session (the search, page and calculator tests share it)."""
+    driver = start_chromium()
     yield driver
     driver.quit()
 
