@@ -34,6 +34,12 @@ class _TagsIgnored(yaml.SafeLoader):
 _TagsIgnored.add_multi_constructor("", lambda loader, suffix, node: None)
 
 
+def ui_strings(lang: str) -> dict:
+    """The interface strings of language ``lang`` (mkdocs.yml's extra.strings under the i18n plugin)."""
+    return {language.locale: language.extra["strings"] for language in
+            config().plugins["i18n"].config.languages}[lang]
+
+
 @cache
 def _nav() -> list:
     return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_TagsIgnored)["nav"]

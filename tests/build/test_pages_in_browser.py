@@ -1,12 +1,14 @@
 """Pages as a reader's browser (headless Chromium) loads them: math in the dark scheme is drawn in
 the text's colour (the SVG it replaced stayed black on the slate background), laid out as math (a
-fraction's numerator above its denominator) in the book's math font; and a page load asks for
-nothing that fails."""
+fraction's numerator above its denominator) in the book's math font; notebooks and prose on a
+phone; wide tables (a cue above them, a shadow where they scroll, reachable by keyboard). Every
+page's requests, console and accessibility: tests/build/test_every_page.py."""
 
 import json
-import time
 
 import pytest
+
+from tests.build.book import ui_strings
 
 # the first fraction in the page, the element around its math, and what the browser made of them
 PROBE = """
@@ -38,24 +40,6 @@ def test_math_takes_the_text_colour_and_is_laid_out(site_url, browser, path, sch
     assert seen["math"] == seen["text"], seen
     assert seen["numBottom"] <= seen["denTop"], f"the fraction is not laid out as one: {seen}"
     assert seen["font"] == ["loaded"], f"STIX Two Math did not load: {seen}"
-
-
-@pytest.mark.parametrize("path", ["/", "/zh/", "/network/", "/zh/network/"])
-def test_a_page_load_asks_for_nothing_that_fails(site_url, browser, path):
-    browser.get_log("performance")  # drain
-    browser.get(site_url + path)
-    browser.execute_async_script("document.fonts.ready.then(arguments[arguments.length - 1])")
-    time.sleep(0.5)  # Material's requests after load (the search index)
-    failed = []
-    for entry in browser.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.responseReceived":
-            response = message["params"]["response"]
-            if response["status"] >= 400:
-                failed.append((response["status"], response["url"]))
-        elif message["method"] == "Network.loadingFailed":
-            failed.append((message["params"]["errorText"], message["params"]["requestId"]))
-    assert not failed, failed
 
 
 def test_page_weight_counts_what_a_cold_load_downloads(built_site, tmp_path):
@@ -115,6 +99,25 @@ def _edge_shade(png: bytes) -> tuple[float, float]:
     def band(x0):
         return sum(image.getpixel((x, y)) for x in range(x0, x0 + 6) for y in range(h)) / (6 * h)
     return band(1), band(w - 7)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_table_wider_than_the_column_says_so_above_it_and_takes_the_keyboard(site_url, browser, lang):
+    browser.set_window_size(1280, 900)
+    browser.get(site_url + ("/zh" if lang == "zh" else "") + "/compute/accelerators/")
+    seen = browser.execute_script("""
+        return [...document.querySelectorAll('.md-typeset__scrollwrap')].map(w => ({
+            wide: w.scrollWidth > w.clientWidth + 1, tabindex: w.getAttribute('tabindex'),
+            label: w.getAttribute('aria-label'), cue: getComputedStyle(w, '::before').content,
+            cueHeight: parseFloat(getComputedStyle(w, '::before').height) || 0}));""")
+    cue = ui_strings(lang)["scroll_cue"]
+    wide = [w for w in seen if w["wide"]]
+    assert wide and len(wide) < len(seen), f"expected wide and narrow tables on this page: {seen}"
+    for w in wide:  # reachable by Tab, named, and the line above it says it scrolls
+        assert w["tabindex"] == "0" and w["label"] == cue and cue in w["cue"] and w["cueHeight"] > 5, w
+    for w in seen:
+        if not w["wide"]:
+            assert w["tabindex"] is None and w["cue"] == "none", w
 
 
 def test_a_table_wider_than_the_column_shows_a_shadow_where_it_scrolls(site_url, browser):

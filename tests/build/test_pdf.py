@@ -18,7 +18,6 @@ from tests.build.book import (
     RAW_TEX,
     ROOT,
     built_page,
-    config,
     markers,
     nav_pages,
     page_tree,
@@ -26,6 +25,7 @@ from tests.build.book import (
     script_usage,
     select,
     text_of,
+    ui_strings,
 )
 from tests.conftest import require_tool
 from tools import calculators
@@ -298,8 +298,7 @@ def test_appendix_says_what_each_script_does_how_to_run_it_and_where_to_get_it(p
     reader = pdfs[lang]
     appendix = [index for depth, _, index in outline_entries(reader) if depth == 0][-1]
     text = squeezed(" ".join(page.text for page in page_texts[lang][appendix:]))
-    strings = {language.locale: language.extra["strings"] for language in
-               config().plugins["i18n"].config.languages}[lang]
+    strings = ui_strings(lang)
     for rel in _embedded_scripts():
         purpose = squeezed(script_summary(ROOT / rel).split("\n\n")[0].replace("`", ""))  # code spans print plain
         start = text.find(squeezed(rel) + purpose)
