@@ -68,6 +68,21 @@ def answer(template: str, data) -> str:
     return _FIELD.sub(field, _OPTIONAL.sub(optional, template))
 
 
+def form_message(message: str, fields: list[list[str]], rewrites: list[list[str]]) -> str:
+    """A script's one-line message worded for its form: each ``[phrase, form's words]`` of
+    ``rewrites`` replaced first (a phrase that names an option only the command line has, such as
+    "(see --list)"), then each ``[option, label]`` of ``fields`` that the form shows named by its
+    label too ("“Model” (--model)"), and a word over 60 characters (a pasted 5,000-digit number)
+    cut to 60 and "…". The calculator pages (calculator.js) word their errors and notices with it."""
+    text = re.sub(r"\S{61,}", lambda m: m.group(0)[:60] + "…", message)
+    for phrase, words in rewrites:
+        text = text.replace(phrase, words)
+    for option, label in fields:
+        text = re.sub(rf"(^|[^\w-])({re.escape(option)})(?![\w-])",
+                      lambda m, label=label: f"{m.group(1)}“{label}” ({m.group(2)})", text)
+    return text
+
+
 def command(script: str, argv: list[str]) -> str:
     """The command line a reader types for the same result, from the repository root."""
     rel = script.split("/book/", 1)[-1]

@@ -15,6 +15,8 @@ runs it under Pyodide)::
     fields:                                         # the options the form shows, in this order
       - {option: --params, label: {en: Parameters, zh: 参数量}}
       - {option: --model, label: {...}, choices_from: {data: data/models/architectures.yml, key: name}}
+    form_messages:                                  # the script's phrases that name command-line-only
+      - {cli: "(see --list)", en: ..., zh: ...}     # options, as the form says them
     checks:                                         # what the in-browser test enters: five or more
       - {--params: "7.5e9", --dp: "64"}             # configurations the script accepts, then one
       - {--params: "7e9", --dp: "0"}                # it refuses (tests/build/test_calculators.py)
@@ -195,7 +197,8 @@ def form(spec: dict, lang: str) -> dict:
                 rows.append({"name": str(row[picker["key"]]), "values": values})
         pickers.append({"label": picker["label"][lang], "rows": rows})
     return {"name": spec["name"], "script": spec["script"], "fields": fields, "pickers": pickers,
-            "example": example, "answer": spec["answer"][lang]}
+            "example": example, "answer": spec["answer"][lang],
+            "form_messages": [[m["cli"], m[lang]] for m in spec.get("form_messages", [])]}
 
 
 def run_cli(script: str, argv: list[str]) -> dict:

@@ -122,33 +122,23 @@ function argvFromQuery(spec, query) {
   return [argv, unknown];
 }
 
-// The script's one-line error worded for the form: each option the form has is named by its
-// label too, and a value too long to read (a pasted 5,000-digit number) is cut.
-function formMessage(message, spec) {
-  let text = message.replace(/\S{61,}/g, (word) => `${word.slice(0, 60)}…`);
-  for (const field of spec.fields) {
-    const option = field.option.replace(/[-]/g, "\\-");
-    text = text.replace(new RegExp(`(^|[^\\w-])(${option})(?![\\w-])`, "g"), `$1“${field.label}” ($2)`);
-  }
-  return text;
-}
-
+// A result block: it scrolls sideways, so a keyboard can reach it.
 function pre(cls, body) {
-  return element("pre", { class: cls }, element("code", {}, body));
+  return element("pre", { class: cls }, element("code", { tabindex: "0" }, body));
 }
 
-function renderResult(box, result, spec, notice) {
+function renderResult(box, result, spec, notice, word) {
   const text = spec.strings;
   const parts = [];
   if (notice.length) {
     parts.push(element("p", { class: "calculator-notice", role: "alert" },
-      `${text.calculator_bad_link} ${formMessage(notice.join(", "), spec)}`));
+      `${text.calculator_bad_link} ${word(notice.join(", "))}`));
   }
   if (result.status === 0 && result.answer) parts.push(element("p", { class: "calculator-answer" }, result.answer));
   parts.push(element("p", { class: "calculator-caption" }, text.calculator_command),
     pre("calculator-command", result.command));
   if (result.status !== 0) {
-    parts.push(element("p", { class: "calculator-error", role: "alert" }, formMessage(result.error, spec)));
+    parts.push(element("p", { class: "calculator-error", role: "alert" }, word(result.error)));
   } else {
     const rows = result.rows.map(([key, value]) =>
       element("tr", {}, element("td", {}, element("code", {}, key)), element("td", {}, element("code", {}, value))));
@@ -192,7 +182,7 @@ async function start(block) {
   status.textContent = text.calculator_loading;
 
   const late = text.calculator_timeout.replace("{seconds}", LOAD_TIMEOUT_S);
-  let run;
+  let run, word;
   try {
     const loading = (async () => {
       const { loadPyodide } = await import(new URL("assets/pyodide/pyodide.mjs", root).href);
@@ -209,6 +199,10 @@ async function start(block) {
     py.runPython("import sys; sys.path.insert(0, '/book/tools')");
     const runner_module = py.pyimport("calculator_run");
     run = (argv) => JSON.parse(runner_module.run(`/book/${spec.script}`, py.toPy(argv), spec.answer));
+    // a message worded for the form: labels for options, the form's words for command-line ones
+    const labels = py.toPy(spec.fields.map((field) => [field.option, field.label]));
+    const rewrites = py.toPy(spec.form_messages);
+    word = (message) => runner_module.form_message(message, labels, rewrites);
   } catch (err) {
     block.dataset.state = "failed";
     status.textContent = err.message === late ? late : `${text.calculator_failed} ${err}`;
@@ -220,7 +214,7 @@ async function start(block) {
     status.textContent = text.calculator_running;
     const argv = argvOf(form, spec);
     const result = run(argv);
-    renderResult(box, result, spec, notice);
+    renderResult(box, result, spec, notice, word);
     notice = [];  // a link's problems are told once, with the run they concern
     const query = queryOf(spec, argv).toString();
     const url = location.pathname + (query ? `?${query}` : "");

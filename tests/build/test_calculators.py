@@ -25,7 +25,7 @@ from bs4 import BeautifulSoup
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.build.conftest import requested_urls
+from tests.build.conftest import console_errors, network_log, serious_violations
 from tools import calculator_run, calculators
 
 WAIT_S = 60  # loading Pyodide takes a few seconds on a 2-core machine; a run well under one
@@ -120,13 +120,10 @@ def cli_results():
 
 
 def for_the_form(message: str, spec: dict, lang: str) -> str:
-    """The script's error as the page words it: each option of the form preceded by its label
-    (“Label” (--option)), and a word over 60 characters cut to 60 and "…"."""
-    text = re.sub(r"\S{61,}", lambda m: m.group(0)[:60] + "…", message)
-    for field in spec["fields"]:
-        text = re.sub(rf"(^|[^\w-])({re.escape(field['option'])})(?![\w-])",
-                      lambda m, label=field["label"][lang]: f"{m.group(1)}“{label}” ({m.group(2)})", text)
-    return text
+    """The script's error as the page words it (calculator.js runs the same function)."""
+    return calculator_run.form_message(
+        message, [[f["option"], f["label"][lang]] for f in spec["fields"]],
+        [[m["cli"], m[lang]] for m in spec.get("form_messages", [])])
 
 
 def check_same_as_cli(page: dict, spec: dict, argv: list[str], lang: str = "en") -> None:
@@ -156,10 +153,14 @@ def test_calculator_gives_what_the_command_line_gives(site_url, browser, name):
     spec = calculators.load(name)
     configs = spec.get("checks", [])  # data/calculators/<name>.yml
     assert len(configs) >= 6, "five configurations and an invalid one"
+    network_log(browser), console_errors(browser)  # drain what the previous page left
     browser.get(page_url(site_url, name))
     wait_ready(browser)
-    # on load it runs the worked example
+    # on load it runs the worked example; the page, form and result pass axe-core (the other
+    # pages: tests/build/test_every_page.py)
     check_same_as_cli(shown(browser), spec, argv_of(spec, dict(_pairs(spec["example"]))))
+    violations = serious_violations(browser)
+    assert not violations, "\n".join(violations)
     refused = 0
     for config in configs:
         argv = argv_of(spec, config)
@@ -181,11 +182,16 @@ def test_calculator_gives_what_the_command_line_gives(site_url, browser, name):
     browser.get(f"{page_url(site_url, name, 'zh')}?{link.query}")
     wait_ready(browser)
     check_same_as_cli(shown(browser), spec, argv_of(spec, configs[-1]), "zh")
+    violations = serious_violations(browser)  # the Chinese page, showing a refusal
+    assert not violations, "\n".join(violations)
     enter(browser, spec, configs[0])
     check_same_as_cli(shown(browser), spec, argv_of(spec, configs[0]), "zh")
 
-    offsite = [u for u in requested_urls(browser) if not u.startswith((site_url + "/", "data:", "blob:"))]
+    urls, failed = network_log(browser)
+    offsite = [u for u in urls if not u.startswith((site_url + "/", "data:", "blob:"))]
     assert not offsite, f"requests that left the loopback host: {offsite}"
+    assert not failed, f"requests that failed: {failed}"
+    assert not console_errors(browser)
 
 
 def _pairs(argv: list[str]):
@@ -233,6 +239,31 @@ def test_without_javascript_each_page_shows_the_worked_example(built_site, examp
         template = calculators.load(name)["answer"][lang]
         assert result.select_one(".calculator-answer").text == \
             calculator_run.answer(template, json.loads(cli["json"]))
+
+
+# A refusal the form can reach: a refused check, the form left empty, a value a link brought
+# that a field's list lacks. Its message must not send a reader to an option the form lacks.
+def _reachable_refusals(spec):
+    configs = [c for c in spec["checks"]] + [{}]
+    configs += [{f["option"]: "No Such Thing"} for f in spec["fields"] if "choices_from" in f]
+    for config in configs:
+        cli = _cli(spec["script"], tuple(argv_of(spec, config)))
+        if cli["status"] != 0:
+            yield config, cli["error"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_message_on_a_form_names_an_option_only_the_command_line_has(lang):
+    seen = 0
+    for name in calculators.names():
+        spec = calculators.load(name)
+        shown = {f["option"] for f in spec["fields"]}
+        for config, error in _reachable_refusals(spec):
+            seen += 1
+            worded = for_the_form(error, spec, lang)
+            cli_only = set(re.findall(r"(?<![\w-])--[A-Za-z][\w-]*", worded)) - shown
+            assert not cli_only, f"{name} {config}: {worded}"
+    assert seen >= 10, seen
 
 
 def test_a_link_with_values_the_form_lacks_says_so_and_the_script_refuses_them(site_url, browser):
