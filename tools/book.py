@@ -61,6 +61,12 @@ def script_summary(path: Path) -> str:
     return "\n".join(block).strip()
 
 
+def script_purpose(path: Path) -> str:
+    """The first paragraph of a script's summary on one line: what the appendix says the script
+    is for (in Chinese, its translation: book/zh/appendix/script_summaries.yml)."""
+    return script_summary(path).split("\n\n")[0].replace("\n", " ")
+
+
 def script_usage(path: Path) -> str:
     """The first command in a script's summary that launches it, continuation lines joined and a
     trailing comment dropped ("" when the summary shows none)."""

@@ -29,6 +29,19 @@ version of the English page it translates, as the SHA-256 of the English file:
   ``.ipynb`` next to it or a YAML header with a ``jupyter:`` key; other ``.py``
   files there (helpers) are ignored.
 
+* Chinese summary of an embedded script (what the scripts appendix says the
+  script is for) -> the first paragraph of the English script's docstring or
+  leading comment block (``tools.book.script_purpose``).  All of them live in
+  one file, ``book/zh/appendix/script_summaries.yml`` (:data:`SUMMARIES`), one
+  entry per script named by an ``embed-script`` marker of the English pages::
+
+      scripts/network/all_reduce_bench.py:
+        zh: all_reduce_bench.py：……
+        source_sha256: <64 hex chars>
+
+  Here the hash is of that paragraph's text (UTF-8), not of the script file:
+  an edit elsewhere in the script does not make its summary stale.
+
 Hashing: SHA-256 of the English file's bytes after converting CRLF to LF (so a
 checkout with ``core.autocrlf`` gives the same hash).  Nothing else is
 normalised: any edit of the English file, front matter and whitespace
@@ -46,13 +59,16 @@ CLI (run from anywhere; ``--root`` defaults to the repository root)::
     python tools/translations.py diff book/zh/network/x.md
     python tools/translations.py terms            # terminology check (tools/terminology.yml)
 
+``stamp`` also takes ``scripts/<part>/<file>`` (stamps that script's summary
+entry) or ``book/zh/appendix/script_summaries.yml`` (stamps every entry).
 ``status`` exits 1 when anything is missing or has no record (or no page is
 found at all); stale pages exit 0 unless ``--strict``.
 
 Importable API (stdlib + PyYAML only; cheap enough to call per page from an
 mkdocs hook): :func:`page_status`, :func:`status_for`, :func:`pairs`, :func:`statuses`,
-:func:`counterpart`, :func:`english_sha256`, :func:`read_record`,
-:func:`stamp`, :func:`load_terminology`, :func:`terminology_issues`.
+:func:`counterpart`, :func:`english_sha256`, :func:`text_sha256`, :func:`read_record`,
+:func:`stamp`, :func:`load_summaries`, :func:`summary_status`, :func:`summary_statuses`,
+:func:`stamp_summary`, :func:`load_terminology`, :func:`terminology_issues`.
 """
 from __future__ import annotations
 
@@ -69,6 +85,7 @@ from pathlib import Path
 
 import yaml
 
+from tools.book import MARKER, script_purpose
 from tools.notebooks import notebook_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,6 +95,8 @@ RECORD_PATH = ("translation", "source_sha256")
 """Key path of the record in a page's front matter."""
 NOTEBOOK_RECORD_PATH = ("jupyter", "book", "translation", "source_sha256")
 """Key path of the record in a notebook's jupytext YAML header."""
+SUMMARIES = Path("book", "zh", "appendix", "script_summaries.yml")
+"""The Chinese summaries of the embedded scripts, relative to the root (see the module docstring)."""
 
 STATES = ("ok", "stale", "missing-zh", "missing-en", "no-record")
 FAILING_STATES = frozenset({"missing-zh", "missing-en", "no-record"})
@@ -100,7 +119,7 @@ class Status:
     current: str | None
     en_path: Path | None = None
     zh_path: Path | None = None
-    kind: str = "page"  # "page" or "notebook"
+    kind: str = "page"  # "page", "notebook" or "summary" (en_path: the script, zh_path: SUMMARIES)
 
 
 class StampError(Exception):
@@ -109,10 +128,18 @@ class StampError(Exception):
 
 # --------------------------------------------------------------------------- hashing
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
+
+
 def english_sha256(path: str | os.PathLike) -> str:
     """SHA-256 hex digest of a file's bytes with CRLF normalised to LF."""
-    data = Path(path).read_bytes()
-    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
+    return _sha256(Path(path).read_bytes())
+
+
+def text_sha256(text: str) -> str:
+    """SHA-256 hex digest of a text's UTF-8 bytes with CRLF normalised to LF (a script summary's record)."""
+    return _sha256(text.encode("utf-8"))
 
 
 # --------------------------------------------------------------------------- headers
@@ -293,8 +320,76 @@ def status_for(path: str | os.PathLike, root: str | os.PathLike = ROOT) -> Statu
 
 
 def statuses(root: str | os.PathLike = ROOT) -> list[Status]:
-    """:func:`page_status` of every pair found by :func:`pairs`."""
-    return [page_status(en, zh) for en, zh in pairs(root)]
+    """:func:`page_status` of every pair found by :func:`pairs`, then :func:`summary_statuses`."""
+    return [page_status(en, zh) for en, zh in pairs(root)] + summary_statuses(root)
+
+
+# --------------------------------------------------------------------------- script summaries
+
+def embedded_scripts(root: str | os.PathLike = ROOT) -> list[str]:
+    """Every script path (``scripts/<part>/<file>``) that an ``embed-script`` marker of an English
+    page names, sorted."""
+    top = Path(root) / "book" / "en"
+    found = set()
+    if top.is_dir():
+        for page in _walk(top):
+            if page.suffix == ".md":
+                text = page.read_text(encoding="utf-8")
+                found |= {rel for kind, rel in MARKER.findall(text) if kind == "embed-script"}
+    return sorted(found)
+
+
+def load_summaries(root: str | os.PathLike = ROOT) -> dict[str, dict]:
+    """The entries of :data:`SUMMARIES`: script path -> mapping with ``zh`` and ``source_sha256``
+    (every value a string, as written). Empty when the file does not exist; ValueError when it is
+    not a YAML mapping."""
+    path = Path(root) / SUMMARIES
+    if not path.is_file():
+        return {}
+    try:  # BaseLoader: every scalar stays a string (an all-digit hash must not become an int)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{SUMMARIES.as_posix()}: not valid YAML: {exc}") from None
+    if data in (None, ""):
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{SUMMARIES.as_posix()}: expected a mapping of script paths")
+    return data
+
+
+def summary_status(script: str, root: str | os.PathLike = ROOT, entries: dict | None = None) -> Status:
+    """Translation state of one script's Chinese summary (``kind="summary"``): ``missing-zh`` when
+    it has no entry or an empty ``zh``, ``missing-en`` when the script does not exist, else like a
+    page. ``entries``: :func:`load_summaries`, when the caller has already read it."""
+    root = Path(root).resolve()
+    en, zh = root / script, root / SUMMARIES
+    entries = load_summaries(root) if entries is None else entries
+    current = text_sha256(script_purpose(en)) if en.is_file() else None
+    entry = entries.get(script)
+    if not isinstance(entry, dict) or not isinstance(entry.get("zh"), str) or not entry["zh"].strip():
+        return Status("missing-zh", None, current, en, zh, "summary")
+    recorded = entry.get("source_sha256")
+    recorded = recorded.strip().lower() if isinstance(recorded, str) else None
+    if current is None:
+        return Status("missing-en", recorded, None, en, zh, "summary")
+    if recorded is None or not _HEX64.fullmatch(recorded):
+        return Status("no-record", recorded, current, en, zh, "summary")
+    return Status("ok" if recorded == current else "stale", recorded, current, en, zh, "summary")
+
+
+def summary_statuses(root: str | os.PathLike = ROOT) -> list[Status]:
+    """:func:`summary_status` of every embedded script, then ``missing-en`` for each entry of
+    :data:`SUMMARIES` that names no embedded script (a script the book no longer shows)."""
+    root = Path(root).resolve()
+    entries = load_summaries(root)
+    scripts = embedded_scripts(root)
+    result = [summary_status(script, root, entries) for script in scripts]
+    for orphan in sorted(set(entries) - set(scripts)):
+        entry = entries[orphan]
+        recorded = entry.get("source_sha256") if isinstance(entry, dict) else None
+        result.append(Status("missing-en", recorded if isinstance(recorded, str) else None, None,
+                             root / orphan, root / SUMMARIES, "summary"))
+    return result
 
 
 # --------------------------------------------------------------------------- stamping
@@ -407,6 +502,44 @@ def stamp(zh_path: str | os.PathLike, root: str | os.PathLike = ROOT) -> tuple[s
     return previous, sha
 
 
+def stamp_summary(script: str, root: str | os.PathLike = ROOT) -> tuple[str | None, str]:
+    """Write the hash of a script's current English purpose into its entry of :data:`SUMMARIES`.
+
+    Only that entry's ``source_sha256:`` line changes (or is added); every other byte of the file
+    stays. Returns (previous record, new hash). Raises FileNotFoundError when the script is
+    missing, ValueError when no English page embeds it and :class:`StampError` when it has no
+    Chinese summary to stamp.
+    """
+    root = Path(root).resolve()
+    en, path = root / script, root / SUMMARIES
+    if not en.is_file():
+        raise FileNotFoundError(f"English source missing: {en}")
+    if script not in embedded_scripts(root):
+        raise ValueError(f"{script}: no English page embeds it (embed-script marker)")
+    entries = load_summaries(root)
+    status = summary_status(script, root, entries)
+    if status.state == "missing-zh":
+        raise StampError(f"{script}: no Chinese summary in {SUMMARIES.as_posix()}; write its zh: first")
+    sha = status.current
+    text = path.read_bytes().decode("utf-8")
+    nl = _newline(text)
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += nl
+    idx, n, new_lines = _plan_set([line.rstrip("\r\n") for line in lines], (script, "source_sha256"), sha)
+    lines[idx: idx + n] = [line + nl for line in new_lines]
+    new = "".join(lines)
+    try:
+        check = yaml.load(new, Loader=yaml.BaseLoader)
+    except yaml.YAMLError:
+        check = None
+    if _dig(check, (script, "source_sha256")) != sha or _dig(check, (script, "zh")) != entries[script]["zh"]:
+        raise StampError(f"{SUMMARIES.as_posix()}: could not place the record of {script}; edit it by hand")
+    if new != text:
+        path.write_bytes(new.encode("utf-8"))
+    return status.recorded, sha
+
+
 # --------------------------------------------------------------------------- diff
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -424,7 +557,7 @@ def recorded_commit(zh_path: str | os.PathLike, root: str | os.PathLike = ROOT) 
         return None
     for commit in log.stdout.decode().split():
         blob = _git(root, "show", f"{commit}:{rel}")
-        if blob.returncode == 0 and hashlib.sha256(blob.stdout.replace(b"\r\n", b"\n")).hexdigest() == recorded:
+        if blob.returncode == 0 and _sha256(blob.stdout) == recorded:
             return commit
     return None
 
@@ -505,7 +638,11 @@ def _rel(path: Path | None, root: Path) -> str | None:
 
 def _cmd_status(args) -> int:
     root = Path(args.root).resolve()
-    result = statuses(root)
+    try:
+        result = statuses(root)
+    except ValueError as exc:  # an unreadable script_summaries.yml
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps([
             {"state": s.state, "kind": s.kind, "zh": _rel(s.zh_path, root), "en": _rel(s.en_path, root),
@@ -526,6 +663,16 @@ def _cmd_status(args) -> int:
     return 0
 
 
+def _summary_targets(path: Path, root: Path) -> list[str] | None:
+    """The scripts whose summaries a ``stamp`` argument names (None: it is a page or notebook)."""
+    rel = _rel(path.resolve(), root)
+    if rel == SUMMARIES.as_posix():
+        return embedded_scripts(root)
+    if rel.startswith("scripts/"):
+        return [rel]
+    return None
+
+
 def _cmd_stamp(args) -> int:
     root = Path(args.root).resolve()
     rc = 0
@@ -533,6 +680,18 @@ def _cmd_stamp(args) -> int:
         path = Path(name)
         if not path.exists() and (root / name).exists():
             path = root / name
+        scripts = _summary_targets(path, root)
+        for script in scripts or ():
+            try:
+                previous, sha = stamp_summary(script, root)
+            except (OSError, ValueError, StampError) as exc:
+                print(f"error: {script}: {exc}", file=sys.stderr)
+                rc = 1
+                continue
+            what = "unchanged" if previous == sha else f"{(previous or 'none')[:12]} -> {sha[:12]}"
+            print(f"stamped the summary of {script}: {what}")
+        if scripts is not None:
+            continue
         try:
             previous, sha = stamp(path, root)
         except (OSError, ValueError, StampError) as exc:
@@ -590,8 +749,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--strict", action="store_true", help="exit 1 on stale pages too")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_status)
-    p = add("stamp", help="record the current English hash in Chinese pages/notebooks")
-    p.add_argument("paths", nargs="+", help="book/zh/**.md or notebooks/**.zh.py")
+    p = add("stamp", help="record the current English hash in Chinese pages/notebooks/script summaries")
+    p.add_argument("paths", nargs="+", help="book/zh/**.md, notebooks/**.zh.py, scripts/<part>/<file> "
+                   f"(its summary) or {SUMMARIES.as_posix()} (every summary)")
     p.set_defaults(func=_cmd_stamp)
     p = add("diff", help="git diff of the English source since the recorded version")
     p.add_argument("path", help="book/zh/**.md or notebooks/**.zh.py")

@@ -8,7 +8,11 @@ A marker is an HTML comment alone on a line (invisible if the hook is absent):
         instead and points at the appendix: build/pdf_book.py)
     <!-- scripts-appendix -->
         the appendix (book/<lang>/appendix/scripts.md): every embedded script in nav order, with
-        its purpose, launch line, chapters and where to get it
+        its purpose, launch line, chapters and where to get it. The purpose is the first paragraph
+        of the script's docstring; on the Chinese page, its translation from
+        book/zh/appendix/script_summaries.yml (tools/translations.py): a script without one
+        fails the build, and one whose English paragraph changed since it was translated (stale)
+        shows the English paragraph until it is re-translated and stamped
     <!-- data-table: data/network/pcie.yml -->
         a spec table from a YAML data file, in the page's language (tools/tables.py)
     <!-- results-table: results/network/all_reduce_bench-cpu-gloo-2proc.json -->
@@ -23,6 +27,7 @@ with the page named. The files under scripts/, data/ and results/ are copied int
 """
 
 import html
+import logging
 import posixpath
 import re
 import shutil
@@ -31,14 +36,14 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
-from tools import tables
+from tools import tables, translations
 from tools.book import (
     MARKER,
     ROOT,
     nav_sources,
     page_language,
     script_anchor,
-    script_summary,
+    script_purpose,
     script_usage,
     site_root_prefix,
     strings,
@@ -49,6 +54,7 @@ CONTRACT_BEGIN, CONTRACT_END = "# --- script contract", "# --- end of script con
 _LEXERS = {".py": "python", ".sh": "bash", ".sbatch": "bash", ".slurm": "bash", ".yml": "yaml"}
 APPENDIX = "appendix/scripts.md"  # the page that lists every embedded script
 _APPENDIX_MARKER = re.compile(r"^<!-- scripts-appendix -->[ \t]*$", re.M)
+log = logging.getLogger("mkdocs.hooks.book_markers")
 
 
 def embedded_scripts(config) -> list[tuple[str, str]]:
@@ -89,13 +95,17 @@ def _appendix(page, config) -> str:
     path). The full listings are on the chapters' pages of the site, not in the PDF."""
     text = strings(config)
     lang = page_language(page)
+    try:
+        summaries = translations.load_summaries(ROOT) if lang == "zh" else {}
+    except ValueError as err:
+        raise PluginError(f"{page.file.src_uri}: {err}") from err
     chapters: dict[str, list[str]] = {}
     for src, rel in embedded_scripts(config):
         chapters.setdefault(rel, []).append(src)
     sections = []
     for rel, used_in in chapters.items():
         # plain text: "task-<index>.txt" is not an HTML tag
-        purpose = html.escape(script_summary(ROOT / rel).split("\n\n")[0].replace("\n", " "), quote=False)
+        purpose = html.escape(_purpose(rel, lang, summaries, page), quote=False)
         usage = script_usage(ROOT / rel)
         links = ", ".join(
             f"[{_title(lang, src)}]({posixpath.relpath(src, posixpath.dirname(APPENDIX))})" for src in used_in)
@@ -107,6 +117,27 @@ def _appendix(page, config) -> str:
             + f'{text["appendix_where"]} <a href="{href}" download>{text["script_download"]}</a> · '
             + f"{text['appendix_repository']} `{rel}`\n")
     return "\n".join(sections)
+
+
+def _purpose(rel: str, lang: str, summaries: dict, page) -> str:
+    """What a script is for, in the page's language: the first paragraph of its docstring, or on
+    the Chinese page the translation recorded for it (tools/translations.py). No translation fails
+    the build; a stale one gives the current English paragraph (tests/tools/test_translations.py
+    fails until the translation is updated and stamped)."""
+    english = script_purpose(ROOT / rel)
+    if lang != "zh":
+        return english
+    status = translations.summary_status(rel, ROOT, summaries)
+    if status.state == "ok":
+        return summaries[rel]["zh"].strip()
+    if status.state == "stale":
+        log.info("%s: the Chinese summary of %s is stale, showing the English one "
+                 "(python tools/translations.py status)", page.file.src_uri, rel)
+        return english
+    raise PluginError(
+        f"{page.file.src_uri}: {rel} has no Chinese summary ({status.state}) in "
+        f"{translations.SUMMARIES.as_posix()}: write its zh: entry, then run "
+        f"`python tools/translations.py stamp {rel}`")
 
 
 def _title(lang: str, src: str) -> str:

@@ -21,7 +21,6 @@ from tests.build.book import (
     markers,
     nav_pages,
     page_tree,
-    script_summary,
     script_usage,
     select,
     text_of,
@@ -29,6 +28,8 @@ from tests.build.book import (
 )
 from tests.conftest import require_tool
 from tools import calculators
+from tools.book import script_purpose
+from tools.translations import load_summaries
 
 pytestmark = BUILT_PAGES
 
@@ -299,8 +300,10 @@ def test_appendix_says_what_each_script_does_how_to_run_it_and_where_to_get_it(p
     appendix = [index for depth, _, index in outline_entries(reader) if depth == 0][-1]
     text = squeezed(" ".join(page.text for page in page_texts[lang][appendix:]))
     strings = ui_strings(lang)
+    summaries = load_summaries(ROOT) if lang == "zh" else {}
     for rel in _embedded_scripts():
-        purpose = squeezed(script_summary(ROOT / rel).split("\n\n")[0].replace("`", ""))  # code spans print plain
+        # the docstring's first paragraph, or its Chinese translation; code spans print plain
+        purpose = squeezed((summaries[rel]["zh"] if lang == "zh" else script_purpose(ROOT / rel)).replace("`", ""))
         start = text.find(squeezed(rel) + purpose)
         assert start >= 0, f"{rel}: no section with its purpose in the appendix"
         section = text[start:start + 3000]

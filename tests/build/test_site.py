@@ -23,7 +23,9 @@ from tests.build.book import (
     select,
     text_of,
 )
+from tools.book import script_purpose
 from tools.tables import is_results_summary, render
+from tools.translations import load_summaries
 
 pytestmark = BUILT_PAGES
 
@@ -259,6 +261,26 @@ def test_appendix_page_lists_every_embedded_script_with_a_download(built_site, l
     assert sections == list(dict.fromkeys(rel for _, rel in _nav_ordered_markers()))
     for href in [a.get("href") for a in select(page, "article a[download]")]:
         assert (page_path.parent / href).resolve().is_file(), f"{lang}: dangling {href}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_appendix_says_what_each_script_is_for_in_the_pages_language(built_site, lang):
+    """Each section opens with the script's purpose: the first paragraph of its docstring on the
+    English page, its translation (book/zh/appendix/script_summaries.yml) on the Chinese one. A
+    stale translation (the English paragraph changed since) prints English: this fails then."""
+    page = tree(built_page(built_site, lang, "appendix/scripts.md"))
+    summaries = load_summaries(ROOT)
+    squeeze = lambda s: "".join(s.replace("`", "").split())  # noqa: E731 - code spans show plain
+    sections = select(page, "article h2")
+    assert sections
+    for heading in sections:
+        rel = text_of(heading).rstrip("¶").strip()
+        shown, english = squeeze(text_of(heading.getnext())), squeeze(script_purpose(ROOT / rel))
+        if lang == "en":
+            assert shown == english, f"{rel}: the purpose shown is not its docstring's first paragraph"
+        else:
+            assert shown == squeeze(summaries[rel]["zh"]), f"{rel}: the Chinese summary is not shown"
+            assert english not in shown, f"{rel}: the zh appendix shows the English purpose"
 
 
 def _nav_ordered_markers():

@@ -2,10 +2,11 @@
 
 Most tests build a throw-away tree under tmp_path; ``test_real_repo_*`` check the
 actual book (English/Chinese pairing and records must be complete; stale pages
-only warn).
+only warn, but a stale Chinese script summary fails: the appendix shows the English one then).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -13,14 +14,18 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from mkdocs.exceptions import PluginError
 
 from tests.conftest import require_tool
 from tools import translations as tr
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, str(REPO / "tools" / "translations.py")]
+# this checkout's tools/ package, not the one installed (editable) from another checkout
+CLI_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 EN_PAGE = "# Bandwidth\n\nThe all-reduce bandwidth of a node.\n"
 ZH_BODY = "# 带宽\n\n节点的 all-reduce 带宽。\n\n```\ncode --- not front matter\n```\n"
@@ -76,7 +81,7 @@ def states(root: Path) -> dict[str, str]:
 
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, "--root", str(root), *args], capture_output=True, text=True)
+    return subprocess.run([*CLI, "--root", str(root), *args], capture_output=True, text=True, env=CLI_ENV)
 
 
 # ----------------------------------------------------------------- hashing and records
@@ -274,7 +279,7 @@ def test_notebook_record_survives_jupytext_sync(tree):
 
 def test_cli_exit_codes(tree):
     assert cli(tree, "status").returncode == 0
-    r = subprocess.run([*CLI, "status", "--root", str(tree)], capture_output=True, text=True)
+    r = subprocess.run([*CLI, "status", "--root", str(tree)], capture_output=True, text=True, env=CLI_ENV)
     assert r.returncode == 0 and "bandwidth.md" in r.stdout  # --root after the subcommand
     en = tree / "book/en/network/bandwidth.md"
     en.write_text(EN_PAGE + "edit\n", encoding="utf-8")
@@ -320,6 +325,116 @@ def test_cli_diff_shows_english_changes_since_record(tree):
     assert r.returncode == 0 and "up to date" in r.stdout
 
 
+# ----------------------------------------------------------------- script summaries
+
+SCRIPT = '"""s.py: measure the\nthing.\n\nUsage: python scripts/network/s.py\n"""\nprint(1)\n'
+PURPOSE = "s.py: measure the thing."  # the first paragraph, on one line
+
+
+def summaries_file(entries: dict[str, tuple[str, str]]) -> str:
+    return "# the Chinese summaries\n\n" + "\n".join(
+        f"{script}:\n  zh: {zh}\n  source_sha256: {sha}\n" for script, (zh, sha) in entries.items())
+
+
+@pytest.fixture
+def summarised(tree: Path) -> Path:
+    """The small repo plus an English page that embeds one script, and that script's Chinese summary."""
+    write(tree / "book/en/network/bandwidth.md", EN_PAGE + "\n<!-- embed-script: scripts/network/s.py -->\n")
+    tr.stamp(tree / "book/zh/network/bandwidth.md", tree)
+    write(tree / "scripts/network/s.py", SCRIPT)
+    entry = ("s.py：测量这件事。", tr.text_sha256(PURPOSE))
+    write(tree / tr.SUMMARIES, summaries_file({"scripts/network/s.py": entry}))
+    return tree
+
+
+def summary_states(root: Path) -> dict[str, str]:
+    return {s.en_path.relative_to(root).as_posix(): s.state for s in tr.statuses(root) if s.kind == "summary"}
+
+
+def test_summary_record_is_of_the_first_paragraph_only(summarised):
+    assert summary_states(summarised) == {"scripts/network/s.py": "ok"}
+    script = summarised / "scripts/network/s.py"
+    script.write_text(SCRIPT.replace("print(1)", "print(2)").replace("Usage:", "Run:"), encoding="utf-8")
+    assert summary_states(summarised) == {"scripts/network/s.py": "ok"}
+    script.write_text(SCRIPT.replace("the\nthing", "the\nother thing"), encoding="utf-8")
+    st = tr.summary_status("scripts/network/s.py", summarised)
+    assert st.state == "stale" and st.recorded == tr.text_sha256(PURPOSE) != st.current
+
+
+def test_stale_summary_is_reported_and_stamp_records_it(summarised):
+    path = summarised / tr.SUMMARIES
+    before = path.read_text(encoding="utf-8")
+    assert cli(summarised, "status", "--strict").returncode == 0
+    (summarised / "scripts/network/s.py").write_text(SCRIPT.replace("measure", "time"), encoding="utf-8")
+    r = cli(summarised, "status")
+    assert r.returncode == 0, r.stderr
+    assert any(line.split()[:2] == ["stale", "summary"] and line.endswith("scripts/network/s.py")
+               for line in r.stdout.splitlines()), r.stdout
+    assert cli(summarised, "status", "--strict").returncode == 1
+    r = cli(summarised, "stamp", "scripts/network/s.py")
+    assert r.returncode == 0, r.stderr
+    new_sha = tr.text_sha256(PURPOSE.replace("measure", "time"))
+    assert path.read_text(encoding="utf-8") == before.replace(tr.text_sha256(PURPOSE), new_sha)  # that line only
+    assert cli(summarised, "status", "--strict").returncode == 0
+    assert cli(summarised, "stamp", str(path)).returncode == 0  # every entry: unchanged
+    assert path.read_text(encoding="utf-8") == before.replace(tr.text_sha256(PURPOSE), new_sha)
+
+
+def test_stamp_adds_a_missing_record_to_its_own_entry(summarised):
+    path = summarised / tr.SUMMARIES
+    write(summarised / "scripts/network/t.py", SCRIPT.replace("s.py", "t.py"))
+    write(summarised / "book/en/network/bandwidth.md",
+          EN_PAGE + "\n<!-- embed-script: scripts/network/t.py -->\n<!-- embed-script: scripts/network/s.py -->\n")
+    tr.stamp(summarised / "book/zh/network/bandwidth.md", summarised)
+    entry = "scripts/network/t.py:\n  zh: t.py：测量。\n\n"  # no source_sha256
+    path.write_text(entry + path.read_text(encoding="utf-8"), encoding="utf-8")
+    assert summary_states(summarised)["scripts/network/t.py"] == "no-record"
+    sha = tr.text_sha256(PURPOSE.replace("s.py", "t.py"))
+    assert tr.stamp_summary("scripts/network/t.py", summarised) == (None, sha)
+    assert summary_states(summarised) == {"scripts/network/s.py": "ok", "scripts/network/t.py": "ok"}
+    assert tr.load_summaries(summarised)["scripts/network/t.py"]["zh"] == "t.py：测量。"
+
+
+def test_missing_and_orphan_summaries_fail_status(summarised):
+    write(summarised / "scripts/network/u.py", SCRIPT.replace("s.py", "u.py"))
+    en = summarised / "book/en/network/bandwidth.md"
+    en.write_text(en.read_text(encoding="utf-8") + "<!-- embed-script: scripts/network/u.py -->\n", encoding="utf-8")
+    tr.stamp(summarised / "book/zh/network/bandwidth.md", summarised)
+    assert summary_states(summarised)["scripts/network/u.py"] == "missing-zh"
+    assert cli(summarised, "status").returncode == 1
+    r = cli(summarised, "stamp", "scripts/network/u.py")
+    assert r.returncode == 1 and "write its zh:" in r.stderr  # nothing to stamp
+    en.write_text(EN_PAGE, encoding="utf-8")  # no page embeds a script now: the entry is an orphan
+    tr.stamp(summarised / "book/zh/network/bandwidth.md", summarised)
+    assert summary_states(summarised) == {"scripts/network/s.py": "missing-en"}
+    assert cli(summarised, "status").returncode == 1
+
+
+def _appendix_hook():
+    """build/hooks/book_markers.py, loaded by its path as mkdocs loads a hook."""
+    path = REPO / "build" / "hooks" / "book_markers.py"
+    spec = importlib.util.spec_from_file_location("book_markers_under_test", path)
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    return hooks
+
+
+def test_the_zh_appendix_prints_the_summary_and_refuses_a_missing_one(caplog):
+    hooks, script = _appendix_hook(), "scripts/network/all_reduce_bench.py"
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="zh/appendix/scripts.md"))
+    english = hooks.script_purpose(REPO / script)
+    entry = {"zh": "all_reduce_bench.py：测量 all-reduce 带宽。", "source_sha256": tr.text_sha256(english)}
+    assert hooks._purpose(script, "en", {script: entry}, page) == english
+    assert hooks._purpose(script, "zh", {script: entry}, page) == entry["zh"]
+    stale = {script: {**entry, "source_sha256": "0" * 64}}
+    with caplog.at_level("INFO"):
+        assert hooks._purpose(script, "zh", stale, page) == english  # the current English, and said so
+    assert f"summary of {script} is stale" in caplog.text
+    for entries in ({}, {script: {"zh": entry["zh"]}}):  # no entry; an entry without a record
+        with pytest.raises(PluginError, match=f"zh/appendix/scripts.md: {script} has no Chinese summary"):
+            hooks._purpose(script, "zh", entries, page)
+
+
 # ----------------------------------------------------------------- the real repository
 
 def test_real_repo_pages_are_paired_and_recorded():
@@ -335,3 +450,14 @@ def test_real_repo_pages_are_paired_and_recorded():
     if stale:
         warnings.warn("stale Chinese translations (English changed since the recorded version; "
                       "see `python tools/translations.py diff <zh file>`):\n" + "\n".join(stale), stacklevel=1)
+
+
+def test_real_repo_every_embedded_script_has_a_current_chinese_summary():
+    """book/zh/appendix/script_summaries.yml has one entry per embedded script, each recording the
+    English paragraph it translates. Stale fails here (unlike a stale page, which only warns): the
+    Chinese appendix prints the English paragraph instead of a stale translation."""
+    result = tr.summary_statuses(REPO)
+    assert len(result) >= 40, "the scripts appendix lost its scripts"
+    problems = [f"{s.state}: {s.en_path.relative_to(REPO)}" for s in result if s.state != "ok"]
+    assert not problems, (f"Chinese script summaries to write or update in {tr.SUMMARIES.as_posix()} (then "
+                          "`python tools/translations.py stamp scripts/<part>/<file>`):\n" + "\n".join(problems))
