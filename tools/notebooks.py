@@ -25,7 +25,11 @@ A ``.py`` under ``notebooks/`` counts as a notebook when it has a paired
   (execution counts must be 1, 2, 3, ...);
 * execution timestamps in the cells' metadata (``refresh`` removes them);
 * a notebook with no output at all (nbval would pass trivially), error
-  outputs, or SVG images (the PDF needs PNG, and nbval compares SVG text).
+  outputs, or SVG images (the PDF needs PNG, and nbval compares SVG text);
+* a code cell whose image outputs lack alt text: its metadata ``alt`` must be a
+  list of non-empty strings, one per image output, in order (``# %% alt=["..."]``
+  on the cell's marker line in the ``.py``; build/hooks/notebooks.py puts them on
+  the page's images), and the same in the ``.py`` and the ``.ipynb``.
 
 CLI (run from anywhere; ``--root`` defaults to the repository root)::
 
@@ -195,7 +199,37 @@ def pair_problems(py_path: str | os.PathLike, ipynb_path: str | os.PathLike | No
             if "image/svg+xml" in out.get("data", {}):
                 problems.append(f"{ipynb}: cell {i} has an SVG image; use PNG "
                                 f"(set_matplotlib_formats('png'))")
+    problems.extend(_alt_problems(py, ipynb, text_nb, nb))
     return problems
+
+
+def _image_count(cell) -> int:
+    """Number of the cell's outputs that show an image (any ``image/*`` data)."""
+    return sum(any(mime.startswith("image/") for mime in out.get("data", {})) for out in cell.get("outputs", []))
+
+
+def _alt_problems(py: Path, ipynb: Path, text_nb, nb) -> list[str]:
+    """A code cell whose metadata ``alt`` is not one non-empty string per image output, or differs
+    between the .py and the .ipynb."""
+    found = []
+    for i, cell in enumerate(nb.cells, start=1):
+        if cell.cell_type != "code":
+            continue
+        images, alt = _image_count(cell), cell.metadata.get("alt")
+        if alt is None and images:
+            found.append(f"{ipynb}: cell {i} shows {images} image(s) without alt text (describe each, in the "
+                         f"notebook's language, on the cell's marker line in the .py: # %% alt=[\"...\"]; "
+                         f"then jupytext --sync {py})")
+        elif alt is not None and (not isinstance(alt, list) or len(alt) != images
+                                  or not all(isinstance(a, str) and a.strip() for a in alt)):
+            found.append(f"{ipynb}: cell {i} shows {images} image(s) but its metadata alt is {alt!r}: "
+                         f"give one non-empty string per image, in order")
+    if len(text_nb.cells) == len(nb.cells):
+        for i, (a, b) in enumerate(zip(text_nb.cells, nb.cells, strict=True), start=1):
+            if a.metadata.get("alt") != b.metadata.get("alt"):
+                found.append(f"{py.with_suffix('')}: cell {i}'s alt text differs between .py and .ipynb "
+                             f"(run: jupytext --sync {py})")
+    return found
 
 
 def problems(root: str | os.PathLike = ROOT) -> list[str]:
@@ -282,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="repository root (default: %(default)s)")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("check", help="check that every pair exists, is in sync and is executed (default)")
+    sub.add_parser("check", help="check that every pair exists, is in sync, is executed and describes its plots "
+                              "(default)")
     ref = sub.add_parser("refresh", help="sync and execute notebooks in place")
     ref.add_argument("paths", nargs="*", help=".py or .ipynb files (default: every notebook)")
     ref.add_argument("--timeout", type=int, default=600, help="seconds per cell (default: %(default)s)")
@@ -300,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         found = problems(args.root)
         if not found:
-            print(f"{len(pairs)} notebook pair(s) in sync, executed, with outputs")
+            print(f"{len(pairs)} notebook pair(s) in sync, executed, with outputs and alt text")
     for problem in found:
         print(problem, file=sys.stderr)
     return 1 if found else 0

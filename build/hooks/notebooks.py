@@ -1,6 +1,6 @@
-"""Keep notebooks rendered as pages under mkdocs-static-i18n, and keep them offline.
+"""Keep notebooks rendered as pages under mkdocs-static-i18n, offline, with real alt text.
 
-Two fixes, both for things the plugins do on their own:
+Fixes for things the plugins do on their own:
 
 * mkdocs-static-i18n re-creates every File in its ``on_files`` (priority -100), after
   mkdocs-jupyter has wrapped the ``.ipynb`` files as documentation pages, so the notebooks
@@ -13,8 +13,17 @@ Two fixes, both for things the plugins do on their own:
 * mkdocs-jupyter's page template loads MathJax (our math is MathML made at build time, see
   math_markup.py) and would import Mermaid from a CDN if a cell had a diagram. The book promises
   that a page requests nothing from a third-party host, so those scripts are removed.
+* nbconvert gives every image without alt text the placeholder "No description has been provided
+  for this image". A code cell that draws images carries their alt text in its metadata, ``alt``,
+  a list of strings, one per image output in order (``# %% alt=["..."]`` in the jupytext source;
+  tools/notebooks.py check reports a cell whose count differs). ``on_page_content`` sets each
+  rendered image's alt from it, matching the page's ``<img>`` data URIs to the notebook's image
+  outputs in order, and fails the build where an image has no alt text or they do not match.
+  build/pdf_book.py lays out these pages, so the PDF's HTML carries the same alt text (the PDF
+  it writes is untagged, so the file itself keeps none).
 """
 
+import html
 import re
 
 import markdown
@@ -22,6 +31,7 @@ import mkdocs_jupyter.convert
 import mkdocs_jupyter.plugin
 import nbformat
 from markdown.extensions.toc import TocExtension
+from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 from pymdownx.slugs import slugify
 
@@ -78,3 +88,60 @@ def on_post_page(output, page, config):
     for pattern in _NOTEBOOK_SCRIPTS:
         output = pattern.sub("", output)
     return output
+
+
+_IMG = re.compile(r"<img\b[^>]*>")
+_DATA_SRC = re.compile(r'\ssrc="data:image/[\w+.-]+;base64,([^"]*)"')  # an output's image
+_ALT = re.compile(r'\salt="[^"]*"')
+
+
+def image_alts(nb) -> list[tuple[set[str], str | None]]:
+    """For every image output of the notebook, in order: (its images as base64 data, whitespace
+    removed; its alt text, the entry of the same position in its cell's metadata ``alt``, or None)."""
+    found = []
+    for cell in nb.cells:
+        alts = cell.get("metadata", {}).get("alt", [])
+        alts = alts if isinstance(alts, list) else []
+        images = [{"".join(data.split()) for mime, data in out.get("data", {}).items() if mime.startswith("image/")}
+                  for out in cell.get("outputs", [])]
+        images = [data for data in images if data]
+        for i, data in enumerate(images):
+            alt = alts[i] if i < len(alts) and isinstance(alts[i], str) else None
+            found.append((data, alt))
+    return found
+
+
+def set_image_alts(content: str, nb, name: str) -> str:
+    """``content`` (a rendered notebook) with each data-URI image's alt set from the notebook's
+    metadata; PluginError naming ``name`` when an image has none or images and outputs differ."""
+    outputs = image_alts(nb)
+    position = 0
+
+    def replace(match):
+        nonlocal position
+        tag = match.group(0)
+        src = _DATA_SRC.search(tag)
+        if src is None:
+            return tag
+        if position >= len(outputs):
+            raise PluginError(f"{name}: the page shows more images than the notebook has image outputs")
+        data, alt = outputs[position]
+        position += 1
+        if "".join(html.unescape(src.group(1)).split()) not in data:
+            raise PluginError(f"{name}: image {position} of the page is not image output {position} of the notebook")
+        if not alt or not alt.strip():
+            raise PluginError(f"{name}: image output {position} has no alt text: give its code cell the metadata "
+                              f'alt, one string per image (# %% alt=["..."] in the .py; see notebooks/README.md)')
+        tag = _ALT.sub("", tag)
+        return tag[:4] + f' alt="{html.escape(" ".join(alt.split()), quote=True)}"' + tag[4:]
+
+    content = _IMG.sub(replace, content)
+    if position != len(outputs):
+        raise PluginError(f"{name}: the page shows {position} of the notebook's {len(outputs)} image outputs")
+    return content
+
+
+def on_page_content(content, page, config, files):
+    if not is_notebook(page):
+        return content
+    return set_image_alts(content, nbformat.read(page.file.abs_src_path, as_version=4), page.file.src_uri)

@@ -147,7 +147,7 @@ for op, intensity in ops.items():
     bound = "compute" if intensity >= peak / bw else "memory"
     print(f"{op:<31} {intensity:>10.2f} {bound:>8} {attainable / 1e12:>18.1f}")
 
-# %%
+# %% alt=["Log-log roofline chart of attainable dense bf16 TFLOPS against arithmetic intensity (FLOPs per byte of HBM traffic) for the A100, H100, B200, MI300X and TPU v6e: each roof rises along its memory-bandwidth slope and flattens at its compute peak, from about 300 TFLOPS (A100) to about 2,250 (B200). Of seven transformer operations placed on the H100's roof, residual add, layer norm, the 16-token matmul and unfused attention sit on the memory-bound slope, while fused attention, the QKV projection and the MLP matmul sit on the flat compute-bound part."]
 fig, ax = plt.subplots(figsize=(8, 5))
 x = np.logspace(-1, 4, 400)
 for name in ["NVIDIA A100 SXM 80GB", "NVIDIA H100 SXM", "NVIDIA B200 (HGX)", "AMD MI300X",
@@ -191,7 +191,7 @@ plt.show()
 # that is useful; real libraries choose among several tile shapes, which smooths
 # the curve but keeps its steps.
 
-# %%
+# %% alt=["Line chart of the useful fraction of work (0.25 to 1.0) against M from 128 to 8192, for N = 4096 with 128 \u00d7 128 tiles on 132 SMs: a sawtooth that climbs to about 0.97 and drops each time another wave of tiles begins (to 0.5 just after M = 512), with smaller drops as M grows; M = 4224 reaches exactly 1.0. A slightly larger matmul can waste much more of the GPU."]
 SMS = 132   # H100 SXM
 TILE = 128
 
@@ -232,7 +232,7 @@ plt.show()
 # 576. Timings on a shared machine are noisy, so each shape takes the best of several
 # runs; the printed values are measured (marked ≈) and change from run to run.
 
-# %%
+# %% alt=["Line chart of measured fp32 matmul speed on the CPU that ran the notebook (GFLOPS, best of 5 runs) for M from 480 to 576 in steps of 4 (M \u00d7 512 by 512 \u00d7 512), with the multiples of 32 marked by red squares. The speed zigzags by several percent from one M to the next and the multiples of 32 are not consistently faster: on a CPU the alignment effect is lost in the noise."]
 torch.manual_seed(0)
 b = torch.randn(512, 512)
 cpu_ms = list(range(480, 577, 4))
@@ -273,7 +273,7 @@ plt.show()
 # mean and the best iteration on a shared machine. The plot keeps, for each M,
 # the fastest of the N and K that were swept.
 
-# %%
+# %% alt=["Log-log chart of the mamf_finder.py results files: TFLOPS (best over N and K) against M, a solid line for the best iteration and a dashed one for the mean of each run and dtype. The CPU's fp32 and bf16 lines lie between about 0.05 and 1.4 TFLOPS for M from 256 to 1024, with the mean well below the best; the H100's bf16 and fp8 lines lie near 800 and 1,400 TFLOPS for M from 4096 to 16384, three orders of magnitude higher, with mean and best nearly equal."]
 # The mamf_finder.py results in results/compute/ (a downloaded notebook cannot list a folder).
 MAMF_RESULTS = ["results/compute/mamf_finder-cpu.json",
                 "results/compute/mamf_finder-h100.json"]

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: ce8462a61fa10a9d74d2d839b5f77ddbffceb3697d4ea0808baa20eac5cf6fc1
+#       source_sha256: 69de8f9d8d32707ae5318c7a4855a6de569e82060f8c5a1e9507ff1b9c9e06c7
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -144,7 +144,7 @@ for op, intensity in ops.items():
     bound = "计算" if intensity >= peak / bw else "显存"
     print(f"{op:<31} {intensity:>10.2f} {bound:>8} {attainable / 1e12:>18.1f}")
 
-# %%
+# %% alt=["\u5bf9\u6570-\u5bf9\u6570 roofline \u56fe\uff1a\u6a2a\u8f74\u4e3a\u7b97\u672f\u5f3a\u5ea6\uff08\u6bcf\u5b57\u8282 HBM \u6d41\u91cf\u7684 bf16 FLOPs\uff09\uff0c\u7eb5\u8f74\u4e3a\u53ef\u8fbe\u7684\u7a20\u5bc6 bf16 TFLOPS\uff0c\u753b\u51fa A100\u3001H100\u3001B200\u3001MI300X \u548c TPU v6e \u7684\u5c4b\u9876\uff1a\u6bcf\u6761\u7ebf\u5148\u6cbf\u5185\u5b58\u5e26\u5bbd\u7684\u659c\u5761\u4e0a\u5347\uff0c\u518d\u5728\u5404\u81ea\u7684\u7b97\u529b\u5cf0\u503c\u5904\u53d8\u5e73\uff0c\u4ece\u7ea6 300 TFLOPS\uff08A100\uff09\u5230\u7ea6 2250 TFLOPS\uff08B200\uff09\u3002\u653e\u5728 H100 \u5c4b\u9876\u4e0a\u7684\u4e03\u4e2a transformer \u64cd\u4f5c\u4e2d\uff0c\u6b8b\u5dee\u76f8\u52a0\u3001\u5c42\u5f52\u4e00\u5316\u300116 \u4e2a token \u7684\u77e9\u9635\u4e58\u6cd5\u548c\u672a\u878d\u5408\u7684\u6ce8\u610f\u529b\u4f4d\u4e8e\u5185\u5b58\u53d7\u9650\u7684\u659c\u5761\u4e0a\uff0c\u878d\u5408\u7684\u6ce8\u610f\u529b\u3001QKV \u6295\u5f71\u548c MLP \u77e9\u9635\u4e58\u6cd5\u4f4d\u4e8e\u8ba1\u7b97\u53d7\u9650\u7684\u5e73\u9876\u4e0a\u3002"]
 fig, ax = plt.subplots(figsize=(8, 5))
 x = np.logspace(-1, 4, 400)
 for name in ["NVIDIA A100 SXM 80GB", "NVIDIA H100 SXM", "NVIDIA B200 (HGX)", "AMD MI300X",
@@ -176,7 +176,7 @@ plt.show()
 #
 # 即便是计算受限的矩阵乘法也达不到屋顶。GPU 把 $M \times N$ 的输出切成 tile，按每个 SM 一个 tile 的**波次**（wave）运行（[NVIDIA, Matrix Multiplication Background](https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html)）。未填满的 tile（tile 量化）和未填满的最后一波（wave 量化）与填满的代价相同。下面的模型假设 H100 SXM 的 132 个 SM 上使用 128 × 128 的 tile，返回硬件所做工作中有用部分的比例；实际的库会在多种 tile 形状中选择，曲线更平滑，但台阶依然存在。
 
-# %%
+# %% alt=["\u6298\u7ebf\u56fe\uff1a\u7eb5\u8f74\u4e3a\u6709\u7528\u5de5\u4f5c\u6240\u5360\u6bd4\u4f8b\uff080.25 \u5230 1.0\uff09\uff0c\u6a2a\u8f74\u4e3a M\uff0c\u4ece 128 \u5230 8192\uff08N = 4096\uff0c128 \u00d7 128 \u7684 tile\uff0c132 \u4e2a SM\uff09\u3002\u66f2\u7ebf\u5448\u952f\u9f7f\u5f62\uff1a\u5347\u5230\u7ea6 0.97\uff0c\u6bcf\u5f00\u59cb\u65b0\u7684\u4e00\u6ce2 tile \u5c31\u9aa4\u964d\uff08M \u521a\u8fc7 512 \u65f6\u964d\u5230 0.5\uff09\uff0cM \u8d8a\u5927\u964d\u5e45\u8d8a\u5c0f\uff1bM = 4224 \u65f6\u6070\u597d\u8fbe\u5230 1.0\u3002\u7a0d\u5927\u4e00\u70b9\u7684\u77e9\u9635\u4e58\u6cd5\u53ef\u80fd\u6d6a\u8d39 GPU \u591a\u5f97\u591a\u7684\u7b97\u529b\u3002"]
 SMS = 132   # H100 SXM
 TILE = 128
 
@@ -208,7 +208,7 @@ plt.show()
 #
 # CPU 没有 SM，但它的矩阵乘法库同样按寄存器块和缓存行分块工作，所以形状是块大小倍数时应当稍快一些。我们对 $M$ 从 480 到 576，计时 $M \times 512$ 乘 $512 \times 512$ 的 fp32 矩阵乘法。共享机器上的计时有噪声，所以每个形状取若干次中最好的一次；打印出的数值是实测值（以 ≈ 标出），每次运行都会不同。
 
-# %%
+# %% alt=["\u6298\u7ebf\u56fe\uff1a\u5728\u8fd0\u884c\u672c notebook \u7684 CPU \u4e0a\u5b9e\u6d4b\u7684 fp32 \u77e9\u9635\u4e58\u6cd5\u901f\u5ea6\uff08GFLOPS\uff0c5 \u6b21\u4e2d\u6700\u597d\u7684\u4e00\u6b21\uff09\uff0cM \u4ece 480 \u5230 576\u3001\u6b65\u957f\u4e3a 4\uff08M \u00d7 512 \u4e58 512 \u00d7 512\uff09\uff0c32 \u7684\u500d\u6570\u7528\u7ea2\u8272\u65b9\u5757\u6807\u51fa\u3002\u901f\u5ea6\u968f M \u4e0a\u4e0b\u8df3\u52a8\u51e0\u4e2a\u767e\u5206\u70b9\uff0c32 \u7684\u500d\u6570\u5e76\u4e0d\u603b\u662f\u66f4\u5feb\uff1a\u5728 CPU \u4e0a\uff0c\u5bf9\u9f50\u7684\u6548\u679c\u6df9\u6ca1\u5728\u566a\u58f0\u91cc\u3002"]
 torch.manual_seed(0)
 b = torch.randn(512, 512)
 cpu_ms = list(range(480, 577, 4))
@@ -244,7 +244,7 @@ plt.show()
 #
 # 本书的 results 目录保存了 `mamf_finder.py` 的 `--json` 输出。有 GPU 的运行结果时，这里把其中最快的形状与规格文件中对应一行的稠密（dense）数据手册峰值比较；CPU 的运行结果总是存在，它显示了在共享机器上平均值与最好一次迭代之间的差距。图中每个 M 只保留所扫过的各种 N 与 K 中最快的一个。
 
-# %%
+# %% alt=["\u5bf9\u6570-\u5bf9\u6570\u56fe\uff1amamf_finder.py \u7ed3\u679c\u6587\u4ef6\u4e2d\u7684 TFLOPS\uff08\u5728 N \u548c K \u4e0a\u53d6\u6700\u597d\uff09\u968f M \u7684\u53d8\u5316\uff0c\u6bcf\u4e2a\u8fd0\u884c\u548c\u6570\u636e\u7c7b\u578b\u753b\u4e00\u6761\u5b9e\u7ebf\uff08\u6700\u597d\u7684\u4e00\u6b21\u8fed\u4ee3\uff09\u548c\u4e00\u6761\u865a\u7ebf\uff08\u5e73\u5747\u503c\uff09\u3002CPU \u7684 fp32 \u548c bf16 \u66f2\u7ebf\u5728 M \u4e3a 256 \u5230 1024 \u65f6\u4f4d\u4e8e\u7ea6 0.05 \u5230 1.4 TFLOPS\uff0c\u5e73\u5747\u503c\u660e\u663e\u4f4e\u4e8e\u6700\u597d\u503c\uff1bH100 \u7684 bf16 \u548c fp8 \u66f2\u7ebf\u5728 M \u4e3a 4096 \u5230 16384 \u65f6\u5206\u522b\u63a5\u8fd1 800 \u548c 1400 TFLOPS\uff0c\u9ad8\u51fa\u4e09\u4e2a\u6570\u91cf\u7ea7\uff0c\u5e73\u5747\u503c\u4e0e\u6700\u597d\u503c\u51e0\u4e4e\u76f8\u540c\u3002"]
 # The mamf_finder.py results in results/compute/ (a downloaded notebook cannot list a folder).
 MAMF_RESULTS = ["results/compute/mamf_finder-cpu.json",
                 "results/compute/mamf_finder-h100.json"]

@@ -186,7 +186,7 @@ print("sum of 1000 ones, torch.sum of bfloat16 =",
 # `torch.nextafter` in float32 and plots it for the three formats up to each
 # one's `max`.
 
-# %%
+# %% alt=["Log-log chart of the gap between a number and the next representable one against its magnitude, over each format's normal range: three parallel straight lines, float32 lowest and spanning about 1e-38 to 3e38, bfloat16 over the same range but about 65,000 times coarser, and float16 a short segment from about 6e-5 up to its maximum of 65504 (marked by a vertical line), between the two. The gap grows in proportion to the magnitude."]
 def gap(x, dtype):
     """Distance from x (float64 tensor of normal values of dtype) to the next number."""
     return torch.exp2(torch.floor(torch.log2(x))) * torch.finfo(dtype).eps

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 4bfd26cc1befbc798258e6d90f1daafbe6a6b8304445b0968ec0edd4c96658f2
+#       source_sha256: d0b0c71233fbb47709f36a50ef918b78395335b7963a0cfac13dd2c5c77770bb
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -162,7 +162,7 @@ print("1000 个 1 之和，bfloat16 的 torch.sum =",
 # %% [markdown]
 # 相邻数之间的间隔随数值大小增长。对于规格化数 x，它等于 2^⌊log₂ x⌋ × eps；下面的单元格用 float32 中的 `torch.nextafter` 检验这个公式，并为三种格式画出它，一直画到各自的 `max`。
 
-# %%
+# %% alt=["\u5bf9\u6570-\u5bf9\u6570\u56fe\uff1a\u4e00\u4e2a\u6570\u5230\u4e0b\u4e00\u4e2a\u53ef\u8868\u793a\u6570\u7684\u95f4\u9694\u968f\u6570\u503c\u5927\u5c0f\u7684\u53d8\u5316\uff0c\u53ea\u753b\u6bcf\u79cd\u683c\u5f0f\u7684\u89c4\u683c\u5316\u8303\u56f4\u3002\u4e09\u6761\u5e73\u884c\u76f4\u7ebf\uff1afloat32 \u6700\u4f4e\uff0c\u8de8\u8d8a\u7ea6 1e-38 \u5230 3e38\uff1bbfloat16 \u8303\u56f4\u76f8\u540c\u4f46\u7c97\u7ea6 65000 \u500d\uff1bfloat16 \u662f\u4e24\u8005\u4e4b\u95f4\u7684\u4e00\u5c0f\u6bb5\uff0c\u4ece\u7ea6 6e-5 \u5230\u5176\u6700\u5927\u503c 65504\uff08\u7ad6\u7ebf\u6807\u51fa\uff09\u3002\u95f4\u9694\u4e0e\u6570\u503c\u5927\u5c0f\u6210\u6b63\u6bd4\u589e\u957f\u3002"]
 def gap(x, dtype):
     """Distance from x (float64 tensor of normal values of dtype) to the next number."""
     return torch.exp2(torch.floor(torch.log2(x))) * torch.finfo(dtype).eps

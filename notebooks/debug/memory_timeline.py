@@ -128,7 +128,7 @@ print(f"input batch       = {input_bytes / MiB:6.2f} MiB")
 # (the profiler's timestamps are nanoseconds since the epoch, like `time.time_ns()`) and wraps
 # each step in `record_function("step k")`, which names it in the profiler's own trace.
 
-# %%
+# %% alt=["Stacked area chart of live CPU memory (MiB, 0 to 40) by category over four training steps of a healthy loop: parameters at the bottom (about 6 MiB), optimizer state (about 12 MiB) appearing at the end of step 1, and inputs. In each step the red activations band climbs in twelve 1 MiB stairs during the forward pass and shrinks during the backward pass while the blue gradients band grows, peaking near 32 MiB; every step ends at the same floor, so nothing leaks."]
 CATEGORIES = {  # the profiler's category -> (label, colour), drawn bottom to top
     "PARAMETER": ("parameters", "tab:green"),
     "OPTIMIZER_STATE": ("optimizer state", "goldenrod"),
@@ -258,7 +258,7 @@ print("peak below the sum of all terms:", steady_peak < upper_bound)
 # carries a graph whose nodes hold the saved activations of a full forward pass; the list keeps
 # the loss, the loss keeps its graph, and nothing ever calls `backward()` on it to free them.
 
-# %%
+# %% alt=["Two stacked memory timelines side by side with the same y axis (live memory in MiB) over four training steps: on the left the healthy loop, which returns to the same floor after every step and peaks near 32 MiB; on the right the leaking loop, where the red activations band does not go back down, so the floor and the peak rise by about 12 MiB every step, to about 69 MiB in step 4."]
 leak_times, leak_by_category, leak_spans = record_timeline(STEPS, leak=True)
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
 draw(axes[0], times, by_category, spans)

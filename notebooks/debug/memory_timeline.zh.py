@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: a02de9f0fc9faa57ee71e08779a703770ed2249a69d935790bd5cba4e42d3938
+#       source_sha256: 38e0d4e020ab54a88e2174bdba4bbcc2a99ab43bf199f89ab3a663f868cd48e5
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -126,7 +126,7 @@ print(f"输入批次    = {input_bytes / MiB:6.2f} MiB")
 #
 # `profile_memory=True` 让性能分析器记录每一次分配和释放；再加上 `record_shapes=True` 和 `with_stack=True`，`torch.profiler._memory_profiler` 就能沿着自动求导图和优化器跟踪每个张量，并给它归类。公开接口 `prof.export_memory_timeline(path, device="cpu")` 把这个结果写进文件（对 CPU 也有效），但它在 torch 2.13 中已被弃用并会发出警告，所以下面的单元直接调用它所依赖的两个私有部件：`prof._memory_profile()` 和 `MemoryProfileTimeline(...)._coalesce_timeline("cpu")`，后者返回各个时间点，以及每个时间点上各类别存活的字节数。循环在每一步开始和结束时记下时钟（性能分析器的时间戳和 `time.time_ns()` 一样，是自 epoch 起的纳秒数），并把每一步包在 `record_function("step k")` 里，在性能分析器自己的 trace 中给它命名。
 
-# %%
+# %% alt=["\u5806\u53e0\u9762\u79ef\u56fe\uff1a\u5065\u5eb7\u7684\u8bad\u7ec3\u5faa\u73af\u5728\u56db\u4e2a\u8bad\u7ec3\u6b65\u4e2d\u6309\u7c7b\u522b\u7684 CPU \u5b58\u6d3b\u5185\u5b58\uff08MiB\uff0c0 \u5230 40\uff09\u3002\u6700\u5e95\u5c42\u662f\u53c2\u6570\uff08\u7ea6 6 MiB\uff09\uff0c\u7b2c 1 \u6b65\u7ed3\u675f\u65f6\u51fa\u73b0\u4f18\u5316\u5668\u72b6\u6001\uff08\u7ea6 12 MiB\uff09\uff0c\u8fd8\u6709\u8f93\u5165\u3002\u6bcf\u4e00\u6b65\u4e2d\uff0c\u7ea2\u8272\u7684\u6fc0\u6d3b\u503c\u5728\u524d\u5411\u4f20\u64ad\u65f6\u4ee5\u5341\u4e8c\u7ea7 1 MiB \u7684\u53f0\u9636\u4e0a\u5347\uff0c\u5728\u53cd\u5411\u4f20\u64ad\u65f6\u4e0b\u964d\uff0c\u540c\u65f6\u84dd\u8272\u7684\u68af\u5ea6\u589e\u957f\uff0c\u5cf0\u503c\u7ea6 32 MiB\uff1b\u6bcf\u4e00\u6b65\u90fd\u56de\u5230\u540c\u6837\u7684\u5e95\u7ebf\uff0c\u6ca1\u6709\u6cc4\u6f0f\u3002"]
 CATEGORIES = {  # 性能分析器的类别 -> （标签，颜色），自下而上绘制
     "PARAMETER": ("参数", "tab:green"),
     "OPTIMIZER_STATE": ("优化器状态", "goldenrod"),
@@ -231,7 +231,7 @@ print("峰值低于所有项之和：", steady_peak < upper_bound)
 #
 # 现在用 `leak=True` 运行同一个循环。监控损失是在自动求导开启时计算的，所以它带着一张计算图，图中的节点持有一次完整前向传播保存的激活值；列表持有损失，损失持有它的图，而没有任何地方对它调用 `backward()` 来释放这些张量。
 
-# %%
+# %% alt=["\u5e76\u6392\u7684\u4e24\u5f20\u5806\u53e0\u5185\u5b58\u65f6\u95f4\u7ebf\uff0c\u7eb5\u8f74\u76f8\u540c\uff08\u5b58\u6d3b\u5185\u5b58\uff0cMiB\uff09\uff0c\u5171\u56db\u4e2a\u8bad\u7ec3\u6b65\uff1a\u5de6\u8fb9\u662f\u5065\u5eb7\u7684\u5faa\u73af\uff0c\u6bcf\u4e00\u6b65\u4e4b\u540e\u90fd\u56de\u5230\u540c\u6837\u7684\u5e95\u7ebf\uff0c\u5cf0\u503c\u7ea6 32 MiB\uff1b\u53f3\u8fb9\u662f\u6cc4\u6f0f\u7684\u5faa\u73af\uff0c\u7ea2\u8272\u7684\u6fc0\u6d3b\u503c\u4e0d\u518d\u56de\u843d\uff0c\u5e95\u7ebf\u548c\u5cf0\u503c\u6bcf\u4e00\u6b65\u4e0a\u5347\u7ea6 12 MiB\uff0c\u7b2c 4 \u6b65\u8fbe\u5230\u7ea6 69 MiB\u3002"]
 leak_times, leak_by_category, leak_spans = record_timeline(STEPS, leak=True)
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
 draw(axes[0], times, by_category, spans)

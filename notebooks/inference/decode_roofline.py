@@ -99,7 +99,7 @@ print(f"{len(devices)} accelerators with a bf16 peak and a memory bandwidth")
 # arithmetic the decode batch that reaches it equals the ridge point; with fp8 weights and fp8
 # arithmetic the intensity is $2B$ per byte, so the batch is half the fp8 ridge point.
 
-# %%
+# %% alt=["Horizontal bar chart of the bf16 decode batch at the ridge point (peak TFLOPS over memory bandwidth, in sequences) for about 30 accelerators, sorted: from about 120 for the AMD MI250X and 150 to 160 for the A100s up to about 560 for the Google TPU v6e, with most current GPUs between 200 and 320. Every accelerator needs a decode batch of one to several hundred sequences before the weight matmuls stop waiting for memory."]
 print(f"{'accelerator':<26}{'bf16 TFLOPS':>12}{'TBps':>7}{'batch, bf16':>12}{'fp8':>6}")
 ridge = {}
 for r in devices:
@@ -163,7 +163,7 @@ for name in MODELS:
 # memory usable, minus the weights). For Llama 3.1 8B in bf16 on one GPU at a context of 4,096
 # tokens:
 
-# %%
+# %% alt=["Log-log chart of the upper bound on decode tokens per second against batch size for Llama 3.1 8B in bf16 at a 4,096-token context on the A100 SXM, H100 SXM, H200 SXM, B200 and MI300X. Each curve rises almost in proportion to the batch at first, then bends as the per-sequence cache reads grow, and ends where the KV cache fills the memory (batch about 100 on the 80 GB GPUs, 200 to 290 on the others), at about 3,000 tokens/s for the A100 up to about 13,000 for the B200, before reaching the compute knee."]
 model = models["Llama 3.1 8B"]
 n_matmul = calc.flops_per_token(model, 1)["matmul_params"]
 total = calc.count_params(model)["total"]
@@ -235,7 +235,7 @@ for r in rows:
 # at which the step reads the weights, and their ratio is the batch at which the sequences cost
 # as much as the weights, the measured counterpart of the ridge batch.
 
-# %%
+# %% alt=["Two charts of decode measured on one CPU thread for contexts of 128 and 512 tokens. Left: step time (TPOT, ms) against batch 1 to 16 with a fitted straight line per context; the step grows from about 7 ms to 16 to 21 ms, much more slowly than the batch. Right, log-log: decode tokens/s against batch, rising with the batch but staying below a dashed line that shows the rate if the step stayed as at batch 1."]
 fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(10, 4))
 for context in sorted({r["context"] for r in rows}):
     points = [r for r in rows if r["context"] == context]

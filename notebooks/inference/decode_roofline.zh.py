@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: a87108b9adfb09d25ca518c432965c5053c4da09ef5b1e466165a675c3db20d7
+#       source_sha256: 530b36fadfb6aa6394bb2a03be58f65d317b35d2496d08de9d907677e14f6fcf
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -110,7 +110,7 @@ print(f"{len(devices)} 个加速器同时有 bf16 峰值和显存带宽数据")
 #
 # 脊点 = 峰值 TFLOPS / 以 TBps 计的带宽，单位为 FLOP/byte。权重和运算都用 bf16 时，达到脊点的解码批大小在数值上等于脊点；权重和运算都用 fp8 时，强度为每字节 $2B$ FLOP，所以批大小是 fp8 脊点的一半。
 
-# %%
+# %% alt=["\u6c34\u5e73\u6761\u5f62\u56fe\uff1a\u7ea6 30 \u79cd\u52a0\u901f\u5668\u5728\u810a\u70b9\u5904\u7684 bf16 \u89e3\u7801\u6279\u5927\u5c0f\uff08\u5cf0\u503c TFLOPS \u9664\u4ee5\u5185\u5b58\u5e26\u5bbd\uff0c\u5355\u4f4d\u4e3a\u5e8f\u5217\u6570\uff09\uff0c\u6309\u5927\u5c0f\u6392\u5e8f\uff1a\u4ece AMD MI250X \u7684\u7ea6 120\u3001A100 \u7684 150 \u5230 160\uff0c\u5230 Google TPU v6e \u7684\u7ea6 560\uff0c\u591a\u6570\u73b0\u5f79 GPU \u5728 200 \u5230 320 \u4e4b\u95f4\u3002\u6bcf\u79cd\u52a0\u901f\u5668\u90fd\u8981\u4e00\u5230\u51e0\u767e\u6761\u5e8f\u5217\u7684\u89e3\u7801\u6279\uff0c\u6743\u91cd\u7684\u77e9\u9635\u4e58\u6cd5\u624d\u4e0d\u518d\u7b49\u5f85\u5185\u5b58\u3002"]
 print(f"{'加速器':<23}{'bf16 TFLOPS':>12}{'TBps':>7}{'批大小 bf16':>9}{'fp8':>6}")
 ridge = {}
 for r in devices:
@@ -158,7 +158,7 @@ for name in MODELS:
 #
 # 其中 $N$ 是参数量（计算读取字节时取全部参数，计算 FLOPs 时取参与矩阵乘法的参数），$b_w$ 是每个权重的字节数，$L$ 是层数，$h d$ 是注意力的宽度（头数乘以每头维度），$m_{kv}$ 是每个 token 的 KV 字节数。吞吐量为 $B / t(B)$，而批大小受留给缓存的显存限制（按 `kv_cache_calculator.py` 的算法：GPU 显存的 90% 可用，减去权重）。对 Llama 3.1 8B、bf16、单块 GPU、上下文 4,096 个 token：
 
-# %%
+# %% alt=["\u5bf9\u6570-\u5bf9\u6570\u56fe\uff1aLlama 3.1 8B \u4ee5 bf16\u30014096 \u4e2a token \u7684\u4e0a\u4e0b\u6587\u5728 A100 SXM\u3001H100 SXM\u3001H200 SXM\u3001B200 \u548c MI300X \u4e0a\u7684\u89e3\u7801 tokens/s \u4e0a\u9650\u968f\u6279\u5927\u5c0f\u7684\u53d8\u5316\u3002\u6bcf\u6761\u66f2\u7ebf\u8d77\u521d\u51e0\u4e4e\u4e0e\u6279\u5927\u5c0f\u6210\u6b63\u6bd4\u4e0a\u5347\uff0c\u968f\u540e\u56e0\u6bcf\u6761\u5e8f\u5217\u7684\u7f13\u5b58\u8bfb\u53d6\u589e\u52a0\u800c\u5f2f\u66f2\uff0c\u5728 KV \u7f13\u5b58\u5360\u6ee1\u663e\u5b58\u5904\u7ed3\u675f\uff0880 GB \u7684 GPU \u7ea6\u4e3a\u6279\u5927\u5c0f 100\uff0c\u5176\u4ed6\u4e3a 200 \u5230 290\uff09\uff0cA100 \u7ea6 3000 tokens/s\uff0cB200 \u7ea6 13000 tokens/s\uff0c\u90fd\u672a\u5230\u8fbe\u8ba1\u7b97\u62d0\u70b9\u3002"]
 model = models["Llama 3.1 8B"]
 n_matmul = calc.flops_per_token(model, 1)["matmul_params"]
 total = calc.count_params(model)["total"]
@@ -214,7 +214,7 @@ for r in rows:
 # %% [markdown]
 # 预填充在每一层中一次处理完提示词的全部 token，所以它每秒写入缓存的 token 数比解码每秒产出的 token 数多得多：这正是**预填充与解码**一页的出发点。对解码而言，上面的屋顶线模型预测单步时间由一个固定部分（权重，无论批多大都只读一次）加上每条序列的部分（它的 FLOPs 和它的缓存）组成。对实测的单步时间做直线拟合即可估计这两部分：固定部分给出单步读取权重的速率，两者之比是各序列的开销与权重开销相当时的批大小，即脊点批大小在实测中的对应值。
 
-# %%
+# %% alt=["\u4e24\u5f20\u56fe\uff0c\u662f\u5355\u4e2a CPU \u7ebf\u7a0b\u4e0a\u5b9e\u6d4b\u7684\u89e3\u7801\uff0c\u4e0a\u4e0b\u6587\u4e3a 128 \u548c 512 \u4e2a token\u3002\u5de6\u56fe\uff1a\u5355\u6b65\u65f6\u95f4\uff08TPOT\uff0cms\uff09\u968f\u6279\u5927\u5c0f 1 \u5230 16 \u7684\u53d8\u5316\uff0c\u6bcf\u4e2a\u4e0a\u4e0b\u6587\u4e00\u6761\u62df\u5408\u76f4\u7ebf\uff1b\u5355\u6b65\u65f6\u95f4\u4ece\u7ea6 7 ms \u589e\u957f\u5230 16 \u5230 21 ms\uff0c\u8fdc\u6bd4\u6279\u5927\u5c0f\u589e\u957f\u5f97\u6162\u3002\u53f3\u56fe\uff08\u5bf9\u6570-\u5bf9\u6570\uff09\uff1a\u89e3\u7801 tokens/s \u968f\u6279\u5927\u5c0f\u4e0a\u5347\uff0c\u4f46\u4f4e\u4e8e\u8868\u793a\u201c\u82e5\u5355\u6b65\u65f6\u95f4\u4fdd\u6301\u6279\u5927\u5c0f\u4e3a 1 \u65f6\u7684\u503c\u201d\u7684\u865a\u7ebf\u3002"]
 fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(10, 4))
 for context in sorted({r["context"] for r in rows}):
     points = [r for r in rows if r["context"] == context]

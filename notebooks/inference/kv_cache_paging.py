@@ -68,7 +68,7 @@ print(f"{N} requests: prompt median {np.median(prompt):.0f}, mean {prompt.mean()
 # **paged** server allocates blocks of `b` tokens as the sequence grows, so it wastes only the
 # unfilled part of the last block: on average about `b / 2` tokens per sequence.
 
-# %%
+# %% alt=["Line chart of the share of the KV cache that holds tokens (%) against the block size of a paged cache, 1 to 512 tokens on a log scale, with a dashed line for a contiguous cache that reserves 4,096 tokens per request. Paged allocation stays above 95% up to 64-token blocks and falls to about 76% at 512, while the contiguous cache holds tokens in only about 19% of what it reserves."]
 def paged_tokens(length, block):
     """Tokens of cache a sequence of `length` tokens occupies in blocks of `block` tokens."""
     return -(-length // block) * block

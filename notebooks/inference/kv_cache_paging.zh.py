@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 78b6637318eda5fa38243be2f818b675e956217e3f7295dccfeca922c520e0e4
+#       source_sha256: 582c890373953258eeffa5dbc792c8cf9e4260685d42dbfad12cfbcfe178265c
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -76,7 +76,7 @@ print(f"{N} 个请求：提示词中位数 {np.median(prompt):.0f}，均值 {pro
 #
 # 假设每个请求都以其最终长度持有缓存。为每个请求预留 `MAX_LEN` 个 token 的**连续**分配服务器，只用上了所预留空间的 `length / MAX_LEN`。**分页**服务器随着序列增长，按每块 `b` 个 token 分配块（block），所以只浪费最后一个块中未填满的部分：平均每条序列约 `b / 2` 个 token。
 
-# %%
+# %% alt=["\u6298\u7ebf\u56fe\uff1a\u5206\u9875\u7f13\u5b58\u7684\u5757\u5927\u5c0f\uff081 \u5230 512 \u4e2a token\uff0c\u5bf9\u6570\u5750\u6807\uff09\u4e0e KV \u7f13\u5b58\u4e2d\u5b58\u653e\u4e86 token \u7684\u6bd4\u4f8b\uff08%\uff09\u7684\u5173\u7cfb\uff0c\u865a\u7ebf\u662f\u6bcf\u4e2a\u8bf7\u6c42\u9884\u7559 4096 \u4e2a token \u7684\u8fde\u7eed\u5206\u914d\u3002\u5206\u9875\u5206\u914d\u5728\u5757\u5927\u5c0f\u4e0d\u8d85\u8fc7 64 \u4e2a token \u65f6\u4fdd\u6301\u5728 95% \u4ee5\u4e0a\uff0c\u5230 512 \u65f6\u964d\u5230\u7ea6 76%\uff1b\u8fde\u7eed\u5206\u914d\u9884\u7559\u7684\u7f13\u5b58\u4e2d\u53ea\u6709\u7ea6 19% \u5b58\u653e\u4e86 token\u3002"]
 def paged_tokens(length, block):
     """长为 `length` 个 token 的序列，按每块 `block` 个 token 分配时占用的缓存 token 数。"""
     return -(-length // block) * block

@@ -149,7 +149,7 @@ for name, r in runs.items():
 # first bad batch. `bad_batches_skipped` uses the same detector online: a batch
 # whose loss z-score exceeds 6 gets no optimizer step.
 
-# %%
+# %% alt=["Three stacked charts over 700 training steps for the baseline, the run with bad batches and the run that skips them. Top: loss (nats/token, cut at 3) falling from above 3 to about 1.4, with the bad-batches run spiking off the chart at about steps 245 and 420 (dotted red lines) and then sitting slightly above the baseline, while the skipping run stays on it. Middle: gradient norm on a log scale, jumping from about 0.6 to about 20 at the same steps. Bottom: the loss z-score over a 50-step window, flat near 0 except two spikes to about 165 and 185, far above the dashed threshold of 6."]
 steps = np.arange(settings["steps"])
 fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
 for name, color in [("baseline", "gray"), ("bad_batches_skipped", "tab:blue"),
@@ -200,7 +200,7 @@ print("skipped steps == bad steps:",
 # learning rate with QK-layernorm (and z-loss) trains; warmup plus clipping
 # also trains here, but its attention logits still climb.
 
-# %%
+# %% alt=["Two charts over 700 steps for runs at a learning rate of 0.1 and the baseline. Left, loss (nats/token) with the floor dashed at about 1.3: high_lr stalls around 3.5 without any spike, while high_lr_warmup_clip and high_lr_qknorm_zloss level off near 1.6 and the baseline reaches about 1.4. Right, the largest attention logit on a log scale: about 3 \u00d7 10\u2074 for high_lr, climbing to about 2,000 with warmup and clipping, flat near 45 with QK-layernorm and near 4 for the baseline. Divergence by attention-logit growth shows in the logits, not as a loss spike."]
 fig, axes = plt.subplots(1, 2, figsize=(10, 4))
 for name, color in [("high_lr", "tab:red"), ("high_lr_warmup_clip", "tab:orange"),
                     ("high_lr_qknorm_zloss", "tab:green"), ("baseline", "gray")]:
@@ -231,7 +231,7 @@ for name in ("high_lr", "high_lr_qknorm_zloss"):
 # the first bad batch the norms of all blocks jump together, a sign that the
 # cause is the input (the data), not one layer running away.
 
-# %%
+# %% alt=["Log-scale chart of the gradient norm of each of the two transformer blocks from step 234 to 258, with the four bad batches (steps 244 to 247) shaded red. Both blocks jump together from about 0.3 to 0.4 to about 10 during the bad batches and drop back right after: a cause in the data, not one layer running away."]
 g0 = groups[0]
 layer = np.array(runs["bad_batches"]["layer_grad_norms"])
 window = slice(g0 - 10, g0 + 15)

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 29f9e028161c4bec09528660ecbd954f002a4c1a3e57c5e0cf92d12b4c0b961c
+#       source_sha256: d8af2096ab46e4f51569b36fad5feb6ec5d5a954ec59e5179001a7d3be083aaf
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -142,7 +142,7 @@ for name, r in runs.items():
 #
 # 在 `bad_batches` 中，运行进行到 35% 和 60% 时，各有连续四个批次被替换为垃圾（一个 token 的重复）。这些批次的损失跳高，梯度范数跳得更多，两个 z 分数都在第一个坏批次处越过阈值。`bad_batches_skipped` 在线使用同一个检测器：损失 z 分数超过 6 的批次不做优化器步。
 
-# %%
+# %% alt=["\u4e0a\u4e0b\u4e09\u5f20\u56fe\uff0c700 \u4e2a\u8bad\u7ec3\u6b65\uff0c\u753b\u51fa\u57fa\u7ebf\u3001\u542b\u574f\u6279\u6b21\u7684\u8fd0\u884c\u548c\u8df3\u8fc7\u574f\u6279\u6b21\u7684\u8fd0\u884c\u3002\u4e0a\u56fe\uff1a\u635f\u5931\uff08nats/token\uff0c\u622a\u5728 3\uff09\u4ece 3 \u4ee5\u4e0a\u964d\u5230\u7ea6 1.4\uff0c\u542b\u574f\u6279\u6b21\u7684\u8fd0\u884c\u5728\u7ea6\u7b2c 245 \u6b65\u548c\u7b2c 420 \u6b65\uff08\u7ea2\u8272\u70b9\u7ebf\uff09\u51b2\u51fa\u56fe\u5916\uff0c\u4e4b\u540e\u7565\u9ad8\u4e8e\u57fa\u7ebf\u4e00\u6bb5\u65f6\u95f4\uff0c\u8df3\u8fc7\u574f\u6279\u6b21\u7684\u8fd0\u884c\u5219\u4e0e\u57fa\u7ebf\u91cd\u5408\u3002\u4e2d\u56fe\uff1a\u5bf9\u6570\u5750\u6807\u7684\u68af\u5ea6\u8303\u6570\uff0c\u5728\u540c\u6837\u7684\u6b65\u4ece\u7ea6 0.6 \u8df3\u5230\u7ea6 20\u3002\u4e0b\u56fe\uff1a50 \u6b65\u7a97\u53e3\u7684\u635f\u5931 z \u5206\u6570\uff0c\u9664\u4e24\u4e2a\u7ea6 165 \u548c 185 \u7684\u5c16\u5cf0\u5916\u90fd\u63a5\u8fd1 0\uff0c\u5c16\u5cf0\u8fdc\u9ad8\u4e8e\u9608\u503c 6 \u7684\u865a\u7ebf\u3002"]
 steps = np.arange(settings["steps"])
 fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
 for name, color in [("baseline", "gray"), ("bad_batches_skipped", "tab:blue"),
@@ -184,7 +184,7 @@ print("跳过的步 == 坏批次的步：",
 #
 # `high_lr` 使用 0.1 的学习率，没有预热（warmup），也没有梯度裁剪（gradient clipping）。它的损失从未出现*尖峰*：先下降，然后停滞在远高于其他运行的位置，与此同时最大的注意力 logit 增长了几个数量级。这正是 [Dehghani 等人 2023](https://arxiv.org/abs/2302.05442) 描述、[Wortsman 等人 2023](https://arxiv.org/abs/2309.14322) 在小规模上复现的失败方式。同样的学习率加上 QK-layernorm（以及 z-loss）就能训练；预热加梯度裁剪在这里也能训练，但它的注意力 logit 仍在攀升。
 
-# %%
+# %% alt=["\u4e24\u5f20\u56fe\uff0c700 \u6b65\uff0c\u753b\u51fa\u5b66\u4e60\u7387 0.1 \u7684\u51e0\u4e2a\u8fd0\u884c\u548c\u57fa\u7ebf\u3002\u5de6\u56fe\u4e3a\u635f\u5931\uff08nats/token\uff09\uff0c\u865a\u7ebf\u662f\u7ea6 1.3 \u7684\u4e0b\u9650\uff1ahigh_lr \u505c\u5728 3.5 \u5de6\u53f3\uff0c\u4f46\u6ca1\u6709\u4efb\u4f55\u5c16\u5cf0\uff1bhigh_lr_warmup_clip \u548c high_lr_qknorm_zloss \u7a33\u5b9a\u5728\u7ea6 1.6\uff0c\u57fa\u7ebf\u5230\u8fbe\u7ea6 1.4\u3002\u53f3\u56fe\u4e3a\u5bf9\u6570\u5750\u6807\u7684\u6700\u5927\u6ce8\u610f\u529b logit\uff1ahigh_lr \u7ea6 3 \u00d7 10\u2074\uff0c\u52a0\u9884\u70ed\u548c\u88c1\u526a\u7684\u8fd0\u884c\u722c\u5347\u5230\u7ea6 2000\uff0c\u52a0 QK-layernorm \u7684\u8fd0\u884c\u7a33\u5b9a\u5728\u7ea6 45\uff0c\u57fa\u7ebf\u7ea6\u4e3a 4\u3002\u6ce8\u610f\u529b logit \u589e\u957f\u5bfc\u81f4\u7684\u53d1\u6563\u4f53\u73b0\u5728 logit \u4e0a\uff0c\u800c\u4e0d\u662f\u635f\u5931\u5c16\u5cf0\u3002"]
 fig, axes = plt.subplots(1, 2, figsize=(10, 4))
 for name, color in [("high_lr", "tab:red"), ("high_lr_warmup_clip", "tab:orange"),
                     ("high_lr_qknorm_zloss", "tab:green"), ("baseline", "gray")]:
@@ -213,7 +213,7 @@ for name in ("high_lr", "high_lr_qknorm_zloss"):
 #
 # 脚本还记录了每个 transformer 块的梯度范数。在第一个坏批次附近，所有块的范数一起跳高，这表明原因在输入（数据），而不在某一层失控。
 
-# %%
+# %% alt=["\u5bf9\u6570\u5750\u6807\u56fe\uff1a\u4e24\u4e2a transformer \u5757\u5404\u81ea\u7684\u68af\u5ea6\u8303\u6570\uff0c\u7b2c 234 \u6b65\u5230\u7b2c 258 \u6b65\uff0c\u56db\u4e2a\u574f\u6279\u6b21\uff08\u7b2c 244 \u5230 247 \u6b65\uff09\u7528\u7ea2\u8272\u9634\u5f71\u6807\u51fa\u3002\u4e24\u4e2a\u5757\u5728\u574f\u6279\u6b21\u671f\u95f4\u540c\u65f6\u4ece\u7ea6 0.3 \u5230 0.4 \u8df3\u5230\u7ea6 10\uff0c\u4e4b\u540e\u7acb\u5373\u56de\u843d\uff1a\u539f\u56e0\u5728\u6570\u636e\uff0c\u800c\u4e0d\u662f\u67d0\u4e00\u5c42\u5931\u63a7\u3002"]
 g0 = groups[0]
 layer = np.array(runs["bad_batches"]["layer_grad_norms"])
 window = slice(g0 - 10, g0 + 15)

@@ -90,7 +90,7 @@ print(f"{len(models)} models:", ", ".join(names))
 # when it is tied to the embedding, as in Gemma 2), attention, the dense MLP, the routed and
 # shared experts (with their routers) and the norms. The shares below are of the total.
 
-# %%
+# %% alt=["Stacked horizontal bar chart of where the parameters sit in 17 models, as shares of the total: embeddings, attention, MLP and experts. In the dense models the MLP holds most parameters, about two thirds in Llama 2 7B and 13B and 60 to 86% in the others, attention most of the rest; embeddings reach 10 to 14% only in the 7B to 9B models with large vocabularies. In the mixture-of-experts models (Mixtral, Qwen3-30B-A3B, OLMoE, DeepSeek-V3) the experts hold 93 to 98%."]
 GROUPS = {"embeddings": ("embedding", "output"), "attention": ("attention",),
           "MLP": ("mlp",), "experts": ("experts", "shared_experts", "router")}
 share = {g: np.array([sum(counts[n][k] for k in keys) / counts[n]["total"] for n in names])
@@ -161,7 +161,7 @@ for m in models:
 # single long request needs more memory for its cache than for the model ("never" when every
 # layer keeps only a sliding window).
 
-# %%
+# %% alt=["Horizontal bar chart of the KV cache per token in KiB (bf16) for 17 models, coloured by attention type: multi-head attention (red) in Llama 2 7B and OLMo 2 7B at 512 KiB and Llama 2 13B at 800 KiB; grouped-query attention (blue) mostly 56 to 370 KiB, up to 504 KiB for Llama 3.1 405B; DeepSeek-V3's multi-head latent attention (green) about 69 KiB. The attention design sets the cache size far more than the model size."]
 kv = {m["name"]: calc.kv_bytes_per_token(m, 2) for m in models}
 
 

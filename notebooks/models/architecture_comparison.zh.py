@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 8afeab70a2b67feb92a1a94cae4b9053df87ccb22430634e40648cb4650cd996
+#       source_sha256: 552d7a280cb86dbf4be71d8c4e1cfca27331ff38da5a88d01fbf6705e21fcb71
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -99,7 +99,7 @@ print(f"{len(models)} models:", ", ".join(names))
 # ## 参数分布在哪里
 #
 # 计算器把每个模型拆成输入嵌入、输出投影（与嵌入共享时为零，如 Gemma 2）、注意力、稠密 MLP、路由专家与共享专家（连同路由器）以及归一化层。下面的占比都是相对总参数量而言。
-# %%
+# %% alt=["\u5806\u53e0\u6c34\u5e73\u6761\u5f62\u56fe\uff1a17 \u4e2a\u6a21\u578b\u4e2d\u53c2\u6570\u7684\u5206\u5e03\uff0c\u6309\u5360\u603b\u91cf\u7684\u6bd4\u4f8b\u5206\u4e3a\u5d4c\u5165\u3001\u6ce8\u610f\u529b\u3001MLP \u548c\u4e13\u5bb6\u3002\u7a20\u5bc6\u6a21\u578b\u4e2d MLP \u5360\u5927\u90e8\u5206\u53c2\u6570\uff0cLlama 2 7B \u548c 13B \u7ea6\u4e09\u5206\u4e4b\u4e8c\uff0c\u5176\u4ed6\u6a21\u578b 60% \u5230 86%\uff0c\u5176\u4f59\u591a\u4e3a\u6ce8\u610f\u529b\uff1b\u53ea\u6709\u8bcd\u8868\u5927\u7684 7B \u5230 9B \u6a21\u578b\uff0c\u5d4c\u5165\u624d\u5360\u5230 10% \u5230 14%\u3002\u6df7\u5408\u4e13\u5bb6\u6a21\u578b\uff08Mixtral\u3001Qwen3-30B-A3B\u3001OLMoE\u3001DeepSeek-V3\uff09\u4e2d\u4e13\u5bb6\u5360 93% \u5230 98%\u3002"]
 GROUPS = {"嵌入": ("embedding", "output"), "注意力": ("attention",),
           "MLP": ("mlp",), "专家": ("experts", "shared_experts", "router")}
 share = {g: np.array([sum(counts[n][k] for k in keys) / counts[n]["total"] for n in names])
@@ -148,7 +148,7 @@ for m in models:
 # ## 每个 token 的 KV cache
 #
 # 以 bf16 计（每个值 2 字节）。多头注意力为每个头缓存一个键和一个值；分组查询注意力每组一个；多头潜在注意力（multi-head latent attention，MLA）每层缓存一个 `kv_lora_rank` 维的潜在向量加一个共享的旋转位置键。最后一列是一条序列的 cache 与 bf16 模型权重一样大时的上下文长度：超过它，单个长请求的 cache 比模型本身还占显存（每一层都只保留滑动窗口时为 "never"）。
-# %%
+# %% alt=["\u6c34\u5e73\u6761\u5f62\u56fe\uff1a17 \u4e2a\u6a21\u578b\u6bcf\u4e2a token \u7684 KV cache\uff08KiB\uff0cbf16\uff09\uff0c\u6309\u6ce8\u610f\u529b\u7c7b\u578b\u7740\u8272\uff1a\u591a\u5934\u6ce8\u610f\u529b\uff08\u7ea2\u8272\uff09\u4e2d Llama 2 7B \u548c OLMo 2 7B \u4e3a 512 KiB\uff0cLlama 2 13B \u4e3a 800 KiB\uff1b\u5206\u7ec4\u67e5\u8be2\u6ce8\u610f\u529b\uff08\u84dd\u8272\uff09\u591a\u4e3a 56 \u5230 370 KiB\uff0cLlama 3.1 405B \u8fbe 504 KiB\uff1bDeepSeek-V3 \u7684\u591a\u5934\u6f5c\u5728\u6ce8\u610f\u529b\uff08\u7eff\u8272\uff09\u7ea6 69 KiB\u3002\u51b3\u5b9a\u7f13\u5b58\u5927\u5c0f\u7684\u4e3b\u8981\u662f\u6ce8\u610f\u529b\u7684\u8bbe\u8ba1\uff0c\u800c\u4e0d\u662f\u6a21\u578b\u5927\u5c0f\u3002"]
 kv = {m["name"]: calc.kv_bytes_per_token(m, 2) for m in models}
 
 

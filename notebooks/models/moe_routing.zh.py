@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 55f9ecc0079169c68d2063624e04824a2cd90ad0420d9fd36fa403dcf34066d9
+#       source_sha256: 7d588a00216313f152eb363af9ea3c66df836044cdcd7fdf5e4e431a06d0bff1
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -206,7 +206,7 @@ for name, r in results.items():
 # %% [markdown]
 # 从上往下读这张表。$\alpha = 0$ 时，路由器学会了用少数几个专家服务大簇，让一些专家闲置：这些专家占着参数却得不到梯度。小系数已经让闲置专家开始工作，但最忙的专家仍远高于平均值；$10^{-1}$ 让最大/平均接近 1，而它的测试损失是四次辅助损失运行中最高的：均衡梯度把路由器从适合任务的分配上拉开（即 Wang 等人摘要中所说的"干扰梯度"（interference gradients））。`E·Σf·P` 是不含 $\alpha$ 的均衡项；随着负载和概率摊开，它朝 1 下降。偏置运行不加任何损失项也做到了均衡；在这么小的玩具里，它的任务损失与辅助损失各次运行的差别在噪声之内（该论文是在最多 3B 参数、训练最多 200B token 的 MoE 模型上测出它的收益的）。
 
-# %%
+# %% alt=["\u4e09\u5f20\u6761\u5f62\u56fe\uff0c\u6bd4\u8f83\u5728\u540c\u4e00\u4efb\u52a1\u4e0a\u8bad\u7ec3\u7684\u4e94\u79cd\u8def\u7531\u5668\uff1a\u8f85\u52a9\u635f\u5931\u7cfb\u6570 \u03b1 \u4e3a 0\u30010.001\u30010.01\u30010.1\uff0c\u4ee5\u53ca\u8def\u7531\u504f\u7f6e\u3002\u5de6\u56fe\uff0c\u8bad\u7ec3\u540e\u7684\u8d1f\u8f7d\u4e0d\u5747\u8861\uff1a\u6700\u5927/\u5e73\u5747\u4ece \u03b1 = 0 \u65f6\u7684\u7ea6 3.2 \u964d\u5230 \u03b1 = 0.1 \u65f6\u7684\u7ea6 1.1\uff08\u504f\u7f6e\u7ea6\u4e3a 1.2\uff09\uff0c\u53d8\u5f02\u7cfb\u6570\u4ece\u7ea6 1.1 \u964d\u5230 0.1 \u4ee5\u4e0b\u3002\u4e2d\u56fe\uff0c\u7559\u51fa\u96c6 MSE\uff1a\u03b1 = 0 \u6700\u4f4e\uff08\u7ea6 0.019\uff09\uff0c\u03b1 = 0.1 \u6700\u9ad8\uff08\u7ea6 0.028\uff09\u3002\u53f3\u56fe\uff0c4096 \u4e2a token \u65f6\u6bcf\u4e2a\u4e13\u5bb6\u7684\u5206\u914d\u6570\uff1a\u03b1 = 0 \u65f6\u4e13\u5bb6 0 \u548c 1 \u4e00\u4e2a\u4e5f\u6ca1\u6709\uff0c\u4e13\u5bb6 2 \u8d85\u8fc7 3000\uff1b\u03b1 = 0.1 \u65f6\u6bcf\u4e2a\u4e13\u5bb6\u90fd\u63a5\u8fd1\u5747\u5300\u503c 1024\u3002"]
 names = list(results)
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
 ax = axes[0]
@@ -297,7 +297,7 @@ for name, rows in drops.items():
 # %% [markdown]
 # 均衡的路由器在容量因子 1.0 时仍会丢掉几个百分点，因为即使平均而言均衡，路由器在某些组里也会给某个专家送去多于 $C$ 个分配；1.25 就消除了其中大部分。不均衡的路由器在所试的每个容量因子下都丢掉很大一部分：它最忙的专家收到的是平均值的好几倍，超出了这些因子所允许的范围，而它的任务损失随着每个被丢弃的分配而上升。提高容量因子能减少丢弃，代价是缓冲区里填充的空槽位、额外的显存，以及在专家并行下更大的 all-to-all 消息；无丢弃（dropless）实现（[MegaBlocks，Gale 等人 2022](https://arxiv.org/abs/2211.15841)，第 4 节）让每个专家恰好处理它收到的 token，从而不必做这个选择。
 
-# %%
+# %% alt=["\u4e24\u5f20\u6298\u7ebf\u56fe\uff0c\u6a2a\u8f74\u4e3a\u5bb9\u91cf\u56e0\u5b50\uff081.0 \u5230 2.0\uff09\uff0c\u753b\u51fa\u4e0d\u5747\u8861\u7684\u8def\u7531\u5668\uff08\u03b1 = 0\uff09\u548c\u5747\u8861\u7684\u8def\u7531\u5668\uff08\u03b1 = 0.1\uff09\u3002\u5de6\u56fe\uff0c\u88ab\u4e22\u5f03\u7684 token-\u4e13\u5bb6\u5206\u914d\uff1a\u4e0d\u5747\u8861\u7684\u8def\u7531\u5668\u4ece\u7ea6 49% \u964d\u5230 17%\uff0c\u5747\u8861\u7684\u5728 1.0 \u65f6\u7ea6 4%\uff0c\u4ece 1.25 \u8d77\u51e0\u4e4e\u4e3a\u96f6\u3002\u53f3\u56fe\uff0c\u7559\u51fa\u96c6 MSE\uff0c\u865a\u7ebf\u4e3a\u65e0\u5bb9\u91cf\u4e0a\u9650\u65f6\u7684\u503c\uff1a\u4e0d\u5747\u8861\u8def\u7531\u5668\u7684\u635f\u5931\u4ece\u7ea6 0.21 \u964d\u5230 0.08\uff0c\u4ecd\u8fdc\u9ad8\u4e8e\u4e0d\u4e22\u5f03\u65f6\u7684 0.019\uff1b\u5747\u8861\u7684\u5219\u4fdd\u6301\u5728 0.028 \u9644\u8fd1\u3002"]
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
 for name, rows in drops.items():
     axes[0].plot(FACTORS, [100 * s for s, _ in rows], "o-", label=name)

@@ -200,7 +200,7 @@ print("all checks pass:", all(checks.values()))
 # factor $n/(n-1)$ larger than the ring's, so the ring wins again for very large
 # messages. The dots mark the crossover $S^*$.
 
-# %%
+# %% alt=["Log-log chart of all-reduce time (s) against message size per rank, 1 kB to 100 GB, in the alpha-beta model with \u03b1 = 5 \u00b5s and \u03b2 = 50 GB/s: solid lines for the ring and dashed for the tree at 8, 64 and 512 ranks. Each curve is flat at small sizes (the latency term) and then rises with slope one (the bandwidth term), all converging at large sizes. The ring's flat part rises with the number of ranks, to about 5 ms at 512, while the tree's stays below 0.1 ms; dots mark where the ring becomes faster again, at about 8 MB, 900 MB and 64 GB."]
 WORLD_SIZES = (8, 64, 512)
 COLORS = dict(zip(WORLD_SIZES, ("tab:blue", "tab:orange", "tab:green"), strict=True))
 
@@ -247,7 +247,7 @@ for n in WORLD_SIZES:
 # the larger the message needed to use the network well. That is one reason
 # frameworks bucket many small gradients into one large all-reduce.
 
-# %%
+# %% alt=["Chart of busbw (GB/s, 0 to 55) against message size per rank on a log axis for the ring (solid) and the tree (dashed) at 8, 64 and 512 ranks, with the link bandwidth \u03b2 of 50 GB/s as a dotted line. Every curve is an S shape from zero to a plateau: the ring's plateau is \u03b2 whatever the number of ranks, the tree's is slightly lower (about 44 GB/s at 8 ranks). The ring reaches half of \u03b2 (dots) at about 2 MB, 16 MB and 128 MB: the more ranks, the larger the message needed to use the network well."]
 fig, ax = plt.subplots(figsize=(8, 5))
 for n in WORLD_SIZES:
     c = COLORS[n]
@@ -278,7 +278,7 @@ for n in WORLD_SIZES:
 # term dominates, it hardly depends on $n$, and both algorithms cost about
 # $2S/\beta$ until the ring's latency catches up at very large $n$.
 
-# %%
+# %% alt=["Log-log chart of all-reduce time (s) against the number of ranks, 2 to 8192, for messages of 1 MB and 1 GB, ring solid and tree dashed. For 1 MB the ring's time grows linearly with the ranks, from about 30 \u00b5s to about 80 ms, while the tree's grows logarithmically and stays below 0.2 ms. For 1 GB both stay near 40 ms until the ring's latency adds up beyond about 1,000 ranks, reaching about 120 ms at 8192."]
 ranks = 2 ** np.arange(1, 14)  # 2 .. 8192
 fig, ax = plt.subplots(figsize=(8, 5))
 for size, c in ((1e6, "tab:purple"), (1e9, "tab:red")):
@@ -393,7 +393,7 @@ print("busbw column = algbw · 2(n−1)/n:",
 # the library switched algorithm or protocol, and a busbw that falls at the
 # largest sizes often means the buffers no longer fit in a cache.
 
-# %%
+# %% alt=["Two charts of the measured all-reduce benchmark (gloo on a CPU, 2 ranks) against the fitted ring model, message sizes 1 kB to 268 MB on a log axis. Left, time in \u00b5s on a log scale: the measured points scatter between about 400 and 1,700 \u00b5s up to about 1 MB, around the fitted flat latency term, then follow the bandwidth line of slope one. Right, busbw in GB/s: the measured points rise along the model's S curve from near zero below 100 kB to a plateau of about 1.5 GB/s, close to the fitted \u03b2 of about 1.6 GB/s."]
 s_line = np.logspace(np.log10(s_meas[0]) - 0.3, np.log10(s_meas[-1]) + 0.3, 200)
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
 ax1.loglog(s_meas, t_meas * 1e6, "o", color="tab:blue", label="measured")

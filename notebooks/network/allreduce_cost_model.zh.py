@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 795d261857e362912c10d54037d48ebd35cece4968eb0412a8adb97e4b2d173a
+#       source_sha256: a0120ba2d7679829248d20237e1175d5e299949bee047062d14b2eb68bce315e
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -178,7 +178,7 @@ print("全部检查通过：", all(checks.values()))
 #
 # 在 $n$ 很大时，树形的延迟低得多，但它的带宽项比环形大 $n/(n-1)$ 倍，所以对非常大的消息，环形又会胜出。图中的圆点标出交叉点 $S^*$。
 
-# %%
+# %% alt=["\u5bf9\u6570-\u5bf9\u6570\u56fe\uff1a\u03b1\u2013\u03b2 \u6a21\u578b\uff08\u03b1 = 5 \u00b5s\uff0c\u03b2 = 50 GB/s\uff09\u4e0b all-reduce \u8017\u65f6\uff08\u79d2\uff09\u968f\u6bcf\u4e2a rank \u7684\u6d88\u606f\u5927\u5c0f\uff081 kB \u5230 100 GB\uff09\u7684\u53d8\u5316\uff0c\u5b9e\u7ebf\u4e3a\u73af\u5f62\u3001\u865a\u7ebf\u4e3a\u6811\u5f62\uff0crank \u6570\u4e3a 8\u300164 \u548c 512\u3002\u6bcf\u6761\u66f2\u7ebf\u5728\u6d88\u606f\u5c0f\u65f6\u5e73\u5766\uff08\u5ef6\u8fdf\u9879\uff09\uff0c\u4e4b\u540e\u4ee5\u659c\u7387 1 \u4e0a\u5347\uff08\u5e26\u5bbd\u9879\uff09\uff0c\u6d88\u606f\u5f88\u5927\u65f6\u5f7c\u6b64\u6c47\u5408\u3002\u73af\u5f62\u7684\u5e73\u5766\u90e8\u5206\u968f rank \u6570\u5347\u9ad8\uff0c512 \u4e2a rank \u65f6\u7ea6 5 ms\uff0c\u6811\u5f62\u5219\u4fdd\u6301\u5728 0.1 ms \u4ee5\u4e0b\uff1b\u5706\u70b9\u6807\u51fa\u73af\u5f62\u91cd\u65b0\u53d8\u5feb\u7684\u4f4d\u7f6e\uff0c\u7ea6\u4e3a 8 MB\u3001900 MB \u548c 64 GB\u3002"]
 WORLD_SIZES = (8, 64, 512)
 COLORS = dict(zip(WORLD_SIZES, ("tab:blue", "tab:orange", "tab:green"), strict=True))
 
@@ -217,7 +217,7 @@ for n in WORLD_SIZES:
 #
 # 每条曲线的左段都是受延迟限制的区间。环形在 $S_{1/2} = n\alpha\beta$ 处达到平台值的一半，而这个值随 $n$ 增长：rank 越多，要用好网络所需的消息就越大。这也是各框架把许多小梯度合并成一次大 all-reduce（分桶，bucketing）的原因之一。
 
-# %%
+# %% alt=["busbw\uff08GB/s\uff0c0 \u5230 55\uff09\u968f\u6bcf\u4e2a rank \u7684\u6d88\u606f\u5927\u5c0f\uff08\u5bf9\u6570\u5750\u6807\uff09\u53d8\u5316\u7684\u56fe\uff0c8\u300164 \u548c 512 \u4e2a rank\uff0c\u5b9e\u7ebf\u4e3a\u73af\u5f62\u3001\u865a\u7ebf\u4e3a\u6811\u5f62\uff0c\u70b9\u7ebf\u662f 50 GB/s \u7684\u94fe\u8def\u5e26\u5bbd \u03b2\u3002\u6bcf\u6761\u66f2\u7ebf\u90fd\u662f\u4ece\u96f6\u5230\u5e73\u53f0\u7684 S \u5f62\uff1a\u73af\u5f62\u7684\u5e73\u53f0\u503c\u4e0d\u8bba rank \u6570\u591a\u5c11\u90fd\u7b49\u4e8e \u03b2\uff0c\u6811\u5f62\u7565\u4f4e\uff088 \u4e2a rank \u65f6\u7ea6 44 GB/s\uff09\u3002\u73af\u5f62\u5728\u7ea6 2 MB\u300116 MB \u548c 128 MB \u5904\u8fbe\u5230 \u03b2 \u7684\u4e00\u534a\uff08\u5706\u70b9\uff09\uff1arank \u8d8a\u591a\uff0c\u7528\u597d\u7f51\u7edc\u6240\u9700\u7684\u6d88\u606f\u8d8a\u5927\u3002"]
 fig, ax = plt.subplots(figsize=(8, 5))
 for n in WORLD_SIZES:
     c = COLORS[n]
@@ -246,7 +246,7 @@ for n in WORLD_SIZES:
 # 0.2 毫秒。对大消息（1 GB），带宽项占主导，几乎与 $n$ 无关，两种算法都约为
 # $2S/\beta$，直到 $n$ 非常大时环形的延迟才追上来。
 
-# %%
+# %% alt=["\u5bf9\u6570-\u5bf9\u6570\u56fe\uff1a\u6d88\u606f\u4e3a 1 MB \u548c 1 GB \u65f6\uff0call-reduce \u8017\u65f6\uff08\u79d2\uff09\u968f rank \u6570\uff082 \u5230 8192\uff09\u7684\u53d8\u5316\uff0c\u5b9e\u7ebf\u4e3a\u73af\u5f62\u3001\u865a\u7ebf\u4e3a\u6811\u5f62\u30021 MB \u65f6\u73af\u5f62\u7684\u8017\u65f6\u968f rank \u6570\u7ebf\u6027\u589e\u957f\uff0c\u4ece\u7ea6 30 \u00b5s \u5230\u7ea6 80 ms\uff0c\u6811\u5f62\u6309\u5bf9\u6570\u589e\u957f\uff0c\u59cb\u7ec8\u4f4e\u4e8e 0.2 ms\u30021 GB \u65f6\u4e24\u8005\u90fd\u4fdd\u6301\u5728\u7ea6 40 ms\uff0c\u76f4\u5230\u7ea6 1000 \u4e2a rank \u4ee5\u4e0a\u73af\u5f62\u7684\u5ef6\u8fdf\u7d2f\u79ef\u8d77\u6765\uff0c8192 \u4e2a rank \u65f6\u8fbe\u5230\u7ea6 120 ms\u3002"]
 ranks = 2 ** np.arange(1, 14)  # 2 .. 8192
 fig, ax = plt.subplots(figsize=(8, 5))
 for size, c in ((1e6, "tab:purple"), (1e9, "tab:red")):
@@ -348,7 +348,7 @@ print("busbw 一列 = algbw · 2(n−1)/n：",
 # $\beta\,S/(S + n\alpha\beta)$ 的对比。如果模型拟合得好，测量点会在两条渐近线的交点 $S \approx n\alpha\beta$ 附近拐弯，busbw 会稳定在拟合出的 $\beta$ 附近。偏差本身也有信息量：中等消息处出现的凸起通常说明库切换了算法或协议；最大几档消息的 busbw
 # 下降，往往说明缓冲区已经放不进缓存了。
 
-# %%
+# %% alt=["\u4e24\u5f20\u56fe\uff1a\u5b9e\u6d4b\u7684 all-reduce \u57fa\u51c6\uff08CPU \u4e0a\u7684 gloo\uff0c2 \u4e2a rank\uff09\u4e0e\u62df\u5408\u7684\u73af\u5f62\u6a21\u578b\u7684\u5bf9\u6bd4\uff0c\u6d88\u606f\u5927\u5c0f 1 kB \u5230 268 MB\uff08\u5bf9\u6570\u5750\u6807\uff09\u3002\u5de6\u56fe\u4e3a\u5bf9\u6570\u5750\u6807\u7684\u8017\u65f6\uff08\u00b5s\uff09\uff1a\u7ea6 1 MB \u4ee5\u4e0b\u7684\u6d4b\u91cf\u503c\u6563\u5e03\u5728\u7ea6 400 \u5230 1700 \u00b5s \u4e4b\u95f4\uff0c\u56f4\u7ed5\u62df\u5408\u7684\u5e73\u5766\u5ef6\u8fdf\u9879\uff0c\u4e4b\u540e\u6cbf\u659c\u7387\u4e3a 1 \u7684\u5e26\u5bbd\u9879\u4e0a\u5347\u3002\u53f3\u56fe\u4e3a busbw\uff08GB/s\uff09\uff1a\u6d4b\u91cf\u503c\u6cbf\u6a21\u578b\u7684 S \u5f62\u66f2\u7ebf\uff0c\u4ece 100 kB \u4ee5\u4e0b\u63a5\u8fd1\u96f6\u4e0a\u5347\u5230\u7ea6 1.5 GB/s \u7684\u5e73\u53f0\uff0c\u63a5\u8fd1\u62df\u5408\u7684 \u03b2\uff08\u7ea6 1.6 GB/s\uff09\u3002"]
 s_line = np.logspace(np.log10(s_meas[0]) - 0.3, np.log10(s_meas[-1]) + 0.3, 200)
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
 ax1.loglog(s_meas, t_meas * 1e6, "o", color="tab:blue", label="测量值")

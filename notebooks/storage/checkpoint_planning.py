@@ -111,7 +111,7 @@ for bw in (5, 20, 50, 100):
 print("128 nodes x 2 GBps on a 500 GBps file system:",
       f"{save_seconds(size_70b, 500, nodes=128, node_GBps=2):.2f} s")
 
-# %%
+# %% alt=["Log-log chart of synchronous checkpoint save time (s) against the write bandwidth the job gets, 1 GBps to 1 TBps, for models of 1B, 7B, 70B and 405B parameters at 14 bytes per parameter (14 GB to 5.67 TB), with a dotted line at one minute. Each line falls in proportion to the bandwidth; the 70B checkpoint (980 GB) needs about 20 GBps and the 405B one about 100 GBps to save in under a minute."]
 bandwidths = np.logspace(0, 3, 50)  # 1 GBps .. 1 TBps
 fig, ax = plt.subplots(figsize=(7, 4.2))
 for label, params in MODELS.items():
@@ -255,7 +255,7 @@ for gpus, d, label in ((1024, delta, "sync, 50 GBps"), (16_384, delta, "sync, 50
 # fine, and why erring on the frequent side (failures cluster in practice) costs
 # little.
 
-# %%
+# %% alt=["Chart of the share of time lost (%) against the interval between checkpoints, 5 to 240 minutes, for a 70B model on 1,024 GPUs (\u03b4 = 19.6 s, MTBF = 49.5 h): a dashed curve for writing (\u03b4/\u03c4) that falls with the interval, a dashed rising line for recomputation after failures (\u03c4/2M), and their sum, a flat-bottomed curve whose minimum of about 1.5% lies at the optimum of 44 minutes (vertical line). Near the optimum the total changes slowly, so the interval need not be exact."]
 M = job_mtbf_s(1024)
 taus = np.linspace(5 * 60, 4 * 3600, 400)
 fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -279,7 +279,7 @@ plt.show()
 # asynchronously with 2 s of blocking, on 256 to 32,768 GPUs at the Llama 3
 # failure rate.
 
-# %%
+# %% alt=["Two charts against the number of GPUs in the job, 256 to 32,768, at the Llama 3 failure rate, for a 980 GB checkpoint saved synchronously at 5 GBps (\u03b4 = 196 s) or 50 GBps (\u03b4 = 19.6 s), or asynchronously with 2 s of blocking. Left, the optimal interval (Daly) on a log scale falls as the cluster grows: from about 280 to 22 minutes at 5 GBps and from about 28 to 2.5 minutes for async. Right, the time lost at the optimum rises: at 32,768 GPUs about 27% at 5 GBps, 8% at 50 GBps and under 3% for async."]
 gpus = np.array([256, 512, 1024, 2048, 4096, 8192, 16384, 32768])
 cases = {"sync, 5 GBps (δ = 196 s)": save_seconds(size_70b, 5),
          "sync, 50 GBps (δ = 19.6 s)": save_seconds(size_70b, 50),

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: fc75c1ce270ce5e7e5e58c843d70f93c7381d87c53acc04969a02533f952549e
+#       source_sha256: 32f9a1a610f23e3dd99229d639ffa1ebfecb86d8dd8ecfc950c853682d16a471
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -114,7 +114,7 @@ for bw in (5, 20, 50, 100):
 print("128 个节点 × 2 GBps，文件系统 500 GBps：",
       f"{save_seconds(size_70b, 500, nodes=128, node_GBps=2):.2f} s")
 
-# %%
+# %% alt=["\u5bf9\u6570-\u5bf9\u6570\u56fe\uff1a1B\u30017B\u300170B \u548c 405B \u53c2\u6570\u7684\u6a21\u578b\u6309\u6bcf\u53c2\u6570 14 \u5b57\u8282\uff0814 GB \u5230 5.67 TB\uff09\u540c\u6b65\u4fdd\u5b58\u68c0\u67e5\u70b9\u7684\u65f6\u95f4\uff08\u79d2\uff09\u968f\u4f5c\u4e1a\u5f97\u5230\u7684\u5199\u5e26\u5bbd\uff081 GBps \u5230 1 TBps\uff09\u7684\u53d8\u5316\uff0c\u70b9\u7ebf\u8868\u793a 1 \u5206\u949f\u3002\u6bcf\u6761\u7ebf\u90fd\u4e0e\u5e26\u5bbd\u6210\u53cd\u6bd4\u4e0b\u964d\uff1b70B \u7684\u68c0\u67e5\u70b9\uff08980 GB\uff09\u9700\u8981\u7ea6 20 GBps\u3001405B \u7684\u9700\u8981\u7ea6 100 GBps\uff0c\u624d\u80fd\u5728\u4e00\u5206\u949f\u5185\u4fdd\u5b58\u5b8c\u3002"]
 bandwidths = np.logspace(0, 3, 50)  # 1 GBps .. 1 TBps
 fig, ax = plt.subplots(figsize=(7, 4.2))
 for label, params in MODELS.items():
@@ -235,7 +235,7 @@ for gpus, d, label in ((1024, delta, "同步，50 GBps"), (16_384, delta, "同�
 # %% [markdown]
 # 损失曲线在最优点附近很平坦：以最优间隔的一半或两倍保存检查点，代价是最小损失的 $\tfrac12(\tfrac12 + 2) = 1.25$ 倍。所以把间隔取整到方便的步数没有问题，而且宁可偏频繁（实践中故障会扎堆）也代价不大。
 
-# %%
+# %% alt=["\u56fe\uff1a\u635f\u5931\u7684\u65f6\u95f4\u6bd4\u4f8b\uff08%\uff09\u968f\u4e24\u6b21\u68c0\u67e5\u70b9\u7684\u95f4\u9694\uff085 \u5230 240 \u5206\u949f\uff09\u7684\u53d8\u5316\uff0c70B \u6a21\u578b\u30011024 \u4e2a GPU\uff08\u03b4 = 19.6 s\uff0cMTBF = 49.5 h\uff09\uff1a\u5199\u5165\u7684\u865a\u7ebf\uff08\u03b4/\u03c4\uff09\u968f\u95f4\u9694\u4e0b\u964d\uff0c\u6545\u969c\u540e\u91cd\u7b97\u7684\u865a\u7ebf\uff08\u03c4/2M\uff09\u4e0a\u5347\uff0c\u4e8c\u8005\u4e4b\u548c\u662f\u5e95\u90e8\u5e73\u5766\u7684\u66f2\u7ebf\uff0c\u6700\u5c0f\u503c\u7ea6 1.5%\uff0c\u4f4d\u4e8e 44 \u5206\u949f\u7684\u6700\u4f18\u70b9\uff08\u7ad6\u7ebf\uff09\u3002\u5728\u6700\u4f18\u70b9\u9644\u8fd1\u5408\u8ba1\u53d8\u5316\u5f88\u6162\uff0c\u6240\u4ee5\u95f4\u9694\u4e0d\u5fc5\u53d6\u5f97\u5f88\u7cbe\u786e\u3002"]
 M = job_mtbf_s(1024)
 taus = np.linspace(5 * 60, 4 * 3600, 400)
 fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -257,7 +257,7 @@ plt.show()
 #
 # 同一个 980 GB 的检查点，分别以 5 GBps 或 50 GBps 同步写入，或以阻塞 2 s 的方式异步写入，在 256 到 32,768 个 GPU 上、按 Llama 3 的故障率计算。
 
-# %%
+# %% alt=["\u4e24\u5f20\u56fe\uff0c\u6a2a\u8f74\u4e3a\u4f5c\u4e1a\u4e2d\u7684 GPU \u6570\uff08256 \u5230 32768\uff09\uff0c\u6309 Llama 3 \u7684\u6545\u969c\u7387\uff0c980 GB \u7684\u68c0\u67e5\u70b9\u4ee5 5 GBps\uff08\u03b4 = 196 s\uff09\u6216 50 GBps\uff08\u03b4 = 19.6 s\uff09\u540c\u6b65\u4fdd\u5b58\uff0c\u6216\u5f02\u6b65\u4fdd\u5b58\u3001\u963b\u585e 2 s\u3002\u5de6\u56fe\uff0c\u5bf9\u6570\u5750\u6807\u7684\u6700\u4f18\u95f4\u9694\uff08Daly\uff09\u968f\u96c6\u7fa4\u53d8\u5927\u800c\u7f29\u77ed\uff1a5 GBps \u65f6\u4ece\u7ea6 280 \u5206\u949f\u964d\u5230 22 \u5206\u949f\uff0c\u5f02\u6b65\u65f6\u4ece\u7ea6 28 \u5206\u949f\u964d\u5230 2.5 \u5206\u949f\u3002\u53f3\u56fe\uff0c\u6700\u4f18\u70b9\u5904\u635f\u5931\u7684\u65f6\u95f4\u968f\u4e4b\u4e0a\u5347\uff1a32768 \u4e2a GPU \u65f6\uff0c5 GBps \u7ea6 27%\uff0c50 GBps \u7ea6 8%\uff0c\u5f02\u6b65\u4e0d\u5230 3%\u3002"]
 gpus = np.array([256, 512, 1024, 2048, 4096, 8192, 16384, 32768])
 cases = {"同步，5 GBps（δ = 196 s）": save_seconds(size_70b, 5),
          "同步，50 GBps（δ = 19.6 s）": save_seconds(size_70b, 50),

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: d5135335a4472b20273932219bd23828f4db4b8921cf971bd50c257dac8dce02
+#       source_sha256: a112aacebcc0cc519c6c4527c3a0e96565b1a726f40edf32ebfebe4c9d39021d
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -98,7 +98,7 @@ tiny = book_module("scripts/debug/make_tiny_model.py", "make_tiny_model")
 #
 # 每种元素类型都是一个很小的浮点格式。E2M1 只有八个绝对值；两种 FP6 类型在范围（E3M2）和分辨率（E2M3）之间取舍；E4M3 就是 OFP8 的 fp8。FP6 和 FP4 类型都没有无穷大和 NaN：每个编码都是一个数。
 
-# %%
+# %% alt=["\u70b9\u56fe\uff0clog2 \u523b\u5ea6\uff0c\u6bcf\u79cd\u5143\u7d20\u7c7b\u578b\u4e00\u884c\uff0c\u753b\u51fa\u5b83\u80fd\u8868\u793a\u7684\u6b63\u503c\uff1aE2M1 \u6709 6 \u4e2a\u6b63\u503c\uff0c\u4ece 0.5 \u5230 6\uff1bE2M3 \u6709 32 \u4e2a\u7edd\u5bf9\u503c\uff0c\u4ece 0.125 \u5230 7.5\uff0c\u6392\u5217\u5bc6\u96c6\uff1bE3M2 \u4ece 0.0625 \u5230 28\uff0c\u66f4\u5206\u6563\uff1bE4M3\uff08fp8\uff09\u4ece\u7ea6 0.002 \u5230 448\u3002\u6307\u6570\u4f4d\u591a\u6362\u6765\u8303\u56f4\uff0c\u5c3e\u6570\u4f4d\u591a\u6362\u6765\u7cbe\u5ea6\u3002"]
 for name in ("e2m1", "e2m3", "e3m2", "e4m3"):
     el, grid = mx.ELEMENTS[name], mx.element_grid(name)
     print(f"{el.name}：{len(grid)} 个绝对值，最小次正规数 {grid[1]:g}，最小正规数 "
@@ -162,7 +162,7 @@ print({g: sum(1 for _, grp, _ in tensors if grp == g) for g in groups}, "个张�
 #
 # 每组张量在每种格式下的信噪比 $10 \log_{10}(\sum x^2 / \sum (q - x)^2)$。理想均匀量化器每多一位约多 6 dB。
 
-# %%
+# %% alt=["\u5206\u7ec4\u6761\u5f62\u56fe\uff1a\u5c0f\u6a21\u578b\u7684\u6743\u91cd\u3001\u6fc0\u6d3b\u503c\u548c\u5408\u6210\u5f20\u91cf\u5728\u4e5d\u79cd\u683c\u5f0f\u4e0b\u7684\u91cf\u5316\u4fe1\u566a\u6bd4\uff08dB\uff0c\u8d8a\u9ad8\u8d8a\u597d\uff09\u3002bf16 \u7ea6 56 dB\uff1b8 \u4f4d\u683c\u5f0f\u548c MXFP6 E2M3 \u7ea6 25 \u5230 31 dB\uff1b\u6309\u5f20\u91cf\u7f29\u653e\u7684 fp4 E2M1 \u53ea\u6709 13 \u5230 19 dB\uff0c\u5728\u542b\u79bb\u7fa4\u503c\u7684\u5408\u6210\u5f20\u91cf\u4e0a\u6700\u4f4e\uff1bMXFP4 \u4e3a 17 \u5230 19 dB\uff1bNVFP4 \u7ea6 20 dB\uff0c\u5728\u5408\u6210\u5f20\u91cf\u4e0a\u8fbe 26 dB\uff0c\u66f4\u7ec6\u7684\u7f29\u653e\u56e0\u5b50\u5728\u90a3\u91cc\u5e2e\u52a9\u6700\u5927\u3002"]
 formats = list(mx.FORMATS)
 snr = {g: [] for g in groups}
 for g in groups:
@@ -194,7 +194,7 @@ plt.show()
 #
 # 带离群通道的矩阵中，1024 列里有 4 列比其余的大 100 倍。沿着一行，含有离群值的块都按离群值缩放，与它同块的小值失去分辨率。块越小，损害越局部。
 
-# %%
+# %% alt=["\u6298\u7ebf\u56fe\uff1a\u542b\u79bb\u7fa4\u5217\u7684\u77e9\u9635\u4e2d\u666e\u901a\u503c\uff08\u975e\u79bb\u7fa4\u503c\uff09\u7684\u4fe1\u566a\u6bd4\u968f\u6bcf\u5757\u5143\u7d20\u6570\uff088 \u5230 1024\uff0clog2 \u523b\u5ea6\uff09\u7684\u53d8\u5316\u3002E2M1 \u5143\u7d20\u65f6\u4ece 8 \u7684\u7ea6 14.5 dB \u964d\u5230 1024 \u7684 0 dB\uff0c\u90a3\u65f6\u51e0\u4e4e\u6240\u6709\u503c\u90fd\u820d\u5165\u4e3a\u96f6\uff1bE4M3 \u5143\u7d20\u65f6\u4fdd\u6301\u5728 29 \u5230 31.5 dB\u3002NVFP4 \u662f 16 \u4e2a\u5143\u7d20\u5904\u7684\u661f\u53f7\uff0c\u843d\u5728 E2M1 \u66f2\u7ebf\u4e0a\uff0c\u7ea6 12.6 dB\u3002"]
 x = dict((n, t) for n, _, t in tensors)["outlier_channels"]
 small = torch.ones_like(x, dtype=torch.bool)
 small[:, x.abs().amax(dim=0) > 50] = False          # the ordinary columns only

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 67d230930369f55a7a84ae6a0d982514326c867421f88a55f5cd952120e86163
+#       source_sha256: 68ff970319e1caff4c96d327e3939d008b17202510b8f615b3f98b18e2dac829
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -231,7 +231,7 @@ for name in ("A", "B", "C"):
 # %% [markdown]
 # 下图把每种布局每步的通信时间与计算时间并排画出。与计算重叠的通信在超过它所藏身的计算之前不花任何代价；关键路径上的通信则要花掉全部时间。
 
-# %%
+# %% alt=["\u6c34\u5e73\u6761\u5f62\u56fe\uff1a70B \u7ea7\u6a21\u578b\u5728 512 \u5757 H100 \u4e0a\u3001\u6bcf\u6b65 4.2M \u4e2a token \u65f6\u6bcf\u4e2a GPU \u6bcf\u6b65\u7684\u79d2\u6570\uff0c\u4e09\u79cd\u5e03\u5c40\uff0c\u6bcf\u79cd\u6709\u4e00\u6761\u7ea6 9.2 s \u7684\u7070\u8272\u8ba1\u7b97\u6761\u548c\u4e00\u6761\u5f69\u8272\u901a\u4fe1\u6761\u3002\u5e03\u5c40 A\uff08\u53ea\u7528 FSDP\uff09\uff1a\u7ea6 1.3 s \u7684 FSDP \u901a\u4fe1\uff0c\u85cf\u5728\u8ba1\u7b97\u4e4b\u540e\u3002\u5e03\u5c40 B\uff08\u8282\u70b9\u5185 TP\uff0c\u8de8\u8282\u70b9 PP \u548c DP\uff09\uff1a\u7ea6 2.1 s\uff0c\u4e3b\u8981\u662f\u8d70 NVLink \u7684 TP\u3002\u5e03\u5c40 C\uff08TP \u8de8\u8282\u70b9\uff09\uff1a\u7ea6 15.4 s\uff0c\u4e3b\u8981\u662f\u8d70\u7f51\u7edc\u7684 TP\uff0c\u6bd4\u8ba1\u7b97\u672c\u8eab\u8fd8\u957f\uff0c\u800c\u4e14\u5728\u5173\u952e\u8def\u5f84\u4e0a\u3002"]
 fig, ax = plt.subplots(figsize=(9, 3.6))
 labels, y = [], 0
 colors = {"FSDP": "tab:blue", "DP": "tab:blue", "TP": "tab:red", "PP": "tab:green"}

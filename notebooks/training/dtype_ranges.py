@@ -104,7 +104,7 @@ for i, v in enumerate(values):
 # epsilon, whatever the magnitude; below the smallest normal number (the subnormals) it
 # grows until everything rounds to zero. The plot casts a million log-spaced values.
 
-# %%
+# %% alt=["Log-log scatter of the relative rounding error of one cast against the value, 1e-12 to 1e6, for bf16, fp16, fp8 E4M3 and fp8 E5M2. Within each format's normal range the error stays under a fixed ceiling of half its epsilon: about 4e-3 for bf16 over the whole range, about 5e-4 for fp16 above about 6e-5, and around 0.06 to 0.125 for the fp8 formats. Below the normal range the error climbs to 1 as values round to zero, at about 1e-7 for fp16 and about 1e-5 and 1e-3 for E5M2 and E4M3; E4M3 also errs by nearly 100% above its maximum of 448."]
 x = np.logspace(-12, 6, 1_000_000)
 fig, ax = plt.subplots(figsize=(7, 4))
 for name in ("bf16", "fp16", "fp8 E4M3", "fp8 E5M2"):
@@ -147,7 +147,7 @@ print(f"bf16 copy of the fp32 master = {w32.to(torch.bfloat16).item():.6f}")
 # \times 10^{-4}$ and half of it exceeds the increment. torch's `sum` over a bf16 tensor
 # accumulates in fp32 internally and gets it right.
 
-# %%
+# %% alt=["Line chart of a running sum against the number of additions of 1e-4, up to 10,000: accumulated in fp32 the sum rises in a straight line to 1.0, while accumulated in bf16 it stalls at about 0.03 after a few hundred additions, because each increment is then smaller than half the gap between neighbouring bf16 numbers."]
 inc = torch.tensor(1e-4, dtype=torch.bfloat16)
 acc16, acc32, trace16, trace32 = torch.zeros((), dtype=torch.bfloat16), 0.0, [], []
 for _ in range(10_000):
@@ -174,7 +174,7 @@ print(f"bf16 running sum = {acc16.item()}, fp32 running sum = {acc32:.4f}, "
 # zero. Multiplying the loss, and so every gradient, by $S = 2^{16}$ (PyTorch
 # GradScaler's initial scale) shifts them into range; the optimizer divides by $S$ in fp32.
 
-# %%
+# %% alt=["Histogram, on a log x axis, of 200,000 synthetic gradient magnitudes centred near 1e-6, and of the same gradients multiplied by 2^16, centred near 0.07. A dashed line marks fp16's smallest subnormal (about 6e-8), which cuts off the left tail of the unscaled gradients (8% of them become zero), and a dotted line fp16's maximum of 65504. Scaled by 2^16 the whole distribution fits between the two lines."]
 rng = np.random.default_rng(0)
 grads = np.exp(rng.normal(np.log(1e-6), 2.5, 200_000))
 for scale in (1.0, 2.0**16):

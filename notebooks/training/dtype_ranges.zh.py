@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 0ccb272805e933df8a41b5da5b2b83879119f11006220bbe56ae87ec6f044999
+#       source_sha256: 38823ed3a95742a40f14b58e3e1c348fdc8dc4fcc43a0d259a1cb5853c952b7b
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -112,7 +112,7 @@ for i, v in enumerate(values):
 #
 # 在正规数范围内，一种格式的相对舍入误差至多为其 epsilon 的一半，与数值大小无关；低于最小正规数时（次正规数）误差增大，直到一切都舍入为零。图中转换了一百万个对数间隔的值。
 
-# %%
+# %% alt=["\u5bf9\u6570-\u5bf9\u6570\u6563\u70b9\u56fe\uff1a\u4e00\u6b21\u8f6c\u6362\u7684\u76f8\u5bf9\u820d\u5165\u8bef\u5dee\u968f\u6570\u503c\uff081e-12 \u5230 1e6\uff09\u7684\u53d8\u5316\uff0c\u753b\u51fa bf16\u3001fp16\u3001fp8 E4M3 \u548c fp8 E5M2\u3002\u5728\u6bcf\u79cd\u683c\u5f0f\u7684\u6b63\u89c4\u6570\u8303\u56f4\u5185\uff0c\u8bef\u5dee\u4e0d\u8d85\u8fc7\u56fa\u5b9a\u7684\u4e0a\u9650\uff0c\u5373\u5176 epsilon \u7684\u4e00\u534a\uff1abf16 \u5728\u6574\u4e2a\u8303\u56f4\u5185\u7ea6 4e-3\uff0cfp16 \u5728\u7ea6 6e-5 \u4ee5\u4e0a\u7ea6 5e-4\uff0cfp8 \u683c\u5f0f\u7ea6 0.06 \u5230 0.125\u3002\u4f4e\u4e8e\u6b63\u89c4\u6570\u8303\u56f4\u65f6\u8bef\u5dee\u5347\u5230 1\uff0c\u6570\u503c\u88ab\u820d\u5165\u4e3a\u96f6\uff1afp16 \u7ea6\u5728 1e-7\uff0cE5M2 \u548c E4M3 \u7ea6\u5728 1e-5 \u548c 1e-3\uff1bE4M3 \u5728\u5176\u6700\u5927\u503c 448 \u4ee5\u4e0a\u8bef\u5dee\u4e5f\u63a5\u8fd1 100%\u3002"]
 x = np.logspace(-12, 6, 1_000_000)
 fig, ax = plt.subplots(figsize=(7, 4))
 for name in ("bf16", "fp16", "fp8 E4M3", "fp8 E5M2"):
@@ -150,7 +150,7 @@ print(f"fp32 主权重的 bf16 副本 = {w32.to(torch.bfloat16).item():.6f}")
 # %% [markdown]
 # 长求和中的同一效应。把 1e-4 一次一次地加一万次，在 bf16 中会停在 0.03125：那里相邻数的间隔是 $2^{-12} \approx 2.4 \times 10^{-4}$，其一半大于增量。torch 对 bf16 张量的 `sum` 在内部以 fp32 累加，结果正确。
 
-# %%
+# %% alt=["\u6298\u7ebf\u56fe\uff1a\u7d2f\u52a0\u548c\u968f\u52a0 1e-4 \u7684\u6b21\u6570\uff08\u6700\u591a 10000 \u6b21\uff09\u7684\u53d8\u5316\uff1a\u4ee5 fp32 \u7d2f\u52a0\u65f6\u6cbf\u76f4\u7ebf\u5347\u5230 1.0\uff1b\u4ee5 bf16 \u7d2f\u52a0\u65f6\u51e0\u767e\u6b21\u540e\u5c31\u505c\u5728\u7ea6 0.03\uff0c\u56e0\u4e3a\u90a3\u65f6\u6bcf\u6b21\u7684\u589e\u91cf\u5df2\u5c0f\u4e8e\u76f8\u90bb bf16 \u6570\u4e4b\u95f4\u95f4\u9694\u7684\u4e00\u534a\u3002"]
 inc = torch.tensor(1e-4, dtype=torch.bfloat16)
 acc16, acc32, trace16, trace32 = torch.zeros((), dtype=torch.bfloat16), 0.0, [], []
 for _ in range(10_000):
@@ -173,7 +173,7 @@ print(f"bf16 累加和 = {acc16.item()}，fp32 累加和 = {acc32:.4f}，"
 #
 # 梯度很小。取一组合成的梯度，其大小以 1e-6 为中心呈对数正态分布（代替 Micikevicius 等人 2017 中激活梯度的直方图）。在 fp16 中，其中一部分小于最小次正规数 $2^{-24}$，变成零。把损失（从而每个梯度）乘以 $S = 2^{16}$（PyTorch GradScaler 的初始缩放）就把它们移进范围；优化器再以 fp32 除以 $S$。
 
-# %%
+# %% alt=["\u76f4\u65b9\u56fe\uff08\u6a2a\u8f74\u4e3a\u5bf9\u6570\u5750\u6807\uff09\uff1a20 \u4e07\u4e2a\u4ee5\u7ea6 1e-6 \u4e3a\u4e2d\u5fc3\u7684\u5408\u6210\u68af\u5ea6\u5927\u5c0f\uff0c\u4ee5\u53ca\u540c\u6837\u7684\u68af\u5ea6\u4e58\u4ee5 2^16 \u540e\u7684\u5206\u5e03\uff0c\u4e2d\u5fc3\u7ea6\u5728 0.07\u3002\u865a\u7ebf\u6807\u51fa fp16 \u7684\u6700\u5c0f\u6b21\u6b63\u89c4\u6570\uff08\u7ea6 6e-8\uff09\uff0c\u5b83\u622a\u6389\u4e86\u672a\u7f29\u653e\u68af\u5ea6\u7684\u5de6\u5c3e\uff08\u5176\u4e2d 8% \u53d8\u6210 0\uff09\uff1b\u70b9\u7ebf\u6807\u51fa fp16 \u7684\u6700\u5927\u503c 65504\u3002\u4e58\u4ee5 2^16 \u4e4b\u540e\uff0c\u6574\u4e2a\u5206\u5e03\u843d\u5728\u4e24\u6761\u7ebf\u4e4b\u95f4\u3002"]
 rng = np.random.default_rng(0)
 grads = np.exp(rng.normal(np.log(1e-6), 2.5, 200_000))
 for scale in (1.0, 2.0**16):

@@ -49,7 +49,7 @@ plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True,
 # $\tau = (t - W)/(T - W)$ the fraction of the decay done. Each function returns the
 # learning rate at step $t$.
 
-# %%
+# %% alt=["Line chart of four learning-rate schedules over 10,000 steps, all warming up linearly to a peak of 3e-4 in 500 steps. Cosine decays along an S curve and linear decay along a straight line, both to 3e-5 at the end; warmup-stable-decay holds the peak until step 9,000 and then drops linearly to 3e-5; inverse square root falls fast at first and slowly after, ending near 6.7e-5. Warmup-stable-decay keeps the highest mean learning rate."]
 def warmup(t, peak, W):
     return peak * (t + 1) / W          # step 0 already gets a small non-zero rate
 
@@ -138,7 +138,7 @@ print("LambdaLR reproduces the WSD function:",
 # 25% longer than the run gives a clearly worse model. The reason is visible: the run stops
 # while the learning rate is still high.
 
-# %%
+# %% alt=["Line chart of the learning rate over a 10,000-step run for cosine cycles of 1, 1.25 and 2 times the run's length, after the same 500-step warmup to 3e-4. With a matching cycle the rate reaches its final value of 3e-5 (10% of the peak) at the last step; with a 1.25\u00d7 cycle it ends at 19% of the peak and with a 2\u00d7 cycle at 57%: the run stops while the learning rate is still high."]
 fig, ax = plt.subplots(figsize=(7.5, 3.5))
 for cycle in (T, int(1.25 * T), 2 * T):
     y = [cosine(t, peak, final, W, cycle) for t in steps]
@@ -158,7 +158,7 @@ plt.show()
 # (Megatron-LM's `--rampup-batch-size start increment samples` does the same in samples).
 # Because steps are short while the batch is small, the ramp covers many steps.
 
-# %%
+# %% alt=["Line chart of the global batch size (millions of tokens) against the tokens seen (billions), 0 to 20: a fine staircase rising linearly from 32K tokens to 3.2M over the first 12 billion tokens, then flat at 3.2M. Because the early batches are small, the ramp takes 19,473 steps, where a fixed 3.2M batch would need 3,737 for the same tokens."]
 start, full, ramp_tokens, inc = 32_768, 3_211_264, 12e9, 32_768
 tokens, batch, seen = [], [], 0.0
 while seen < 20e9:
@@ -183,7 +183,7 @@ print(f"steps to reach the full batch: {ramp_steps}; a fixed 3.2M batch would ne
 # Hoffmann et al. (2022) Table 3, read from the book's data file, against the rule
 # $N = \sqrt{C/120}$, $D = 20N$ that follows from $C = 6ND$ and 20 tokens per parameter.
 
-# %%
+# %% alt=["Log-log chart of the parameters and training tokens of compute-optimal models against training compute, 1e18 to 1e29 FLOPs: dots and squares for the values of Table 3 of Hoffmann et al. 2022 and straight lines for the rule N = sqrt(C/120) and D = 20 N. The table's points lie on the two lines, parameters from 0.4B to 10T and tokens about 20 times as many."]
 import os
 import urllib.request
 

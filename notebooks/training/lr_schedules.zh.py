@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 868b7cb55921030d2a556919d75d6bc05fa573827104aef69952e64f26ce9922
+#       source_sha256: 2fbc2700b1c897c8164ff5440a96742bcf18572b628a963bf3ce3ea41b176d43
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -62,7 +62,7 @@ else:
 #
 # 峰值 $\eta_{\max}$，最终值 $\eta_{\min}$，$W$ 个预热步，共 $T$ 步，$\tau = (t - W)/(T - W)$ 为衰减已完成的比例。每个函数返回第 $t$ 步的学习率。
 
-# %%
+# %% alt=["\u6298\u7ebf\u56fe\uff1a\u56db\u79cd\u5b66\u4e60\u7387\u8c03\u5ea6\u5728 10000 \u6b65\u4e2d\u7684\u53d8\u5316\uff0c\u90fd\u5728 500 \u6b65\u5185\u7ebf\u6027\u9884\u70ed\u5230 3e-4 \u7684\u5cf0\u503c\u3002\u4f59\u5f26\u6cbf S \u5f62\u66f2\u7ebf\u3001\u7ebf\u6027\u8870\u51cf\u6cbf\u76f4\u7ebf\uff0c\u6700\u540e\u90fd\u964d\u5230 3e-5\uff1b\u9884\u70ed-\u7a33\u5b9a-\u8870\u51cf\u4e00\u76f4\u4fdd\u6301\u5cf0\u503c\u5230\u7b2c 9000 \u6b65\uff0c\u7136\u540e\u7ebf\u6027\u964d\u5230 3e-5\uff1b\u5e73\u65b9\u6839\u5012\u6570\u8d77\u521d\u4e0b\u964d\u5f88\u5feb\u3001\u4e4b\u540e\u5f88\u6162\uff0c\u6700\u540e\u7ea6\u4e3a 6.7e-5\u3002\u9884\u70ed-\u7a33\u5b9a-\u8870\u51cf\u7684\u5e73\u5747\u5b66\u4e60\u7387\u6700\u9ad8\u3002"]
 def warmup(t, peak, W):
     return peak * (t + 1) / W          # 第 0 步就有一个很小的非零学习率
 
@@ -146,7 +146,7 @@ print("LambdaLR 复现了 WSD 函数：",
 #
 # Hoffmann 等人（2022，附录 B）发现，把余弦周期设得比训练长约 25% 以上，会得到明显更差的模型。原因一目了然：训练停止时学习率还很高。
 
-# %%
+# %% alt=["\u6298\u7ebf\u56fe\uff1a10000 \u6b65\u7684\u8bad\u7ec3\u4e2d\uff0c\u4f59\u5f26\u5468\u671f\u4e3a\u8bad\u7ec3\u957f\u5ea6\u7684 1\u30011.25 \u548c 2 \u500d\u65f6\u5b66\u4e60\u7387\u7684\u53d8\u5316\uff0c\u90fd\u5148\u7528\u540c\u6837\u7684 500 \u6b65\u9884\u70ed\u5230 3e-4\u3002\u5468\u671f\u4e0e\u8bad\u7ec3\u957f\u5ea6\u4e00\u81f4\u65f6\uff0c\u5b66\u4e60\u7387\u5728\u6700\u540e\u4e00\u6b65\u5230\u8fbe\u6700\u7ec8\u503c 3e-5\uff08\u5cf0\u503c\u7684 10%\uff09\uff1b\u5468\u671f\u4e3a 1.25 \u500d\u65f6\u7ed3\u675f\u4e8e\u5cf0\u503c\u7684 19%\uff0c2 \u500d\u65f6\u7ed3\u675f\u4e8e 57%\uff1a\u8bad\u7ec3\u7ed3\u675f\u65f6\u5b66\u4e60\u7387\u4ecd\u7136\u5f88\u9ad8\u3002"]
 fig, ax = plt.subplots(figsize=(7.5, 3.5))
 for cycle in (T, int(1.25 * T), 2 * T):
     y = [cosine(t, peak, final, W, cycle) for t in steps]
@@ -162,7 +162,7 @@ plt.show()
 #
 # GPT-3（Brown 等人 2020，附录 B）在前 40 到 120 亿个 token（视模型大小而定）上把批大小（batch size）从 32K 个 token 线性增加到完整的 3.2M。下面按 175B 的做法：在 120 亿个 token 上从 32K 增加到 3.2M，并像框架那样取 32K 的整数倍（Megatron-LM 的 `--rampup-batch-size start increment samples` 以样本数做同样的事）。因为批次小时每步很短，逐步增大的阶段覆盖了很多步。
 
-# %%
+# %% alt=["\u6298\u7ebf\u56fe\uff1a\u5168\u5c40\u6279\u5927\u5c0f\uff08\u767e\u4e07 token\uff09\u968f\u5df2\u5904\u7406\u7684 token\uff08\u5341\u4ebf\uff0c0 \u5230 200 \u4ebf\uff09\u7684\u53d8\u5316\uff1a\u5728\u524d 120 \u4ebf\u4e2a token \u4e2d\u4ee5\u7ec6\u5bc6\u7684\u53f0\u9636\u4ece 32K \u7ebf\u6027\u589e\u957f\u5230 3.2M\uff0c\u4e4b\u540e\u4fdd\u6301\u5728 3.2M\u3002\u56e0\u4e3a\u65e9\u671f\u7684\u6279\u6b21\u5c0f\uff0c\u8fd9\u6bb5\u722c\u5347\u8981 19473 \u6b65\uff0c\u800c\u56fa\u5b9a 3.2M \u7684\u6279\u6b21\u5904\u7406\u540c\u6837\u7684 token \u53ea\u9700 3737 \u6b65\u3002"]
 start, full, ramp_tokens, inc = 32_768, 3_211_264, 12e9, 32_768
 tokens, batch, seen = [], [], 0.0
 while seen < 20e9:
@@ -186,7 +186,7 @@ print(f"达到完整批大小所需的步数：{ramp_steps}；固定 3.2M 的批
 #
 # 从本书的数据文件读出 Hoffmann 等人（2022）的表 3，与由 $C = 6ND$ 和每参数 20 个 token 推出的规则 $N = \sqrt{C/120}$、$D = 20N$ 对照。
 
-# %%
+# %% alt=["\u5bf9\u6570-\u5bf9\u6570\u56fe\uff1a\u8ba1\u7b97\u6700\u4f18\u6a21\u578b\u7684\u53c2\u6570\u91cf\u548c\u8bad\u7ec3 token \u6570\u968f\u8bad\u7ec3\u7b97\u529b\uff081e18 \u5230 1e29 FLOPs\uff09\u7684\u53d8\u5316\uff1a\u5706\u70b9\u548c\u65b9\u5757\u662f Hoffmann \u7b49\u4eba 2022 \u5e74\u8868 3 \u7684\u6570\u503c\uff0c\u76f4\u7ebf\u662f\u89c4\u5219 N = sqrt(C/120) \u548c D = 20 N\u3002\u8868\u4e2d\u7684\u70b9\u90fd\u843d\u5728\u4e24\u6761\u76f4\u7ebf\u4e0a\uff0c\u53c2\u6570\u91cf\u4ece 0.4B \u5230 10T\uff0ctoken \u6570\u7ea6\u4e3a\u53c2\u6570\u91cf\u7684 20 \u500d\u3002"]
 import os
 import urllib.request
 

@@ -87,7 +87,7 @@ GB, GIB = 1e9, 2**30
 # Stage 1 shards the optimizer states, stage 2 also the gradients, stage 3 also the
 # weights. The paper prints 120, 31.4, 16.6 and 1.9 GB per GPU.
 
-# %%
+# %% alt=["Stacked bar chart of the model states per GPU of a 7.5B model on 64 GPUs with mixed-precision Adam, split into weights, gradients and optimizer states: 120 GB for baseline data parallelism (90 GB of them optimizer states), 31.4 GB with ZeRO-1, 16.6 GB with ZeRO-2 and 1.9 GB with ZeRO-3, the numbers of the ZeRO paper."]
 params, dp = 7.5e9, 64
 terms = ("weights", "gradients", "optimizer_states")
 rows = [est.model_state_bytes(params, "mixed", "adamw", zero=z, dp=dp) for z in range(4)]
@@ -118,7 +118,7 @@ plt.show()
 # curves are straight lines of slope one: their unsharded weights (and gradients)
 # grow with the model whatever the GPU count.
 
-# %%
+# %% alt=["Log-log chart of model states per GPU (GiB) against model size, 1B to 1T parameters, for mixed-precision Adam on 512 data-parallel GPUs, one straight line per ZeRO stage, with a dashed line at 80 GiB. Plain data parallelism crosses 80 GiB at about 5B parameters, stage 1 at about 20B and stage 2 at about 40B, while stage 3 stays below 80 GiB up to 1T, about 30 GiB there."]
 sizes = np.logspace(9, 12, 31)
 dp = 512
 fig, ax = plt.subplots(figsize=(7, 4))
@@ -150,7 +150,7 @@ for z in range(4):
 # $2sbh$; tensor parallelism with sequence parallelism divides everything by $t$.
 # Shape of a 7B-class model: $h = 4096$, $a = 32$, micro-batch 1.
 
-# %%
+# %% alt=["Log-log chart of the activation memory of one transformer layer (GiB; h = 4096, 32 heads, micro-batch 1) against sequence length, 512 to 32,768 tokens. Without recomputation it grows faster than linearly, from about 0.1 GiB to about 176 GiB, because of the attention scores; selective recomputation makes it linear, up to about 4 GiB; tensor parallelism of 8 with sequence parallelism divides that by 8; full recomputation keeps only the layer input, the lowest line, about 0.25 GiB at 32,768 tokens."]
 h, a, b = 4096, 32, 1
 seqs = 2 ** np.arange(9, 16)
 cases = [("no recomputation", dict()),
@@ -181,7 +181,7 @@ print(f"s = {s}: 5as/h = {5 * a * s / h:.0f} against 34; the attention scores ar
 # ZeRO stage and the recomputation mode change. The ZeRO-3 bars include two gathered
 # layers of bf16 weights ("temporary").
 
-# %%
+# %% alt=["Stacked bar chart of the memory per GPU (GiB) of a 7B-class model on 8 GPUs at a sequence length of 4,096, split into weights, gradients, optimizer states, activations and temporary buffers, for ZeRO stages 0, 1 and 3 without and with selective recomputation, with a dashed line at 80 GiB. Without recomputation activations dominate and every configuration exceeds 80 GiB (208, 144 and 112 GiB); with selective recomputation ZeRO-1 (64 GiB) and ZeRO-3 (32 GiB) fit."]
 model = est.Model(layers=32, hidden=4096, heads=32, vocab=32000, seq=4096, micro_batch=1,
                   ffn=4 * 4096)
 configs = [(z, r) for r in ("none", "selective") for z in (0, 1, 3)]

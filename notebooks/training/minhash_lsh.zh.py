@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 7a14baecc42aac1892d7834fa30711ed995c8815e08fec9b53cc7de41703479e
+#       source_sha256: 8a6424ffddbfba4576517b036cd6a16b6d570f845f97416378da98e1c4d4e719
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -148,7 +148,7 @@ print(f"{len(pairs)} 对集合，k = {K}")
 print(f"落在 2 个标准误差以内的估计所占比例：{inside:.2f}")
 print(f"平均误差（估计 - 精确）：{np.mean(est - exact):+.4f}")
 
-# %%
+# %% alt=["\u6563\u70b9\u56fe\uff1a82 \u5bf9\u6587\u6863\u7684 MinHash \u4f30\u8ba1\uff08k = 128\uff09\u4e0e\u7cbe\u786e Jaccard \u76f8\u4f3c\u5ea6\u7684\u5bf9\u6bd4\uff0c\u76f8\u4f3c\u5ea6\u8986\u76d6 0 \u5230 1\uff0c\u753b\u6709\u5bf9\u89d2\u7ebf\u548c \u00b12 \u4e2a\u6807\u51c6\u8bef\u5dee\u7684\u9634\u5f71\u5e26\uff0c\u9634\u5f71\u5e26\u5728 0.5 \u9644\u8fd1\u6700\u5bbd\uff0c\u5728 0 \u548c 1 \u5904\u6536\u7a84\u4e3a\u96f6\u3002\u70b9\u6cbf\u5bf9\u89d2\u7ebf\u5206\u5e03\uff0c\u9664\u4e00\u4e2a\u5916\u90fd\u5728\u9634\u5f71\u5e26\u5185\u3002"]
 fig, ax = plt.subplots(figsize=(5.5, 5))
 grid = np.linspace(0, 1, 200)
 band = 2 * np.sqrt(grid * (1 - grid) / K)
@@ -176,7 +176,7 @@ for k, r, p in zip(ks, rmse, predicted, strict=True):
 slope = np.polyfit(np.log(ks), np.log(rmse), 1)[0]
 print(f"RMSE 对 k 的双对数斜率：{slope:.2f}（理论值 -0.5）")
 
-# %%
+# %% alt=["\u5bf9\u6570-\u5bf9\u6570\u56fe\uff1aJaccard \u4f30\u8ba1\u7684\u5747\u65b9\u6839\u8bef\u5dee\u968f\u54c8\u5e0c\u51fd\u6570\u4e2a\u6570 k\uff088 \u5230 512\uff09\u7684\u53d8\u5316\uff1a\u5b9e\u6d4b\u8bef\u5dee\u4ece\u7ea6 0.14 \u964d\u5230\u7ea6 0.018\uff0c\u6cbf\u7740\u865a\u7ebf\u6240\u793a\u7684\u4e8c\u9879\u5206\u5e03\u9884\u6d4b sqrt(mean J(1 \u2212 J)/k)\uff0c\u7565\u4f4e\u4e8e\u5b83\uff0c\u659c\u7387\u4e3a \u22120.5\uff1a\u54c8\u5e0c\u51fd\u6570\u591a\u56db\u500d\uff0c\u8bef\u5dee\u51cf\u534a\u3002"]
 fig, ax = plt.subplots(figsize=(6, 4))
 ax.loglog(ks, rmse, "o-", color="tab:red", label="实测 RMSE")
 ax.loglog(ks, predicted, "--", color="tab:blue", label=r"$\sqrt{\overline{J(1-J)}/k}$")
@@ -197,7 +197,7 @@ plt.show()
 #
 # 这是一条 S 形曲线，最陡的部分在 $t = (1/b)^{1/r}$ 附近（[Leskovec、Rajaraman 与 Ullman，《Mining of Massive Datasets》第 3.4 节](http://www.mmds.org/)）。下图画出同样 $k=128$ 个值的三种分法，外加 FineWeb 流水线使用的 $14 \times 8 = 112$（[datatrove `examples/fineweb.py`](https://github.com/huggingface/datatrove/blob/main/examples/fineweb.py)）。圆点是实测值：在 16 个 band、每个 band 8 行时，工具的 `lsh_candidates` 实际配成候选对的合成集合对所占的比例。
 
-# %%
+# %% alt=["\u56fe\uff1a\u6587\u6863\u5bf9\u6210\u4e3a LSH \u5019\u9009\u5bf9\u7684\u6982\u7387\u968f\u5176 Jaccard \u76f8\u4f3c\u5ea6\u7684\u53d8\u5316\uff0c\u56db\u79cd\u5206\u5e26\u65b9\u5f0f\uff1aS \u5f62\u66f2\u7ebf\u7684\u9661\u5ced\u90e8\u5206\u4f4d\u4e8e\u9608\u503c (1/b)^(1/r)\uff0c\u7528\u70b9\u7ebf\u6807\u51fa\uff1a32 \u5e26 4 \u884c\u4e3a 0.42\uff0c16 \u5e26 8 \u884c\u4e3a 0.71\uff0c14 \u5e26 8 \u884c\uff08FineWeb \u6240\u7528\uff09\u4e3a 0.72\uff0c8 \u5e26 16 \u884c\u4e3a 0.88\u3002\u7ea2\u70b9\u662f 16 \u5e26 8 \u884c\u65f6\u5728\u5408\u6210\u6587\u6863\u5bf9\u4e0a\u7684\u5b9e\u6d4b\u503c\uff0c\u6cbf\u7740\u8be5\u65b9\u5f0f\u7684\u66f2\u7ebf\u5206\u5e03\u3002"]
 configs = [(32, 4), (16, 8), (8, 16), (14, 8)]
 s = np.linspace(0, 1, 400)
 fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -249,7 +249,7 @@ print(f"植入的重复文档对：{len(planted)} 个，Jaccard 从 {planted.min
 print(f"其余文档对：{len(other)} 个，Jaccard 最大 {other.max():.2f}")
 print(f"其余文档对中 Jaccard > 0 的比例：{np.mean(other > 0):.3f}")
 
-# %%
+# %% alt=["\u76f4\u65b9\u56fe\uff08\u4e2a\u6570\u8f74\u4e3a\u5bf9\u6570\u523b\u5ea6\uff09\uff1a\u672c\u4e66\u8bad\u7ec3\u8bed\u6599\u4e2d\u6bcf\u5bf9\u6587\u6863\u7684\u7cbe\u786e Jaccard \u76f8\u4f3c\u5ea6\uff08\u8bcd 5-gram\uff09\uff0c\u865a\u7ebf\u4e3a\u5de5\u5177\u9608\u503c 0.7\u3002\u7ea6 21000 \u5bf9\u5176\u4f59\u6587\u6863\u5bf9\u843d\u5728 0 \u5230 0.3 \u4e4b\u95f4\uff0c\u5927\u591a\u63a5\u8fd1 0\uff1b58 \u5bf9\u690d\u5165\u7684\u8fd1\u91cd\u590d\u843d\u5728\u7ea6 0.6 \u5230 1.0 \u4e4b\u95f4\uff0c\u5927\u591a\u9ad8\u4e8e\u9608\u503c\uff0c\u5c11\u6570\u521a\u597d\u4f4e\u4e8e\u9608\u503c\u3002"]
 fig, ax = plt.subplots(figsize=(7, 3.8))
 edges = np.linspace(0, 1, 51)
 ax.hist(other, bins=edges, color="tab:gray", label="其余文档对")

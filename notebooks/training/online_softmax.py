@@ -81,7 +81,7 @@ print("blocks read:", len(history), "of 8 scores each")
 # far is multiplied by $e^{m - m'} < 1$, which is why the curve of $\ell$ can drop
 # even though every term added is positive.
 
-# %%
+# %% alt=["Two charts of one row of 64 attention scores read in blocks of 8. Left: the running maximum m against the scores seen, a staircase that only rises (from about \u22127 to about 8.5), with the value after each block as a dot. Right: the normalizer \u2113 after each block, relative to the current m: it grows from about 1 to about 2.4 while the maximum holds, and drops to about 1.25 when a new maximum rescales what was summed, although every term added is positive."]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3))
 seen = [h[0] for h in history]
 ax1.plot(range(1, s + 1), torch.cummax(x, 0).values, ".", ms=3, color="gray",

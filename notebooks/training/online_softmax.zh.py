@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 1520694399b7eca935ae0a478ad986af15736e5ccfa6d101d4c995066d326514
+#       source_sha256: 1a870a502348e2556667bf2f83f3122edbef34fd1456add4857be76624fdbf02
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -88,7 +88,7 @@ print("读取的块数：", len(history), "，每块 8 个得分")
 # %% [markdown]
 # 滚动最大值只增不减；每当它增大，之前累积的归一化因子就要乘以 $e^{m - m'} < 1$，所以尽管加进去的每一项都是正的，$\ell$ 的曲线仍可能下降。
 
-# %%
+# %% alt=["\u4e24\u5f20\u56fe\uff1a\u4e00\u884c 64 \u4e2a\u6ce8\u610f\u529b\u5f97\u5206\uff0c\u6bcf\u5757 8 \u4e2a\u5730\u8bfb\u5165\u3002\u5de6\u56fe\uff1a\u6eda\u52a8\u6700\u5927\u503c m \u968f\u5df2\u770b\u5230\u7684\u5f97\u5206\u6570\u7684\u53d8\u5316\uff0c\u662f\u53ea\u5347\u4e0d\u964d\u7684\u9636\u68af\uff08\u4ece\u7ea6 \u22127 \u5230\u7ea6 8.5\uff09\uff0c\u6bcf\u5757\u4e4b\u540e\u7684\u503c\u7528\u5706\u70b9\u6807\u51fa\u3002\u53f3\u56fe\uff1a\u6bcf\u5757\u4e4b\u540e\u7684\u5f52\u4e00\u5316\u56e0\u5b50 \u2113\uff08\u76f8\u5bf9\u4e8e\u5f53\u524d\u7684 m\uff09\uff1a\u6700\u5927\u503c\u4e0d\u53d8\u65f6\u5b83\u4ece\u7ea6 1 \u589e\u957f\u5230\u7ea6 2.4\uff0c\u51fa\u73b0\u65b0\u7684\u6700\u5927\u503c\u65f6\uff0c\u5df2\u7d2f\u52a0\u7684\u90e8\u5206\u88ab\u91cd\u65b0\u7f29\u653e\uff0c\u5b83\u964d\u5230\u7ea6 1.25\uff0c\u5c3d\u7ba1\u6bcf\u6b21\u52a0\u4e0a\u7684\u9879\u90fd\u662f\u6b63\u6570\u3002"]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3))
 seen = [h[0] for h in history]
 ax1.plot(range(1, s + 1), torch.cummax(x, 0).values, ".", ms=3, color="gray",

@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: 8161b612e2bbcaa18581c3190ad253c259b5123586e27db7fdd5fe7f9136c924
+#       source_sha256: b594f07b70069252258daeb9eaf40e4d9bf724053b0237f71a0abb1bbf05d013
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -168,7 +168,7 @@ def peak_in_flight(ops, gpu=0):
 #
 # $p = 4$ 块 GPU，$m = 8$ 个微批次，反向耗时是前向的两倍（常见的比例：前向每做一个矩阵乘积，反向要做两个）。蓝色方块是前向，橙色方块是反向，数字是微批次编号；在交错调度中，浅色是第二个块。空白处就是气泡。
 
-# %%
+# %% alt=["\u4e09\u6761\u65f6\u95f4\u7ebf\uff1a4 \u5757 GPU\u30018 \u4e2a\u5fae\u6279\u6b21\u7684\u4e00\u4e2a\u6d41\u6c34\u7ebf\u6b65\uff0c\u6bcf\u5757 GPU \u4e00\u884c\uff0c\u524d\u5411\u662f\u84dd\u8272\u65b9\u5757\uff0c\u53cd\u5411\uff08\u65f6\u957f\u4e3a\u524d\u5411\u7684\u4e24\u500d\uff09\u662f\u6a59\u8272\u65b9\u5757\uff0c\u65b9\u5757\u4e0a\u7684\u6570\u5b57\u662f\u5fae\u6279\u6b21\u7f16\u53f7\u3002GPipe \u5148\u505a\u5b8c\u6240\u6709\u524d\u5411\u518d\u505a\u6240\u6709\u53cd\u5411\uff0c1F1B \u5728\u51e0\u4e2a\u524d\u5411\u4e4b\u540e\u4ea4\u66ff\u8fdb\u884c\uff1b\u4e24\u8005\u90fd\u7528 33 \u4e2a\u65f6\u95f4\u5355\u4f4d\uff0c\u6c14\u6ce1\u4e3a\u7406\u60f3\u65f6\u95f4\u7684 0.375\uff0c\u5373\u5f00\u5934\u548c\u7ed3\u5c3e\u7684\u7a7a\u767d\u3002\u6bcf\u5757 GPU \u4e24\u4e2a\u5757\uff08\u989c\u8272\u8f83\u6d45\uff09\u7684\u4ea4\u9519 1F1B \u7528 28.5 \u4e2a\u5355\u4f4d\uff0c\u6c14\u6ce1\u51cf\u534a\u4e3a 0.188\u3002"]
 def draw(ax, ops, p, title):
     colors = {("F", 0): "#4c72b0", ("F", 1): "#8fb0de", ("B", 0): "#dd8452", ("B", 1): "#f2be9b"}
     for d, kind, mb, chunk, start, end in ops:
@@ -251,7 +251,7 @@ print("1F1B 在每块 GPU 上最多保存 p 个在途微批次：",
 #
 # 气泡按 $1/m$ 下降。$p = 8$ 个阶段时，不用交错调度的话，$m = 32$ 个微批次仍会浪费理想时间的 22%；用 $v = 4$ 个块时，同样的 $m$ 只浪费 5.5%。由于全局批次 = 数据并行度 × $m$ × 微批次大小，每条流水线的微批次越多，同一批次下的数据并行副本就越少：流水线深度、交错调度和数据并行要一起选择。
 
-# %%
+# %% alt=["\u56fe\uff1a8 \u4e2a\u9636\u6bb5\u3001\u6bcf\u5757 GPU 1\u30012 \u6216 4 \u4e2a\u5757\u65f6\uff0c\u6d41\u6c34\u7ebf\u6c14\u6ce1\u5360\u7406\u60f3\u6b65\u65f6\u95f4\u7684\u767e\u5206\u6bd4\u968f\u6bcf\u6b65\u5fae\u6279\u6b21\u6570\uff088 \u5230 128\uff09\u7684\u53d8\u5316\uff1a\u7ebf\u662f\u516c\u5f0f (p \u2212 1)/(v m)\uff0c\u70b9\u662f\u6a21\u62df\u7ed3\u679c\uff0c\u843d\u5728\u7ebf\u4e0a\u3002\u4e0d\u4ea4\u9519\u65f6\uff0c\u6c14\u6ce1\u4ece 8 \u4e2a\u5fae\u6279\u6b21\u65f6\u7684\u7ea6 88% \u964d\u5230 128 \u4e2a\u65f6\u7684\u7ea6 5%\uff1b\u4e24\u4e2a\u5757\u4f7f\u5b83\u51cf\u534a\uff0c\u56db\u4e2a\u5757\u4f7f\u5b83\u964d\u5230\u56db\u5206\u4e4b\u4e00\u3002"]
 fig, ax = plt.subplots(figsize=(7, 4))
 ms = list(range(8, 129, 8))
 for v, style in ((1, "-"), (2, "--"), (4, ":")):

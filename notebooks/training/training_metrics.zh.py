@@ -2,7 +2,7 @@
 # jupyter:
 #   book:
 #     translation:
-#       source_sha256: d6e2ab551fff06ec2feac1cddac39ef430643f2810958275722b2194a7a11b2d
+#       source_sha256: e4cab6324d39b6e3c370daf78e2438bd1fc3cfe9f166c30b1ddbd29bbd3005d3
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: book
@@ -113,7 +113,7 @@ print("字段：", ", ".join(records[0]))
 #
 # 损失从 $\ln V$（均匀猜测）开始，值得关心的是它多快到达 $H$。
 
-# %%
+# %% alt=["\u6298\u7ebf\u56fe\uff1a\u5f55\u5236\u8fd0\u884c\u7684\u4ea4\u53c9\u71b5\u635f\u5931\uff08nats\uff0c\u5404 rank \u5e73\u5747\uff09\u5728 200 \u6b65\u4e2d\u7684\u53d8\u5316\uff1a\u4ece\u7ea6 5.7 \u5f00\u59cb\uff0c\u63a5\u8fd1 ln V = 5.55\uff08\u5747\u5300\u731c\u6d4b\uff0c\u70b9\u7ebf\uff09\uff0c\u5230\u7b2c 30 \u6b65\u5c31\u9661\u964d\u5230 0.88 \u7684\u71b5\u4e0b\u9650\uff08\u865a\u7ebf\uff09\u7684 10% \u4ee5\u5185\uff0c\u4e4b\u540e\u4e00\u76f4\u7565\u9ad8\u4e8e\u4e0b\u9650\uff0c\u5e73\u5747\u7ea6 0.93\u3002"]
 V = 256
 q = 0.1 / V
 p = 0.9 + q
@@ -141,7 +141,7 @@ plt.show()
 #
 # 记录的学习率就是优化器实际使用的值。梯度范数是裁剪前的全局 L2 范数，拆成每个 transformer 块一个范数，外加其余部分（嵌入、最后的归一化、输出头）一个；各部分的平方和等于整体的平方。更新/权重比是记录步那次优化器更新的每块 $\lVert \Delta w \rVert / \lVert w \rVert$；虚线标出 $10^{-3}$，即该页讨论的经验法则。
 
-# %%
+# %% alt=["\u4e09\u5f20\u56fe\uff0c\u5f55\u5236\u8fd0\u884c\u7684 200 \u6b65\u3002\u5de6\u56fe\uff1a\u5b66\u4e60\u7387\u5728\u7b2c 20 \u6b65\u9884\u70ed\u5230 3e-3\uff0c\u4e4b\u540e\u6309\u4f59\u5f26\u964d\u5230 3e-4\u3002\u4e2d\u56fe\uff08\u5bf9\u6570\u5750\u6807\uff09\uff1a\u88c1\u526a\u524d\u7684\u5168\u5c40\u68af\u5ea6\u8303\u6570\u5230\u7b2c 35 \u6b65\u4ece\u7ea6 0.6 \u964d\u5230\u7ea6 0.16 \u5e76\u4fdd\u6301\uff0c\u5404\u5757\u7684\u8303\u6570\uff08\u7ea6 0.04 \u5230 0.07\uff09\u548c\u5d4c\u5165\u52a0\u8f93\u51fa\u5934\u7684\u8303\u6570\uff08\u7ea6 0.12\uff09\u5728\u5b83\u4e0b\u9762\u3002\u53f3\u56fe\uff08\u5bf9\u6570\u5750\u6807\uff09\uff1a\u6bcf\u5757\u7684\u66f4\u65b0/\u6743\u91cd\u6bd4\u5728\u7b2c 20 \u6b65\u8fbe\u5230\u7ea6 0.024 \u7684\u5cf0\u503c\uff0c\u4e4b\u540e\u968f\u5b66\u4e60\u7387\u4e0b\u964d\uff0c\u5728\u63a5\u8fd1\u7ed3\u675f\u65f6\u8d8a\u8fc7 1e-3 \u7684\u865a\u7ebf\u3002"]
 lr = column("lr")
 gnorm = column("grad_norm")
 blocks = np.array([r["grad_norm_blocks"] for r in records])
@@ -189,7 +189,7 @@ plt.show()
 #
 # `tokens_per_s` 是全局的（两个 rank 合计），`step_ms`/`data_ms` 是自上一行日志以来各步的平均值。这次运行与其他作业共用一台 2 核机器，所以这些数字有噪声；重要的是数据占比保持很小且平稳。
 
-# %%
+# %% alt=["\u4e24\u5f20\u56fe\uff0c\u5f55\u5236\u8fd0\u884c\u7684 200 \u6b65\uff0c\u8fd0\u884c\u5728\u5171\u4eab\u7684 2 \u6838\u673a\u5668\u4e0a\u3002\u5de6\u56fe\uff1a\u4e24\u4e2a rank \u5408\u8ba1\u7684\u541e\u5410\u91cf\uff08\u6bcf\u79d2\u5343\u4e2a token\uff09\uff0c\u5728\u7ea6 1.2 \u4e07\u5230 2.2 \u4e07\u4e4b\u95f4\u6ce2\u52a8\u3002\u53f3\u56fe\uff1a\u6bcf\u4e00\u6b65\u4e2d\u6570\u636e\u52a0\u8f7d\u6240\u5360\u7684\u6bd4\u4f8b\uff0c\u5e73\u7a33\u5730\u4fdd\u6301\u5728\u7ea6 1.3% \u5230 3.2%\uff1a\u6570\u636e\u52a0\u8f7d\u4e0d\u662f\u74f6\u9888\u3002"]
 tok_s = column("tokens_per_s")
 step_ms = column("step_ms")
 data_ms = column("data_ms")

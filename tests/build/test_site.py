@@ -78,6 +78,37 @@ def test_notebooks_render_as_pages_with_outputs_and_download(built_site, lang):
         assert (page_path.parent / downloads[0]).resolve().is_file()
 
 
+PLACEHOLDER_ALT = "No description has been provided for this image"  # what nbconvert gives an image without alt
+
+
+def test_no_image_lacks_alt_text(built_site):
+    pages = sorted(built_site.rglob("*.html"))
+    images = 0
+    for page_path in pages:
+        assert PLACEHOLDER_ALT not in page_path.read_text(encoding="utf-8"), f"{page_path}: nbconvert's placeholder alt"
+        for img in select(tree(page_path), "img"):
+            images += 1
+            assert (img.get("alt") or "").strip(), f"{page_path}: <img> without alt text ({img.get('src', '')[:60]})"
+    assert images >= 100, f"only {images} images on the site: the notebooks' plots are missing"
+
+
+# The first plot of the roofline notebook, as the site must describe it (its cell's metadata alt).
+KNOWN_ALT = {"en": "Log-log roofline chart of attainable dense bf16 TFLOPS against arithmetic intensity",
+             "zh": "对数-对数 roofline 图：横轴为算术强度"}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_plots_carry_their_notebooks_alt_text(built_site, lang):
+    """build/hooks/notebooks.py gives each plot the alt text its code cell's metadata holds, in order."""
+    for src in [src for src in nav_pages() if src.endswith(".ipynb")]:
+        cells = json.loads((ROOT / "book" / lang / src).read_text(encoding="utf-8"))["cells"]
+        expected = [" ".join(alt.split()) for cell in cells for alt in cell.get("metadata", {}).get("alt", [])]
+        shown = [img.get("alt") for img in select(tree(built_page(built_site, lang, src)), ".jp-OutputArea-output img")]
+        assert expected and shown == expected, f"{lang} {src}: the plots' alt text is not the notebook's"
+    roofline = select(tree(built_page(built_site, lang, "compute/roofline.ipynb")), ".jp-OutputArea-output img")
+    assert roofline[0].get("alt").startswith(KNOWN_ALT[lang])
+
+
 def _prose(element) -> list[str]:
     """The strings under ``element`` outside <pre> and <code>, in document order."""
     return element.xpath(".//text()[not(ancestor::pre) and not(ancestor::code)]")

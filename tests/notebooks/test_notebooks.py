@@ -163,8 +163,13 @@ def test_readme_documents_refresh_commands():
 
 
 # --------------------------------------------------------------------------- synthetic pairs
-def _write_pair(folder: Path, name: str = "demo", *, executed: bool = True, outputs: bool = True) -> Path:
-    """Write a small executed py:percent + ipynb pair; return the .py path."""
+ALT = "Line chart of y against x: a straight line rising from 1 to 2."
+
+
+def _write_pair(folder: Path, name: str = "demo", *, executed: bool = True, outputs: bool = True,
+                alt: bool = True) -> Path:
+    """Write a small executed py:percent + ipynb pair (its plot described by the cell's metadata
+    ``alt`` unless ``alt`` is false); return the .py path."""
     folder.mkdir(parents=True, exist_ok=True)
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
@@ -174,6 +179,8 @@ def _write_pair(folder: Path, name: str = "demo", *, executed: bool = True, outp
         nbformat.v4.new_code_cell("x = 6 * 7\nprint(x)"),
         nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()"),
     ]
+    if alt:
+        nb.cells[2].metadata["alt"] = [ALT]
     py = folder / f"{name}.py"
     jupytext.write(nb, py, fmt="py:percent")
     for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
@@ -200,6 +207,46 @@ def test_synthetic_pair_is_clean(tree):
     assert nbtool.notebook_pairs(tree) == [(tree / "notebooks/part/demo.py", tree / "notebooks/part/demo.ipynb")]
     assert _problems(tree) == []
     assert nbtool.main(["--root", str(tree), "check"]) == 0
+
+
+def test_alt_text_lives_on_the_cell_marker(tree):
+    # the syntax notebooks/README.md documents, and jupytext reads it back as the cell's metadata
+    py = tree / "notebooks/part/demo.py"
+    assert f'# %% alt=["{ALT}"]\n' in py.read_text()
+    assert jupytext.read(py).cells[2].metadata["alt"] == [ALT]
+
+
+def test_plot_without_alt_text_is_reported(tmp_path):
+    _write_pair(tmp_path / "notebooks/part", alt=False)
+    found = _problems(tmp_path)
+    assert len(found) == 1 and "cell 3 shows 1 image(s) without alt text" in found[0]
+    assert nbtool.main(["--root", str(tmp_path), "check"]) == 1
+
+
+@pytest.mark.parametrize("alt", [[], [ALT, ALT], [""], ["  "], ALT, [None]],
+                         ids=["none", "two for one image", "empty", "blank", "not a list", "not a string"])
+def test_alt_text_not_one_string_per_image_is_reported(tree, alt):
+    for path in (tree / "notebooks/part/demo.ipynb", tree / "notebooks/part/demo.py"):
+        nb = jupytext.read(path)
+        nb.cells[2].metadata["alt"] = alt
+        jupytext.write(nb, path)
+    found = _problems(tree)
+    assert len(found) == 1 and "cell 3 shows 1 image(s) but its metadata alt is" in found[0], found
+
+
+def test_alt_text_on_a_cell_without_images_is_reported(tree):
+    ipynb = tree / "notebooks/part/demo.ipynb"
+    nb = nbformat.read(ipynb, as_version=4)
+    nb.cells[1].metadata["alt"] = [ALT]
+    nbformat.write(nb, ipynb)
+    assert any("cell 2 shows 0 image(s) but its metadata alt is" in p for p in _problems(tree))
+
+
+def test_alt_text_edited_in_the_py_only_is_out_of_sync(tree):
+    py = tree / "notebooks/part/demo.py"
+    py.write_text(py.read_text().replace(ALT, "A better description of the line."))
+    found = _problems(tree)
+    assert len(found) == 1 and "cell 3's alt text differs between .py and .ipynb" in found[0]
 
 
 def test_edited_py_is_out_of_sync(tree):
