@@ -24,6 +24,7 @@ Fixes for things the plugins do on their own:
 """
 
 import html
+import logging
 import re
 
 import markdown
@@ -36,6 +37,9 @@ from mkdocs.plugins import event_priority
 from pymdownx.slugs import slugify
 
 _slug = slugify(case="lower")
+# nbconvert warns of every image without alt text before on_page_content below gives each its
+# notebook's own: the warning would be noise on every build
+logging.getLogger("traitlets").addFilter(lambda record: "Alternative text is missing" not in record.getMessage())
 
 
 def _heading_id(text: str) -> str:

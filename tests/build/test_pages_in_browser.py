@@ -54,6 +54,16 @@ def test_page_weight_counts_what_a_cold_load_downloads(built_site, tmp_path):
     assert weight["bytes"] > page + (built_site / "search" / "search_index.json").stat().st_size
 
 
+def test_page_weight_with_gzip_counts_the_compressed_text(built_site, tmp_path):
+    from tools import page_weight
+    out = tmp_path / "weight.json"
+    assert page_weight.main(["--site", str(built_site), "--gzip", "--page", "/network/", "--json", str(out)]) == 0
+    weight = json.loads(out.read_text())["pages"]["/network/"]
+    # the page and the index alone are more than the whole load once text is compressed
+    page = (built_site / "network" / "index.html").stat().st_size
+    assert weight["bytes"] < page + (built_site / "search" / "search_index.json").stat().st_size
+
+
 def test_a_notebook_on_a_phone_gives_code_and_plots_the_width(site_url, browser):
     size = browser.get_window_size()
     browser.set_window_size(390, 844)
