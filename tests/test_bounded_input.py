@@ -26,6 +26,7 @@ READERS = [
     ("models/model_calculator.py", ["--config", "{input}"], "--config"),
     ("inference/serving_simulator.py", ["--fit", "{input}"], "--fit"),
     ("debug/activation_diff.py", ["compare", "{input}", "{input}"], "run_a"),
+    ("debug/trace_summary.py", ["{input}"], "trace"),
     ("compute/upgrade_cost.py", ["--params", "7e9", "--tokens", "1e12", "--device", "h100",
                                  "--mamf-json", "{input}", "--usd-per-hour", "3"], "--mamf-json"),
 ]

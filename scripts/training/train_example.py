@@ -305,7 +305,8 @@ def save_checkpoint(args: argparse.Namespace, dcp, model, optimizer, step: int) 
 
 def make_profiler(args: argparse.Namespace, rank: int, start_step: int, use_cuda: bool):
     """A torch.profiler for ``--profile-steps A:B`` (one unrecorded warm-up step before A when
-    there is one), writing trace_rank<R>.json to ``--profile-dir``; else a null context."""
+    there is one), with the allocator's events, writing trace_rank<R>.json to ``--profile-dir``
+    (scripts/debug/trace_summary.py summarizes it); else a null context."""
     import torch
 
     if not args.profile_steps:
@@ -321,7 +322,7 @@ def make_profiler(args: argparse.Namespace, rank: int, start_step: int, use_cuda
         import warnings
         warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
     return torch.profiler.profile(
-        activities=activities,
+        activities=activities, profile_memory=True,  # [memory] events: allocations and frees
         schedule=torch.profiler.schedule(skip_first=first - start_step - 1 - warmup, wait=0,
                                          warmup=warmup, active=b - first + 1, repeat=1),
         on_trace_ready=lambda prof: prof.export_chrome_trace(

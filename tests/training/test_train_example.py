@@ -152,6 +152,7 @@ def test_profiler_window_writes_a_trace_per_rank(fsdp_resumed):
         # Steps 9 and 10 only, each with its forward, backward and optimizer ranges.
         assert {"train_step_9", "train_step_10", "forward", "backward", "optimizer"} <= names
         assert not {"train_step_8", "train_step_11"} & names
+        assert "[memory]" in names  # profile_memory=True: the allocator's events
 
 
 def read_jsonl(path):
