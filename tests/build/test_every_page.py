@@ -28,6 +28,7 @@ def url_path(lang: str, src: str) -> str:
     for lang in LANGS for src in PAGES])
 def test_page_loads_cleanly_and_passes_axe(site_url, browser, lang, src):
     network_log(browser), console_errors(browser)  # drain what the previous page left
+    browser.set_window_size(1280, 900)  # a desktop: the section tabs show from 1220 px
     browser.get(site_url + url_path(lang, src))
     # the frame all pages share is checked on the home page (a second or more: the search index
     # has loaded since)

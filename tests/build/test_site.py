@@ -378,3 +378,20 @@ def test_a_sitemap_only_with_the_sites_address(built_site):
         assert not sitemaps, f"a sitemap without the site's address: {sitemaps}"
     for path in (p for p in sitemaps if p.suffix == ".xml"):
         assert "<loc>None" not in path.read_text(encoding="utf-8"), path
+
+
+@pytest.mark.parametrize("site, repo", [(None, None), ("https://book.example/", None),
+                                        (None, "https://git.example/book"), ("https://book.example/", "https://git.example/book")])
+def test_the_footer_gives_the_books_addresses_it_knows(site, repo):
+    import jinja2
+    template = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "build" / "overrides")) \
+        .get_template("partials/copyright.html")
+    strings = {"footer_site": "Online:", "footer_repository": "Sources:"}
+    footer = lxml.html.fragment_fromstring(template.render(config={
+        "copyright": "Text CC BY-SA 4.0", "site_url": site, "extra": {"repository": repo, "strings": strings}}))
+    links = {a.get("href") for a in footer.iter("a")} - {"https://squidfunk.github.io/mkdocs-material/"}
+    assert links == {url for url in (site, repo) if url}
+    text = " ".join(footer.text_content().split())
+    assert "None" not in text and "Text CC BY-SA 4.0" in text
+    assert ("Online:" in text) == bool(site) and ("Sources:" in text) == bool(repo)
+    assert (" · " in text) == bool(site and repo)
