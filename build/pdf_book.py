@@ -13,7 +13,8 @@ Then, per language: the front matter (cover and contents, with the page numbers 
 rendered, and pikepdf assembles cover, contents and parts into one file, stamps one continuous page
 numbering on it (roman numerals in the front matter, arabic from the first part, also as PDF page
 labels), turns each ``book:`` link into a link to the page and height of its anchor, and writes the
-outline: part, chapter, section.
+outline: part, chapter, section. Each part embeds its own subset of every font it uses; the
+assembly replaces them with one subset per font for the whole book (:func:`share_fonts`).
 
 The guard against pages WeasyPrint drops: every chapter ends with an anchor, and every heading and
 link target must have landed on a page; otherwise the build fails naming the part and the anchor.
@@ -41,13 +42,13 @@ from urllib.parse import unquote, urljoin, urlsplit
 from bs4 import BeautifulSoup
 
 from tools.book import nav_sources, script_anchor, script_summary
-from tools.math_markup import tex_to_svg
+from tools.math_markup import PRINT_FAMILY, print_font, tex_to_svg
 
 ROOT = Path(__file__).resolve().parents[1]
 PRINT_CSS = ROOT / "build" / "pdf" / "print.css"
 LANGS = ("en", "zh")
 LINK = "book:"         # a link between pages, until the assembly knows the page of its anchor
-PIPELINE = "3"         # part of every cache key: change it when this file changes what it renders
+PIPELINE = "4"         # part of every cache key: change it when this file changes what it renders
 PX_TO_PT = 0.75        # WeasyPrint reports positions in CSS px (1/96 in); PDF uses points (1/72 in)
 
 
@@ -128,9 +129,10 @@ class PartDoc:
     anchors: list[str] = field(default_factory=list)    # anchors that must land on a page
 
 
-def part_html(book: Book, part: Part, site_dir: Path) -> PartDoc:
+def part_html(book: Book, part: Part, site_dir: Path, math_font: Path) -> PartDoc:
     """The print HTML of one part: each page's article, its ids prefixed with the page's key, its
-    links between pages as ``book:KEY--ID`` and its images as file URLs."""
+    links between pages as ``book:KEY--ID`` and its images as file URLs. ``math_font`` is the
+    font the math's glyphs are text in (tools/math_markup.py print_font)."""
     urls = {page_url(src): page_key(src) for p in book.parts for src in p.pages}
     prefix = "" if book.lang == "en" else f"{book.lang}/"
     doc = PartDoc(book.lang, part)
@@ -165,6 +167,8 @@ def part_html(book: Book, part: Part, site_dir: Path) -> PartDoc:
         doc.anchors += [key, f"{key}--end"] + [h.anchor for h in doc.headings if h.anchor.startswith(key + "--")]
         body.append(str(article))
     css = _stylesheets(site_dir)
+    # the font file's name holds its hash, so a new font renders the parts again (cache_key)
+    styles[f'@font-face {{ font-family: "{PRINT_FAMILY}"; src: url("{math_font.resolve().as_uri()}") }}'] = None
     head = "".join(f"<style>{text}</style>" for text in styles)
     doc.html = (f'<!DOCTYPE html><html lang="{book.lang}"><head><meta charset="utf-8">'
                 f"<title>{html.escape(part.title)}</title>{css}{head}</head>"
@@ -401,8 +405,116 @@ def numbers_html(labels: list[str]) -> str:
             f"<body>{pages}</body></html>")
 
 
+# ---------------------------------------------------------------------------------------------
+# One subset of each font for the whole book
+
+_FONT_FILES = ("/FontFile2", "/FontFile3")  # TrueType; OpenType (CFF)
+# What a PDF viewer does not read: the text is already shaped, and hinting is dropped.
+_DROPPED_TABLES = ["BASE", "DSIG", "EBDT", "EBLC", "EBSC", "GDEF", "GPOS", "GSUB", "JSTF", "LTSH", "MATH",
+                   "PCLT", "SVG ", "FFTM"]
+
+
+@dataclass
+class FontSources:
+    """Where the fonts the parts embed come from, and where their book-wide subsets are kept."""
+    cache_dir: Path
+    known: dict[str, Path]                                   # PostScript name -> file, for fonts not installed
+    used: set[Path] = field(default_factory=set)             # the subsets this build used (the rest is pruned)
+
+    def find(self, name: str) -> list[tuple[Path, int]]:
+        """The files (and the index in a collection) of the font whose PostScript name is ``name``:
+        one of ours, else what fontconfig has installed."""
+        if name in self.known:
+            return [(self.known[name], 0)]
+        try:
+            out = subprocess.run(["fc-list", f":postscriptname={name}", "--format", "%{file}\t%{index}\n"],
+                                 capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            return []
+        return [(Path(f), int(i or 0)) for f, _, i in (line.partition("\t") for line in out.splitlines()) if f]
+
+
+def share_fonts(pdf, fonts: FontSources) -> None:
+    """One embedded program per font for the whole book. WeasyPrint subsets each font for the
+    document it renders, so the assembled parts carried one subset of every font per part (16 of
+    Noto Sans CJK SC, over 5 MB of the English PDF's 14.5 MB). Its subsets keep the font's glyph ids
+    (retain-gids), so one subset of the original font with the glyphs of every part serves all the
+    font dictionaries, whose widths and ToUnicode maps stay each part's own. A font whose file
+    cannot be found (or is not the version embedded) keeps its subsets."""
+    import io
+
+    import pikepdf
+    from fontTools.ttLib import TTFont
+
+    groups: dict[tuple, tuple[set[int], list]] = {}
+    names: dict[tuple, tuple] = {}
+    for font in pdf.objects:
+        if not isinstance(font, pikepdf.Dictionary) or font.get("/Type") != "/Font" or "/W" not in font:
+            continue
+        descriptor = font.get("/FontDescriptor")
+        kind = next((k for k in _FONT_FILES if descriptor is not None and k in descriptor), None)
+        if kind is None:
+            continue
+        program = descriptor[kind]
+        if program.objgen not in names:
+            table = TTFont(io.BytesIO(program.read_bytes()), lazy=True)["name"]
+            names[program.objgen] = (table.getDebugName(6), table.getDebugName(5))
+        gids, descriptors = groups.setdefault((kind, *names[program.objgen]), (set(), []))
+        widths = list(font.W)
+        for start, values in zip(widths[::2], widths[1::2], strict=True):
+            gids.update(range(int(start), int(start) + len(values)))
+        descriptors.append(descriptor)
+    for (kind, name, version), (gids, descriptors) in groups.items():
+        data = _book_subset(fonts, name, version, gids)
+        if data is None:
+            continue
+        extra = {"Subtype": pikepdf.Name.OpenType} if kind == "/FontFile3" else {"Length1": len(data)}
+        program = pdf.make_stream(data, **extra)
+        for descriptor in descriptors:
+            descriptor[kind] = program
+            if "/CIDSet" in descriptor:  # the glyphs of one part's subset
+                del descriptor["/CIDSet"]
+
+
+def _book_subset(fonts: FontSources, name: str, version: str, gids: set[int]) -> bytes | None:
+    """The font ``name`` subset to ``gids``, keeping the glyph ids (cached by file and glyphs)."""
+    import io
+
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+
+    for path, index in fonts.find(name):
+        try:
+            stat = path.stat()
+            font = TTFont(path, fontNumber=index, lazy=True)
+        except (OSError, ValueError):
+            continue
+        table = font["name"]
+        if (table.getDebugName(6), table.getDebugName(5)) != (name, version) or font["maxp"].numGlyphs <= max(gids):
+            continue
+        key = hashlib.sha256(repr((str(path), index, stat.st_size, stat.st_mtime_ns, sorted(gids))).encode())
+        cached = fonts.cache_dir / f"font-{name}-{key.hexdigest()[:20]}.bin"
+        fonts.used.add(cached)
+        if cached.is_file():
+            return cached.read_bytes()
+        options = subset.Options(retain_gids=True, desubroutinize=True, hinting=False, notdef_outline=True,
+                                 ignore_missing_glyphs=True, name_IDs=["*"], name_languages=["*"])
+        options.drop_tables += _DROPPED_TABLES
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(gids=sorted(gids | {0}))
+        font = TTFont(path, fontNumber=index)
+        subsetter.subset(font)
+        data = io.BytesIO()
+        font.save(data)
+        tmp = cached.with_suffix(".tmp")
+        tmp.write_bytes(data.getvalue())
+        tmp.replace(cached)
+        return data.getvalue()
+    return None
+
+
 def assemble(book: Book, front: Rendered, parts: list[Rendered], numbers: Rendered, entries: list[Entry],
-             anchors: dict[str, tuple[int, float]], out: Path) -> None:
+             anchors: dict[str, tuple[int, float]], out: Path, fonts: FontSources) -> None:
     import pikepdf
     from pikepdf import Array, Dictionary, Name, OutlineItem
 
@@ -428,6 +540,7 @@ def assemble(book: Book, front: Rendered, parts: list[Rendered], numbers: Render
             del annot["/A"]
             annot.Dest = pikepdf.String(name)
     pdf.Root.Names = Dictionary(Dests=dests.obj)
+    share_fonts(pdf, fonts)
     with pdf.open_outline() as outline:
         stack = [outline.root]
         for entry in entries:
@@ -484,7 +597,9 @@ def build(site_dir: Path, cache_dir: Path, jobs: int, langs=LANGS) -> list[dict]
     language (pages, and per part its pages, render seconds, peak RSS and whether it came from the
     cache), also written to ``<cache-dir>/last-build.json`` for tools/loop_bench.py."""
     books = load_books(langs)
-    work = [(book, part, site_dir) for book in books for part in book.parts]
+    math_font = print_font(ROOT / ".cache" / "math-font")
+    fonts = FontSources(cache_dir, {PRINT_FAMILY.replace(" ", ""): math_font})
+    work = [(book, part, site_dir, math_font) for book in books for part in book.parts]
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         made = list(pool.map(part_html, *zip(*work, strict=True)))
     docs = {book.lang: {d.part.slug: d for d in made if d.lang == book.lang} for book in books}
@@ -502,7 +617,7 @@ def build(site_dir: Path, cache_dir: Path, jobs: int, langs=LANGS) -> list[dict]
         offset = front.meta["pages"]
         anchors = {name: (number + offset, top) for name, (number, top) in layout.anchors.items()}
         out = site_dir / "pdf" / book.strings["pdf_file"]
-        assemble(book, front, layout.parts, overlays[f"{book.lang}-numbers"], layout.entries, anchors, out)
+        assemble(book, front, layout.parts, overlays[f"{book.lang}-numbers"], layout.entries, anchors, out, fonts)
         print(f"pdf_book.py: wrote {out} ({offset + layout.body_pages} pages)", flush=True)
         summaries.append({
             "lang": book.lang, "pages": offset + layout.body_pages, "file": str(out),
@@ -510,6 +625,9 @@ def build(site_dir: Path, cache_dir: Path, jobs: int, langs=LANGS) -> list[dict]
                        "pages": r.meta["pages"], "seconds": r.meta["seconds"],
                        "peak_rss_mb": r.meta["peak_rss_mb"], "cached": r.cached}
                       for p, r in zip(book.parts, layout.parts, strict=True)]})
+    for path in cache_dir.glob("font-*.bin"):  # the book-wide font subsets this build did not use
+        if path not in fonts.used:
+            path.unlink(missing_ok=True)
     (cache_dir / "last-build.json").write_text(json.dumps(summaries, indent=1), encoding="utf-8")
     return summaries
 

@@ -257,6 +257,55 @@ def test_each_part_starts_a_page_after_the_last_page_of_the_one_before(pdfs, pag
         assert len(pages[index - 1].text.split()) > len(pages[index - 1].footer)
 
 
+# Issue 31's budget: each PDF at most 8 MB (it was 14.5 MB in English, 18.1 MB in Chinese, mostly
+# a subset of each font per part and an outline per glyph of math).
+PDF_BUDGET_BYTES = 8_000_000
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_each_pdf_is_within_its_size_budget(built_book, lang):
+    size = (built_book / "pdf" / PDF_NAME.format(lang=lang)).stat().st_size
+    assert size <= PDF_BUDGET_BYTES, f"{size / 1e6:.1f} MB, over the {PDF_BUDGET_BYTES / 1e6:.0f} MB budget"
+
+
+def _font_programs(resources, found: dict) -> None:
+    """font name (without its subset tag) -> the ids of its embedded programs, from ``resources``
+    and the forms in it (the page numbers are a form laid over each page)."""
+    resources = _resolve(resources) or {}
+    for font in (_resolve(resources.get("/Font")) or {}).values():
+        font = _resolve(font)
+        for descendant in font.get("/DescendantFonts", []):
+            descriptor = _resolve(_resolve(descendant)["/FontDescriptor"])
+            for key in ("/FontFile", "/FontFile2", "/FontFile3"):
+                if key in descriptor:
+                    name = str(descriptor["/FontName"]).split("+")[-1]
+                    found.setdefault(name, set()).add(descriptor.raw_get(key).idnum)
+    for xobject in (_resolve(resources.get("/XObject")) or {}).values():
+        xobject = _resolve(xobject)
+        if xobject.get("/Subtype") == "/Form" and "/Resources" in xobject:
+            _font_programs(xobject["/Resources"], found)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_each_font_is_embedded_once(pdfs, lang):
+    """The parts are rendered apart, each with its own subset of each font; the assembly embeds
+    one subset per font for the whole book (the same glyph ids), which every part's text uses."""
+    found = {}
+    for page in pdfs[lang].pages:
+        _font_programs(page.get("/Resources"), found)
+    assert "Noto-Sans-CJK-SC" in found
+    copies = {name: len(ids) for name, ids in found.items() if len(ids) > 1}
+    assert not copies, f"fonts embedded more than once: {copies}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_math_is_text_in_the_math_font(page_texts, lang):
+    """Math prints its glyphs as text (tools/math_markup.py), which a reader can search and copy:
+    the mathematical italic letters of the book's formulas are in the PDF's text."""
+    italic = sum(0x1D400 <= ord(c) <= 0x1D7FF for page in page_texts[lang] for c in page.text)
+    assert italic > 1000, f"only {italic} mathematical italic letters in the text: is math drawn as outlines?"
+
+
 def test_zh_pdf_embeds_a_simplified_chinese_font(built_book):
     listing = subprocess.run([require_tool("pdffonts"), str(built_book / "pdf" / PDF_NAME.format(lang="zh"))],
                              capture_output=True, text=True, check=True, timeout=120).stdout

@@ -1,11 +1,16 @@
 """tools/math_markup.py: TeX to MathML for the site (with its source kept for the PDF), to SVG for
-the PDF, and the build failing on TeX that either cannot show."""
+the PDF (its glyphs as text in the PDF's math font), and the build failing on TeX that either cannot
+show."""
 
+import html
 import html.parser
+import re
 
 import pytest
+import ziamath
+from fontTools.ttLib import TTFont
 
-from tools.math_markup import tex_to_mathml, tex_to_svg
+from tools.math_markup import FONT_TTF, PRINT_FAMILY, print_font, tex_to_mathml, tex_to_svg
 
 
 class _Attrs(html.parser.HTMLParser):
@@ -41,8 +46,23 @@ def test_mathml_keeps_its_tex_for_the_pdf(tex, display):
 def test_mathml_is_structure_not_a_picture():
     mathml = tex_to_mathml(r"\frac{a}{b^2}", False)
     assert "<mfrac>" in mathml and "<msup>" in mathml and "<svg" not in mathml
-    # a few hundred bytes, where the SVG of the same expression is tens of kilobytes of paths
-    assert len(mathml) * 10 < len(tex_to_svg(r"\frac{a}{b^2}", False))
+
+
+def test_the_pdfs_svg_draws_each_glyph_ziamath_chose_as_text_in_the_print_font(tmp_path):
+    """Each glyph is a character of the PDF's math font that maps to the very glyph ziamath placed
+    (a superscript's script-size variant included), not an outline: an outline per glyph was most
+    of the PDFs' bytes. The parentheses around seven rows are assembled from pieces, no glyph of
+    the font: those keep their outline."""
+    tex = r"\frac{a}{b^2} + \sum_{i=1}^{n} x_i \left(\begin{matrix}a\\b\\c\\d\\e\\f\\g\end{matrix}\right)"
+    svg = tex_to_svg(tex, True)
+    assert "<use" not in svg and "<symbol" not in svg
+    chars = [html.unescape(c) for c in re.findall(rf'<text [^>]*font-family="{PRINT_FAMILY}"[^>]*>([^<]+)</text>', svg)]
+    placed = [int(gid) for gid in re.findall(r'<use href="#[A-Za-z]+_(\d+)"', ziamath.Latex(tex, size=16).svg())]
+    order = TTFont(FONT_TTF).getGlyphOrder()
+    cmap = TTFont(print_font(tmp_path)).getBestCmap()
+    assert [cmap.get(ord(c)) for c in chars] == [order[gid] for gid in placed]
+    assert "𝑎" in chars and "𝑛" in chars and any(ord(c) >= 0xF0000 for c in chars)  # the script-size 2
+    assert svg.count("<path") >= 2, "the assembled parentheses lost their outline"
 
 
 def test_svg_is_sized_in_em_and_labelled_with_its_tex():
