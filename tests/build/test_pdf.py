@@ -7,6 +7,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+import pikepdf
 import pytest
 from pypdf import PdfReader
 from pypdf.generic import IndirectObject
@@ -304,6 +305,49 @@ def test_math_is_text_in_the_math_font(page_texts, lang):
     the mathematical italic letters of the book's formulas are in the PDF's text."""
     italic = sum(0x1D400 <= ord(c) <= 0x1D7FF for page in page_texts[lang] for c in page.text)
     assert italic > 1000, f"only {italic} mathematical italic letters in the text: is math drawn as outlines?"
+
+
+def _mul(m, n):
+    """The product of two PDF matrices (a b c d e f)."""
+    a, b, c, d, e, f = m
+    return (a * n[0] + b * n[2], a * n[1] + b * n[3], c * n[0] + d * n[2], c * n[1] + d * n[3],
+            e * n[0] + f * n[2] + n[4], e * n[1] + f * n[3] + n[5])
+
+
+def monospace_sizes(path) -> dict[float, int]:
+    """Every size (points, on paper) that text in a monospace font is drawn at -> the first page
+    (1-based) with it: the font size times the scale of the text and transformation matrices."""
+    sizes = {}
+    with pikepdf.open(path) as pdf:
+        for number, page in enumerate(pdf.pages, 1):
+            fonts = {str(k): str(v.get("/BaseFont", "")) for k, v in page.Resources.get("/Font", {}).items()}
+            ctm, stack, tm, font, size = (1, 0, 0, 1, 0, 0), [], (1, 0, 0, 1, 0, 0), "", 0.0
+            for operands, op in pikepdf.parse_content_stream(page, "q Q cm Tm Tf TJ Tj"):
+                op = str(op)
+                if op == "q":
+                    stack.append(ctm)
+                elif op == "Q":
+                    ctm = stack.pop()
+                elif op == "cm":
+                    ctm = _mul(tuple(map(float, operands)), ctm)
+                elif op == "Tm":
+                    tm = tuple(map(float, operands))
+                elif op == "Tf":
+                    font, size = fonts.get(str(operands[0]), ""), float(operands[1])
+                elif "Mono" in font:
+                    a, b, c, d, _, _ = _mul(tm, ctm)
+                    sizes.setdefault(round(size * abs(a * d - b * c) ** 0.5, 2), number)
+    return sizes
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_code_prints_at_7_5_pt_or_more(built_book, lang):
+    """Listings, notebook cells and outputs at 7.5 pt, code in the text at 8 pt: Material's sizes in
+    em made it 6 pt in tables and 6.5 pt in admonitions (build/pdf/print.css)."""
+    sizes = monospace_sizes(built_book / "pdf" / PDF_NAME.format(lang=lang))
+    assert 7.5 in sizes and 8.0 in sizes, sorted(sizes)
+    small = {size: page for size, page in sizes.items() if size < 7.5}
+    assert not small, f"code under 7.5 pt (size: first page): {small}"
 
 
 def test_zh_pdf_embeds_a_simplified_chinese_font(built_book):
