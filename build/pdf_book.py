@@ -185,11 +185,6 @@ def _stylesheets(site_dir: Path) -> str:
 
 def _print_version(article, book: Book, src: str) -> None:
     """What the site shows for the screen and the PDF prints otherwise."""
-    # A notebook prints its text and outputs: with every code cell printed, WeasyPrint 70 stopped
-    # laying out the book after the notebook (the site and the .ipynb keep the code). First, as
-    # the highlighted code is most of a notebook page's elements.
-    for box in article.select(".jp-CodeCell .jp-Cell-inputWrapper"):
-        box.decompose()
     for tag in article.select("a.headerlink, a.anchor-link, script, noscript, p.notebook-download, .md-source-file, "
                               "clipboard-copy, .clipboard-copy-txt, details.calculator-json-block"):
         tag.decompose()

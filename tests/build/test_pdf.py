@@ -350,6 +350,41 @@ def test_code_prints_at_7_5_pt_or_more(built_book, lang):
     assert not small, f"code under 7.5 pt (size: first page): {small}"
 
 
+def _first_line(text: str) -> str:
+    """The first line that is not a comment, up to its first run of two spaces: pdftotext reads a
+    column that spaces set apart (a trailing comment, a table's next column) in its own order."""
+    line = next((line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
+    return re.split(r"\s{2,}", line.strip())[0]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_notebooks_print_each_code_cell_before_its_output(page_texts, lang):
+    """A notebook page prints its code cells, each followed by what it printed (the PDF used to
+    print the outputs alone). Each cell's first line of code, then its output's first line, in
+    notebook order."""
+    text = squeezed(" ".join(page.text for page in page_texts[lang]))
+    notebooks = [src for src in nav_pages() if src.endswith(".ipynb")]
+    assert notebooks
+    wrong = []
+    for src in notebooks:
+        cells = json.loads((ROOT / "book" / lang / src).read_text(encoding="utf-8"))["cells"]
+        position = 0
+        for cell in cells:
+            if cell["cell_type"] != "code":
+                continue
+            code = squeezed(_first_line("".join(cell["source"])))
+            outputs = [squeezed(_first_line("".join(out.get("text", "")))) for out in cell.get("outputs", [])]
+            for expected in [code, *outputs[:1]]:
+                if not expected:
+                    continue
+                found = text.find(expected, position)
+                if found < 0:
+                    wrong.append(f"{src}: {expected[:60]!r}")
+                    break
+                position = found + len(expected)
+    assert not wrong, f"{len(wrong)} code cells or outputs missing or out of order, e.g. {wrong[:5]}"
+
+
 def test_zh_pdf_embeds_a_simplified_chinese_font(built_book):
     listing = subprocess.run([require_tool("pdffonts"), str(built_book / "pdf" / PDF_NAME.format(lang="zh"))],
                              capture_output=True, text=True, check=True, timeout=120).stdout
