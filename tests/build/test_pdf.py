@@ -168,6 +168,40 @@ def test_cover_and_contents(pdfs, lang):
     assert reader.page_labels[:3] == ["i", "ii", "iii"] and reader.page_labels[front_pages(reader)] == "1"
 
 
+def _body_lines(path) -> list[list[str]]:
+    """Each page's lines of text between the running header and the page number, top to bottom,
+    without spaces (poppler's pdftotext -bbox-layout)."""
+    xhtml = subprocess.run([require_tool("pdftotext"), "-bbox-layout", str(path), "-"], capture_output=True,
+                           text=True, check=True, timeout=120).stdout
+    pages = []
+    for height, body in re.findall(r'<page width="[\d.]+" height="([\d.]+)">(.*?)</page>', xhtml, re.S):
+        lines = []
+        for y, line in re.findall(r'<line xMin="[\d.-]+" yMin="([\d.-]+)"[^>]*>(.*?)</line>', body, re.S):
+            if 0.05 * float(height) < float(y) <= 0.92 * float(height):
+                lines.append((float(y), "".join(html.unescape(w) for w in re.findall(r">([^<]*)</word>", line))))
+        pages.append([text for _, text in sorted(lines)])
+    return pages
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_no_page_ends_with_a_heading(pdfs, built_book, lang):
+    """A heading stays with what follows it (build/pdf/print.css): no page of the body ends with
+    the text of a heading of the book (in one or two lines), nor with the label of a script's
+    summary box, which is its appendix heading."""
+    headings = {squeezed(text) for level in ("h2", "h3", "h4", "h5", "h6")
+                for _, text in _headings(built_book, lang, level)}
+    headings = {h for h in headings if len(h) >= 4}  # a one-word line could end any paragraph
+    pages = _body_lines(built_book / "pdf" / PDF_NAME.format(lang=lang))
+    ending = {}
+    for number, lines in enumerate(pages[front_pages(pdfs[lang]):], front_pages(pdfs[lang]) + 1):
+        if not lines:
+            continue
+        last, two = lines[-1], "".join(lines[-2:])
+        if last in headings or any(h.endswith(last) and two.endswith(h) for h in headings if len(h) > len(last)):
+            ending[number] = last
+    assert not ending, f"pages that end with a heading: {ending}"
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_contents_give_the_page_each_entry_lands_on(pdfs, page_texts, lang):
     """Each outline entry (part, chapter, section) is in the contents with the number printed on
