@@ -9,6 +9,9 @@ the assembly needs (page count, where each anchor landed, render time, peak memo
 ``--cache-dir`` by a hash of that HTML, the print stylesheets and the renderer's version. Missing parts
 render in parallel, ``--jobs`` at a time (default: the number of cores), each in a fresh process.
 
+Parts and chapters are numbered from the nav (:func:`numbered`), in the printed headings, the
+contents and the outline alike.
+
 Then, per language: the front matter (cover and contents, with the page numbers the parts gave) is
 rendered, and pikepdf assembles cover, contents and parts into one file, stamps one continuous page
 numbering on it (roman numerals in the front matter, arabic from the first part, also as PDF page
@@ -64,6 +67,23 @@ class Part:
     slug: str
     title: str
     pages: list[str]                  # source paths relative to book/<lang>/, in nav order
+    number: str = ""                  # "" for the home page and the appendix (numbered)
+
+    @property
+    def own_page(self) -> bool:
+        """Whether the part's first page is the part's own page, as the site shows it
+        (navigation.indexes: a section's index page is the section): its only page, or an
+        index page. Its title is the part's title; the other pages are the part's chapters."""
+        return len(self.pages) == 1 or posixpath.basename(self.pages[0]) in ("index.md", "README.md")
+
+    def numbers(self) -> dict[str, str]:
+        """The number printed before each page's title: the part's own page carries the part's
+        number, the chapters are numbered within the part (2, then 2.1, 2.2, ...)."""
+        if not self.number:
+            return {}
+        chapters = self.pages[1:] if self.own_page else self.pages
+        own = {self.pages[0]: self.number} if self.own_page else {}
+        return own | {src: f"{self.number}.{n}" for n, src in enumerate(chapters, 1)}
 
 
 @dataclass
@@ -93,9 +113,24 @@ def load_books(langs=LANGS) -> list[Book]:
             pages = nav_sources(value if isinstance(value, list) else [value])
             slug = re.sub(r"[^a-z0-9]+", "-", (title or pages[0]).lower()).strip("-")
             parts.append(Part(slug, names.get(title, title), pages))
+        numbered(parts)
         strings = language.extra["strings"]
         books.append(Book(language.locale, strings["pdf_title"], strings, config.site_url, parts))
     return books
+
+
+UNNUMBERED = ("appendix",)  # parts, by slug, printed without a number (besides the home page)
+
+
+def numbered(parts: list[Part]) -> None:
+    """Number the parts 1, 2, ... in nav order. The home page (the book's own page: what the book
+    is, how to read it) and the appendix are not numbered; the site shows no numbers, and its nav
+    is what they follow: the chapters are the pages of a part after the part's own page."""
+    count = 0
+    for part in parts:
+        if part.pages != ["index.md"] and part.slug not in UNNUMBERED:
+            count += 1
+            part.number = str(count)
 
 
 def page_url(src: str) -> str:
@@ -138,6 +173,7 @@ def part_html(book: Book, part: Part, site_dir: Path, math_font: Path) -> PartDo
     doc = PartDoc(book.lang, part)
     styles: dict[str, None] = {}
     body = []
+    numbers = part.numbers()
     for src in part.pages:
         key = page_key(src)
         path = site_dir / prefix / page_url(src) / "index.html"
@@ -151,6 +187,11 @@ def part_html(book: Book, part: Part, site_dir: Path, math_font: Path) -> PartDo
             styles[style.string or ""] = None
             style.decompose()
         _print_version(article, book, src)
+        if src in numbers and article.h1:
+            number = soup.new_tag("span", attrs={"class": "heading-number"})
+            number.string = numbers[src]
+            article.h1.insert(0, " ")
+            article.h1.insert(0, number)
         for tag in article.find_all(id=True):
             tag["id"] = f"{key}--{tag['id']}"
         for tag in article.find_all(href=True):
@@ -341,29 +382,33 @@ def content_date() -> str:
 
 @dataclass
 class Entry:
-    level: int            # 0 part, 1 chapter, 2 section
+    level: int            # in the outline: 0 part, 1 chapter (or a section of the part's own page), 2 section
     title: str
     anchor: str
+    section: bool = False  # a section: the contents indent it as one, whatever its level
 
 
 def contents(book: Book, docs: dict[str, PartDoc]) -> list[Entry]:
-    """Parts, chapters and sections in reading order. A part of one page is that page, under its
-    own title (the home page's is the book's), its sections directly under it."""
+    """Parts, chapters and sections in reading order. A part's own page (its index page, or its
+    only page) is the part, under its numbered title (the home page's is the book's), with that
+    page's sections directly under it; its other pages are its numbered chapters."""
     entries = []
     for part in book.parts:
         doc = docs[part.slug]
-        single = len(part.pages) == 1
-        title = doc.headings[0].text if single and doc.headings else part.title
-        entries.append(Entry(0, title, page_key(part.pages[0])))
-        entries += [Entry(h.level - single, h.text, h.anchor) for h in doc.headings if not (single and h.level == 1)]
+        first = page_key(part.pages[0])
+        own = [h for h in doc.headings if h.anchor.startswith(first + "--")] if part.own_page else []
+        title = own[0].text if own and own[0].level == 1 else part.title
+        entries.append(Entry(0, title, first))
+        entries += [Entry(1, h.text, h.anchor, section=True) for h in own if h.level == 2]
+        entries += [Entry(h.level, h.text, h.anchor, section=h.level == 2) for h in doc.headings if h not in own]
     return entries
 
 
 def front_html(book: Book, entries: list[Entry], numbers: dict[str, int], site_dir: Path) -> str:
     date = content_date()
     rows = "".join(
-        f'<p class="toc-{e.level}"><a href="{LINK}{html.escape(e.anchor)}">{html.escape(e.title)}</a>'
-        f'<span class="toc-page">{numbers[e.anchor]}</span></p>' for e in entries)
+        f'<p class="toc-{2 if e.section else e.level}"><a href="{LINK}{html.escape(e.anchor)}">'
+        f'{html.escape(e.title)}</a><span class="toc-page">{numbers[e.anchor]}</span></p>' for e in entries)
     site = f'<p class="cover-site">{html.escape(book.site_url)}</p>' if book.site_url else ""
     return (f'<!DOCTYPE html><html lang="{book.lang}"><head><meta charset="utf-8"><title>{html.escape(book.title)}'
             f"</title>{_stylesheets(site_dir)}</head><body class=\"front\">"

@@ -52,6 +52,15 @@ def nav_pages() -> list[str]:
     return nav_sources(_nav())
 
 
+def nav_parts() -> list[list[str]]:
+    """The source paths of each top-level entry of the nav (a part of the book), in order."""
+    parts = []
+    for item in _nav():
+        value = next(iter(item.values())) if isinstance(item, dict) else item
+        parts.append(nav_sources(value if isinstance(value, list) else [value]))
+    return parts
+
+
 def built_page(site: Path, lang: str, src: str) -> Path:
     """The HTML file that mkdocs writes for ``src`` in language ``lang``."""
     path = PurePosixPath(src)

@@ -21,6 +21,7 @@ from tests.build.book import (
     built_page,
     markers,
     nav_pages,
+    nav_parts,
     page_tree,
     script_usage,
     select,
@@ -127,9 +128,14 @@ def _headings(built_book, lang, level):
             yield src, text
 
 
+# A part's or chapter's number, before its title in the PDF (build/pdf_book.py numbered).
+NUMBER = re.compile(r"^\d+(?:\.\d+)? ")
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_outline_has_every_chapter_and_section(pdfs, built_book, lang):
-    outline = set(outline_titles(pdfs[lang]))
+    titles = outline_titles(pdfs[lang])
+    outline = set(titles) | {NUMBER.sub("", title) for title in titles}  # "2.1 Accelerators"; "512 GPUs"
     missing = [
         f"{src}: {text}"
         for level in ("h1", "h2")
@@ -166,6 +172,40 @@ def test_cover_and_contents(pdfs, lang):
     assert {"en": "Contents", "zh": "目录"}[lang] in contents
     assert "¶" not in contents, "heading permalinks leaked into the contents"
     assert reader.page_labels[:3] == ["i", "ii", "iii"] and reader.page_labels[front_pages(reader)] == "1"
+
+
+def _part_and_chapter(title: str) -> tuple[str, str]:
+    number = NUMBER.match(title)
+    return (number.group(0).strip(), title[number.end():]) if number else ("", title)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_parts_and_chapters_are_numbered_as_the_nav(pdfs, lang):
+    """Parts are numbered 1, 2, ... in nav order (not the home page, which is the book's own, nor
+    the appendix); a part's index page is the part itself, as on the site, so it is no chapter of
+    its own; its other pages are its chapters, numbered within it (2.1, 2.2, ...)."""
+    entries = outline_entries(pdfs[lang])
+    parts = [title for depth, title, _ in entries if depth == 0]
+    numbers = [_part_and_chapter(title)[0] for title in parts]
+    assert numbers[0] == numbers[-1] == "", f"the home page and the appendix are numbered: {parts}"
+    assert numbers[1:-1] == [str(n) for n in range(1, len(parts) - 1)], parts
+    part, chapters = None, {}
+    for depth, title, _ in entries:
+        number, name = _part_and_chapter(title)
+        if depth == 0:
+            part = (number, name)
+            chapters[part] = []
+        elif depth == 1 and number:
+            assert number.startswith(part[0] + "."), f"{title!r} under part {part}"
+            assert name != part[1], f"{title!r} repeats its part's title: the part's own page is the part"
+            chapters[part].append(number)
+    for (number, name), found in chapters.items():
+        if number:
+            assert found == [f"{number}.{k}" for k in range(1, len(found) + 1)], f"part {number} {name}: {found}"
+    # every page of a numbered part but its own page (its first: each has an index page) is a chapter
+    numbered = [len(pages) - 1 for pages in nav_parts()
+                if pages != ["index.md"] and not pages[0].startswith("appendix/")]
+    assert [len(found) for (number, _), found in chapters.items() if number] == numbered
 
 
 def _body_lines(path) -> list[list[str]]:

@@ -143,3 +143,34 @@ def test_an_english_word_too_wide_for_its_table_column_is_hyphenated(tmp_path):
                           capture_output=True, text=True, check=True).stdout
     # 14 columns in the text width: the words break at a syllable with a hyphen, not anywhere
     assert "inter\u2010" in text and "accel\u2010" in text, text
+
+
+def _numbered_book() -> tuple:
+    parts = [pdf_book.Part("home", "Home", ["index.md"]),
+             pdf_book.Part("compute", "Compute", ["compute/index.md", "compute/gpus.md", "compute/cpus.md"]),
+             pdf_book.Part("insights", "Insights", ["insights/index.md"]),
+             pdf_book.Part("appendix", "Appendix", ["appendix/scripts.md"])]
+    pdf_book.numbered(parts)
+    return pdf_book.Book("en", "Book", {}, None, parts), parts
+
+
+def test_parts_are_numbered_and_chapters_within_them_the_index_page_being_the_part():
+    book, (home, compute, insights, appendix) = _numbered_book()
+    assert [p.number for p in book.parts] == ["", "1", "2", ""]
+    assert compute.numbers() == {"compute/index.md": "1", "compute/gpus.md": "1.1", "compute/cpus.md": "1.2"}
+    assert insights.numbers() == {"insights/index.md": "2"} and home.numbers() == appendix.numbers() == {}
+    heads = {"home": [pdf_book.Heading(1, "Book", "home--book")],
+             "compute": [pdf_book.Heading(1, "1 Compute", "compute--compute"),
+                         pdf_book.Heading(2, "Units", "compute--units"),
+                         pdf_book.Heading(1, "1.1 GPUs", "compute-gpus--gpus"),
+                         pdf_book.Heading(2, "Clocks", "compute-gpus--clocks"),
+                         pdf_book.Heading(1, "1.2 CPUs", "compute-cpus--cpus")],
+             "insights": [pdf_book.Heading(1, "2 Insights", "insights--insights")],
+             "appendix": [pdf_book.Heading(1, "Scripts", "appendix-scripts--scripts")]}
+    docs = {slug: pdf_book.PartDoc("en", next(p for p in book.parts if p.slug == slug), headings=h)
+            for slug, h in heads.items()}
+    entries = [(e.level, e.title, e.section) for e in pdf_book.contents(book, docs)]
+    # no "1.x Compute" chapter under part "1 Compute": the index page is the part
+    assert entries == [(0, "Book", False), (0, "1 Compute", False), (1, "Units", True), (1, "1.1 GPUs", False),
+                       (2, "Clocks", True), (1, "1.2 CPUs", False), (0, "2 Insights", False), (0, "Scripts", False)]
+
