@@ -93,6 +93,7 @@ class Book:
     strings: dict
     site_url: str | None
     parts: list[Part]
+    repo_url: str | None = None       # the repository's address (mkdocs.yml extra.repository)
 
 
 def load_books(langs=LANGS) -> list[Book]:
@@ -115,7 +116,8 @@ def load_books(langs=LANGS) -> list[Book]:
             parts.append(Part(slug, names.get(title, title), pages))
         numbered(parts)
         strings = language.extra["strings"]
-        books.append(Book(language.locale, strings["pdf_title"], strings, config.site_url, parts))
+        books.append(Book(language.locale, strings["pdf_title"], strings, config.site_url, parts,
+                          config.extra.get("repository")))
     return books
 
 
@@ -405,16 +407,21 @@ def contents(book: Book, docs: dict[str, PartDoc]) -> list[Entry]:
 
 
 def front_html(book: Book, entries: list[Entry], numbers: dict[str, int], site_dir: Path) -> str:
+    """The cover; on its back the repository's and the website's addresses (each when configured)
+    and the licences; then the contents."""
     date = content_date()
     rows = "".join(
         f'<p class="toc-{2 if e.section else e.level}"><a href="{LINK}{html.escape(e.anchor)}">'
         f'{html.escape(e.title)}</a><span class="toc-page">{numbers[e.anchor]}</span></p>' for e in entries)
-    site = f'<p class="cover-site">{html.escape(book.site_url)}</p>' if book.site_url else ""
+    addresses = "".join(
+        f'<p class="{kind}">{html.escape(book.strings[label])} <a href="{html.escape(url)}">{html.escape(url)}</a></p>'
+        for kind, label, url in (("verso-repository", "pdf_repository", book.repo_url),
+                                 ("verso-site", "pdf_website", book.site_url)) if url)
     return (f'<!DOCTYPE html><html lang="{book.lang}"><head><meta charset="utf-8"><title>{html.escape(book.title)}'
             f"</title>{_stylesheets(site_dir)}</head><body class=\"front\">"
             f'<section class="cover"><h1 class="cover-title">{html.escape(book.title)}</h1>'
-            f'<p class="cover-date">{html.escape(book.strings["pdf_built_on"].format(date=date))}</p>{site}'
-            f'<p class="cover-license">Text CC BY-SA 4.0 · Code MIT</p></section>'
+            f'<p class="cover-date">{html.escape(book.strings["pdf_built_on"].format(date=date))}</p></section>'
+            f'<section class="verso">{addresses}<p class="verso-license">Text CC BY-SA 4.0 · Code MIT</p></section>'
             f'<section class="toc"><h1 id="contents">{html.escape(book.strings["pdf_contents"])}</h1>{rows}</section>'
             "</body></html>")
 

@@ -168,10 +168,23 @@ def test_cover_and_contents(pdfs, lang):
     title = {"en": "The ML Engineering Open Book", "zh": "机器学习工程开放书"}[lang]
     assert title in cover.replace("\n", " ")
     assert re.search(r"\d{4}-\d{2}-\d{2}", cover), "no edition date on the cover"
-    contents = reader.pages[1].extract_text()
+    contents = reader.pages[2].extract_text()  # after the back of the title page
     assert {"en": "Contents", "zh": "目录"}[lang] in contents
     assert "¶" not in contents, "heading permalinks leaked into the contents"
     assert reader.page_labels[:3] == ["i", "ii", "iii"] and reader.page_labels[front_pages(reader)] == "1"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_back_of_the_title_page_gives_the_repository_and_the_site(page_texts, lang):
+    """The repository's address (mkdocs.yml extra.repository, BOOK_REPO_URL) and the website's
+    (site_url, BOOK_SITE_URL) on the page after the cover, each only when it is set."""
+    verso = squeezed(page_texts[lang][1].text)
+    for url in (config().extra.get("repository"), config().site_url):
+        if url:
+            assert squeezed(url) in verso, f"{url} is not on the back of the title page: {verso!r}"
+    assert "None" not in verso
+    if not config().site_url:
+        assert {"en": "Website", "zh": "网站"}[lang] not in verso
 
 
 def _part_and_chapter(title: str) -> tuple[str, str]:

@@ -174,3 +174,18 @@ def test_parts_are_numbered_and_chapters_within_them_the_index_page_being_the_pa
     assert entries == [(0, "Book", False), (0, "1 Compute", False), (1, "Units", True), (1, "1.1 GPUs", False),
                        (2, "Clocks", True), (1, "1.2 CPUs", False), (0, "2 Insights", False), (0, "Scripts", False)]
 
+
+@pytest.mark.parametrize("repo, site, shown, hidden", [
+    ("https://github.com/o/book", "https://o.github.io/book/", ["github.com/o/book", "o.github.io/book"], []),
+    ("https://github.com/o/book", None, ["github.com/o/book"], ["Website", "None"]),
+    (None, None, [], ["Source repository", "Website", "None"]),
+])
+def test_the_back_of_the_title_page_gives_the_addresses_that_are_set(tmp_path, repo, site, shown, hidden):
+    book = pdf_book.Book("en", "Book", {"pdf_built_on": "Edition of {date}", "pdf_contents": "Contents",
+                                        "pdf_repository": "Source repository:", "pdf_website": "Website:"},
+                         site, [], repo)
+    verso = BeautifulSoup(pdf_book.front_html(book, [], {}, tmp_path), "html.parser").select_one("section.verso")
+    text = verso.get_text(" ")
+    assert all(s in text for s in shown) and not any(h in text for h in hidden), text
+    assert [a["href"] for a in verso.select("a")] == [u for u in (repo, site) if u]
+    assert "CC BY-SA" in text
