@@ -386,7 +386,7 @@ def test_the_footer_gives_the_books_addresses_it_knows(site, repo):
     import jinja2
     template = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "build" / "overrides")) \
         .get_template("partials/copyright.html")
-    strings = {"footer_site": "Online:", "footer_repository": "Sources:"}
+    strings = {"pdf_website": "Online:", "pdf_repository": "Sources:"}
     footer = lxml.html.fragment_fromstring(template.render(config={
         "copyright": "Text CC BY-SA 4.0", "site_url": site, "extra": {"repository": repo, "strings": strings}}))
     links = {a.get("href") for a in footer.iter("a")} - {"https://squidfunk.github.io/mkdocs-material/"}
