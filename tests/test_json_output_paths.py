@@ -2,7 +2,8 @@
 empty path, a folder, a file in a folder that does not exist or under a file, a folder where no
 file can be created (/proc), a FIFO and /dev/null. Each run must be refused before any work, in
 the one line the script contract's check_output writes (tools/script_contract.py), with exit
-status 2, leaving the FIFO a FIFO and creating no folder (tests/bad_input.py, check_refused).
+status 2 (or the status its VALID entry names), leaving the FIFO a FIFO and creating no folder
+(tests/bad_input.py, check_refused).
 
 A script's own --json cases, those that involve its other options (--json onto one of its inputs,
 into a checkpoint it resumes, onto a path another of its outputs writes), stay in its
@@ -45,11 +46,14 @@ JSON_SCRIPTS = [script for script, (added, _) in _FOUND.items() if added]
 class Valid:
     """A run of the script in which nothing but ``--json PATH`` is wrong: ``args`` before
     ``--json PATH``, ``tail`` after it (a command after ``--``), and the environment and files
-    the run needs (Case's ``env`` and ``files``)."""
+    the run needs (Case's ``env`` and ``files``); ``status``, the exit status of a usage error
+    where the script's callers need another than 2 (the judge of ``git bisect run``, for which 2
+    would mean "bad commit")."""
     args: tuple[str, ...] = ()
     tail: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    status: int = 2
 
 
 CORPUS = {"c.jsonl": '{"text": "a short document, long enough to count"}\n'}
@@ -63,6 +67,8 @@ VALID: dict[str, Valid] = {
     "compute/numa_affinity.py": Valid(("--print",)),
     "compute/upgrade_cost.py": Valid(("--params", "7e9", "--device", "a:1:1")),
     "debug/activation_diff.py": Valid(("demo",)),
+    "debug/bisect_judge.py": Valid(("--better", "lower", "--threshold", "1", "--regex", "x"), tail=("--", "true"),
+                                   status=128),
     "debug/crash_catcher.py": Valid(tail=("--", "true")),
     "debug/find_bad_rank.py": Valid(env={"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
                                          "MASTER_PORT": "{port}"}),
@@ -158,7 +164,7 @@ def test_a_careless_json_path_is_refused(script, case, tmp_path):
     tmp = re.escape(str(tmp_path))
     run = Case(case.id, [*valid.args, "--json", case.path, *valid.tail],
                rf": error: {case.message.replace('{tmp}', tmp)}$",
-               env=valid.env, files={**valid.files, **case.files}, fifos=case.fifos)
+               env=valid.env, files={**valid.files, **case.files}, fifos=case.fifos, status=valid.status)
     for name, target in case.links.items():
         (tmp_path / name).symlink_to(target)
     check_refused(script, run, tmp_path)
