@@ -31,8 +31,9 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def serve(site: Path):
-    handler = functools.partial(QuietHandler, directory=str(site))
+def serve(site: Path, handler_class: type = QuietHandler):
+    """Serve ``site`` on a free loopback port from a daemon thread (``handler_class`` answers)."""
+    handler = functools.partial(handler_class, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

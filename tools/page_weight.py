@@ -17,13 +17,10 @@ Needs chromium and chromedriver (requirements/apt.txt) and a built site (make bo
 """
 
 import argparse
-import functools
 import gzip
-import http.server
 import io
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -55,13 +52,6 @@ class GzipHandler(QuietHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         return io.BytesIO(body)
-
-
-def serve_gzip(site: Path):
-    handler = functools.partial(GzipHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def weigh(driver, url: str) -> dict:
@@ -98,7 +88,7 @@ def main(argv=None) -> int:
         parser.error(f"{args.site} holds no built site (make book)")
     from tests.build.conftest import start_chromium
 
-    server = serve_gzip(args.site) if args.gzip else serve(args.site)
+    server = serve(args.site, GzipHandler if args.gzip else QuietHandler)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     driver = start_chromium()
     driver.set_page_load_timeout(LIMIT_S)

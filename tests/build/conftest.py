@@ -46,7 +46,7 @@ def site_url(built_site):
 
 def start_chromium():
     """Headless Chromium under Selenium whose performance log records every request it makes
-    (``requested_urls``); tools/page_weight.py starts its own the same way."""
+    (read with ``network_log``); tools/page_weight.py starts its own the same way."""
     options = webdriver.ChromeOptions()
     options.binary_location = require_tool("chromium")
     for flag in CHROMIUM_FLAGS:
@@ -64,11 +64,6 @@ def browser():
     driver = start_chromium()
     yield driver
     driver.quit()
-
-
-def requested_urls(driver) -> list[str]:
-    """The URLs the browser requested since the last call (the log is drained as it is read)."""
-    return network_log(driver)[0]
 
 
 def network_log(driver) -> tuple[list[str], list[str]]:

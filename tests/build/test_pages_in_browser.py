@@ -1,8 +1,8 @@
 """Pages as a reader's browser (headless Chromium) loads them: math in the dark scheme is drawn in
 the text's colour (the SVG it replaced stayed black on the slate background), laid out as math (a
 fraction's numerator above its denominator) in the book's math font; notebooks and prose on a
-phone; wide tables (a cue above them, a shadow where they scroll, reachable by keyboard). Every
-page's requests, console and accessibility: tests/build/test_every_page.py."""
+phone; wide tables (a cue above them, a shadow where they scroll, reachable by keyboard). The
+pages' requests, console and accessibility: tests/build/test_every_page.py."""
 
 import json
 

@@ -260,6 +260,30 @@ def test_chinese_paragraphs_are_not_hard_wrapped():
     assert not wrapped, "join these lines: " + ", ".join(wrapped)
 
 
+# What a browser fetches while it loads a page (<a> is followed only when clicked: mkdocs' strict
+# build checks those links).
+_LOADS = "script[src], img[src], source[src], video[src], audio[src], iframe[src], embed[src], link[href]"
+_LINK_LOADS = {"stylesheet", "icon", "preload", "modulepreload", "manifest"}
+
+
+def test_every_file_a_page_loads_is_built(built_site):
+    """Every page of both languages, without a browser: each script, stylesheet, icon and image it
+    loads from the site is there (the browser test, test_every_page.py, loads a sample of pages)."""
+    missing = []
+    for path in built_site.rglob("*.html"):
+        for element in select(tree(path), _LOADS):
+            if element.tag == "link" and not _LINK_LOADS & set((element.get("rel") or "").split()):
+                continue
+            address = (element.get("src") or element.get("href")).split("#")[0].split("?")[0]
+            if not address or re.match(r"^(?:[a-z]+:|//)", address):  # data:, blob:, another host
+                continue
+            base = built_site if address.startswith("/") else path.parent
+            target = base / unquote(address).lstrip("/")
+            if not target.resolve().is_file():
+                missing.append(f"{path.relative_to(built_site)}: {address}")
+    assert not missing, f"{len(missing)} files that pages load are not in the site:\n" + "\n".join(missing[:30])
+
+
 def _fragment_targets(page) -> set[str]:
     return set(page.xpath("//@id")) | set(page.xpath("//a/@name"))
 
