@@ -107,9 +107,9 @@ def _glyphs_as_text(svg: str, source: str) -> str:
     min(xmin, 0), y from -max(ascender, ymax); the ``<use>`` scales it to the glyph's size (its
     height over the viewBox's) and puts that corner at (x, y): the glyph's origin on the baseline
     is at (x - xmin * scale, y + ymax * scale). Two glyphs keep their outline there: a delimiter
-    that ziamath assembles from pieces (a negative id: no glyph of the font), and .notdef (id 0,
-    the box ziamath draws for a character the font lacks, such as Chinese in ``\\text``; as text
-    it would send WeasyPrint to another font)."""
+    that ziamath assembles from pieces (a negative id: no glyph of the font). .notdef (id 0, the
+    box ziamath draws for a character the font lacks, such as Chinese in ``\\text``) raises
+    ``ValueError``: the PDF would print a box where the site prints the word."""
     symbols = {}
 
     def drop_symbol(match):
@@ -126,7 +126,11 @@ def _glyphs_as_text(svg: str, source: str) -> str:
         scale = float(height) / box_height
         x, y, fill = float(x) - xmin * scale, float(y) + ymax * scale, fill or "black"
         gid = int(ident.rsplit("_", 1)[1])
-        if gid <= 0:
+        if gid == 0:
+            lacking = sorted({c for c in source if ord(c) > 0x7E} - set(_glyph_chars().values()))
+            raise ValueError(f"cannot typeset {source!r}: the math font has no glyph for "
+                             f"{' '.join(lacking) or 'one of its characters'}; write those words outside the formula")
+        if gid < 0:
             return f'<g transform="translate({x:.3f} {y:.3f}) scale({scale:.4f})" fill="{fill}">{outline}</g>'
         char = html.escape(_glyph_chars()[gid])
         return (f'<text x="{x:.3f}" y="{y:.3f}" font-size="{12 * scale:.3f}" font-family="{PRINT_FAMILY}" '

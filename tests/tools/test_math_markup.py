@@ -74,6 +74,8 @@ def test_svg_is_sized_in_em_and_labelled_with_its_tex():
 @pytest.mark.parametrize("tex, message", [
     (r"\frac{a", "cannot typeset"),           # ziamath cannot parse it: the PDF could not print it
     (r"\hyperlink{x} + 1", r"unknown command \hyperlink"),  # latex2mathml would print it as text
+    # the math font has no Chinese: the PDF would print a box (.notdef) where the site shows the word
+    (r"\ln(\text{词表})", "the math font has no glyph for 表 词"),
 ])
 def test_tex_that_cannot_show_fails_the_build(tex, message):
     with pytest.raises(ValueError, match=message.replace("\\", "\\\\")):
