@@ -60,4 +60,6 @@ def test_a_group_runs_on_one_worker_and_a_file_on_one_worker(tmp_path):
         if not nodeid.endswith("::test_job"):
             by_file.setdefault(nodeid.split("::")[0], set()).add(worker)
     assert all(len(workers) == 1 for workers in by_file.values()), by_file
-    assert len(set().union(*by_file.values())) == 2, "both workers ran a file"
+    # Both workers had work. Not "both ran a file": a worker slowed by a loaded machine may still
+    # be on the group's four tests while the other has run all four files (seen once in CI).
+    assert len({worker for _, worker in ran}) == 2, "one worker ran everything"
