@@ -24,6 +24,7 @@ H100 = str(REPO / "results" / "compute" / "mamf_finder-h100.json")
 READERS = [
     ("inference/kv_cache_calculator.py", ["--config", "{input}", "--params", "1B"], "--config"),
     ("models/model_calculator.py", ["--config", "{input}"], "--config"),
+    ("debug/shrink_model.py", ["--config", "{input}"], "--config"),
     ("inference/serving_simulator.py", ["--fit", "{input}"], "--fit"),
     ("debug/activation_diff.py", ["compare", "{input}", "{input}"], "run_a"),
     ("debug/trace_summary.py", ["{input}"], "trace"),

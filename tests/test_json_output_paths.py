@@ -75,6 +75,7 @@ VALID: dict[str, Valid] = {
     "debug/make_tiny_model.py": Valid(),
     "debug/node_health_check.py": Valid(("--allow-no-gpu",)),
     "debug/stack_dumps.py": Valid(("--pid", "1")),
+    "debug/shrink_model.py": Valid(("--from-model", "Llama 2 7B")),
     "debug/trace_summary.py": Valid(("t.json",), files={"t.json": '{"traceEvents": [{"ph": "X", "name": "mm", '
                                                                  '"cat": "cpu_op", "ts": 0, "dur": 5}]}'}),
     "debug/underflow_overflow_detector.py": Valid(),

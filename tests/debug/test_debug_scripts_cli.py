@@ -15,7 +15,8 @@ from tests.launchers import RANKS, REPO, clean_env
 
 SCRIPTS = ["scripts/debug/underflow_overflow_detector.py", "scripts/debug/hanging_collective.py",
            "scripts/debug/print_rank_ordered.py", "scripts/debug/rank_line_tracer.py",
-           "scripts/debug/make_tiny_model.py", "scripts/debug/trace_summary.py", "scripts/debug/bisect_judge.py",
+           "scripts/debug/make_tiny_model.py", "scripts/debug/shrink_model.py",
+           "scripts/debug/trace_summary.py", "scripts/debug/bisect_judge.py",
            "scripts/debug/strace_summary.py",
            "scripts/instabilities/loss_spike_experiment.py"]
 
