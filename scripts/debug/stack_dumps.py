@@ -73,14 +73,18 @@ MARK = "STACK_DUMPS_NODE "    # prefix of a node's answer lines in --local-slurm
 CHUNK = 400                   # characters of the answer per line
 SLURM_CMD_TIMEOUT_S = 30      # squeue, sacct
 ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b")
+# A command line and an environment together fit in ARG_MAX, a quarter of the stack limit
+# (execve(2)): 2 MiB under the usual 8 MiB stack. Read up to twice that.
+PROC_LIMIT = 4 << 20
 
 
 # --- finding the job's rank processes (Linux /proc) ------------------------------------------------
 
 def proc_read(pid: int, name: str) -> bytes | None:
+    """A /proc file of ``pid``, at most PROC_LIMIT bytes; None when it is gone or not ours."""
     try:
         with open(f"/proc/{pid}/{name}", "rb") as f:
-            return f.read()
+            return f.read(PROC_LIMIT)
     except OSError:
         return None
 
