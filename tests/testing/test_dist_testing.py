@@ -132,7 +132,8 @@ ALL_REDUCE = """import datetime, os, torch, torch.distributed as dist
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))
 t = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(t)
-print(f"rank {dist.get_rank()} of {dist.get_world_size()}: {t.item()} RANK_LEAKED={os.environ.get('LEAK')}")
+line = f"rank {dist.get_rank()} of {dist.get_world_size()}: {t.item()} RANK_LEAKED={os.environ.get('LEAK')}\\n"
+os.write(1, line.encode())  # one write: unbuffered print() writes the text and the newline apart, and ranks interleave
 dist.destroy_process_group()
 """
 
