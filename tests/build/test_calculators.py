@@ -182,8 +182,9 @@ def test_calculator_gives_what_the_command_line_gives(site_url, browser, name):
     browser.get(f"{page_url(site_url, name, 'zh')}?{link.query}")
     wait_ready(browser)
     check_same_as_cli(shown(browser), spec, argv_of(spec, configs[-1]), "zh")
-    violations = serious_violations(browser)  # the Chinese page, showing a refusal
-    assert not violations, "\n".join(violations)
+    if name == calculators.names()[0]:  # one Chinese page, showing a refusal: the pages share a template
+        violations = serious_violations(browser)
+        assert not violations, "\n".join(violations)
     enter(browser, spec, configs[0])
     check_same_as_cli(shown(browser), spec, argv_of(spec, configs[0]), "zh")
 
