@@ -15,7 +15,8 @@ stdio, default signal handlers, the settings ipykernel and matplotlib read from 
 when imported (the parent process to watch; the backend: the server set MPLBACKEND as ipykernel
 does before it imported matplotlib). Not the same: modules already in
 ``sys.modules`` (a notebook still has to import what it uses) and the random state of the
-server's Python hash seed, the same for every kernel of one server.
+server's Python hash seed, the same for every kernel of one server. Added: a figure shown with
+text drawn over other text is an error of its cell (tests/notebooks/label_overlap.py).
 
 tests/conftest.py switches nbval to this kernel when the session collects notebooks; without it
 (``pytest notebooks/x.ipynb`` alone, or BOOK_TEST_FRESH_PROCESS=1), pytest.ini's
@@ -30,11 +31,13 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 
 KERNEL_NAME = "book-preloaded"
 SOCKET_ENV = "BOOK_KERNEL_SOCKET"
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # what ipykernel puts in MPLBACKEND
+_label_overlap = None  # the server loads tests/notebooks/label_overlap.py; each kernel installs its check
 
 
 # --- the session's side: tests/conftest.py ------------------------------------------------------
@@ -128,6 +131,12 @@ def serve(path: str) -> None:
     import numpy  # noqa: F401
     import torch  # noqa: F401
 
+    global _label_overlap
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("label_overlap", Path(__file__).parent / "notebooks/label_overlap.py")
+    _label_overlap = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_label_overlap)
     sys.path.pop(0)  # this file's folder; `python -m ipykernel_launcher` puts none there
     threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -194,6 +203,8 @@ def _become_kernel(request: dict, fds: list[int]) -> None:
         # as `python -m ipykernel_launcher` has it: the module's file
         sys.argv = [importlib.util.find_spec("ipykernel_launcher").origin, *request["argv"][1:]]
         from ipykernel.kernelapp import launch_new_instance
+
+        _label_overlap.check_figures_when_shown()
 
         # ipykernel reads the parent process to watch (the kernel exits when jupyter_client's
         # process has gone) from JPY_PARENT_PID when it is imported: give it as an option.

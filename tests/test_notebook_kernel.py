@@ -34,6 +34,15 @@ def preloaded_kernels():
         os.environ["JUPYTER_PATH"] = saved
 
 
+OVERLAP = """import matplotlib.pyplot as plt
+fig, ax = plt.subplots()
+ax.plot([0, 1])
+ax.annotate('label one', (0.5, 0.5))
+ax.annotate('label two', (0.5, 0.5))
+plt.show()
+"""
+
+
 def _run(kernel_name: str, code: str, cwd, timeout: float = 60):
     km, kc = start_new_kernel(kernel_name=kernel_name, cwd=str(cwd), env={**os.environ, "PROBE": "seen"})
     outputs = []
@@ -45,7 +54,8 @@ def _run(kernel_name: str, code: str, cwd, timeout: float = 60):
         km.shutdown_kernel(now=True)
     text = "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
     images = [m for m in outputs if m["msg_type"] == "display_data" and "image/png" in m["content"]["data"]]
-    return text, images
+    errors = [f"{m['content']['ename']}: {m['content']['evalue']}" for m in outputs if m["msg_type"] == "error"]
+    return text, images, errors
 
 
 @pytest.mark.slow
@@ -55,6 +65,18 @@ def test_a_forked_kernel_answers_the_probe_as_a_fresh_one(preloaded_kernels, tmp
     assert forked[0] == fresh[0] and "ipykernel_launcher.py" in fresh[0] and str(tmp_path) in fresh[0]
     assert "seen module://matplotlib_inline.backend_inline" in forked[0]
     assert len(forked[1]) == len(fresh[1]) == 1  # the figure, shown inline
+    assert forked[2] == fresh[2] == []
+
+
+@pytest.mark.slow
+def test_a_figure_with_text_over_text_is_an_error_of_its_cell(preloaded_kernels, tmp_path):
+    """What nbval sees when a notebook's labels overlap: the cell's figure is not shown, an error is."""
+    _, images, errors = _run(notebook_kernel.KERNEL_NAME, OVERLAP, tmp_path)
+    assert not images
+    assert errors == ["LabelOverlap: text drawn over other text: axes: 'label one' overlaps 'label two'"]
+    _, images, errors = _run(notebook_kernel.KERNEL_NAME, OVERLAP.replace("(0.5, 0.5))\nplt", "(0.1, 0.9))\nplt"),
+                             tmp_path)
+    assert len(images) == 1 and not errors  # moved apart, it shows
 
 
 def test_an_interrupt_stops_a_cell_and_a_killed_launcher_takes_its_kernel(preloaded_kernels, tmp_path):

@@ -1,19 +1,13 @@
-"""Run a notebook's py:percent source as a script and fail if any figure it shows has text drawn
-over other text: two annotations of one axes, or an annotation and the legend.
+"""No figure a notebook shows has text drawn over other text: two annotations of one axes, or an
+annotation and the legend. The roofline's labels once overlapped into a smear.
 
-    python -m tests.notebooks.label_overlap notebooks/compute/roofline.py
-
-Each ``plt.show()`` draws the figure on Agg and compares the window extents (display pixels) of
-its texts; prints one line per overlap and exits 1 if there is any, 0 otherwise.
+The kernels nbval runs the notebooks in (tests/notebook_kernel.py) call ``check_figures_when_shown``
+before the notebook starts: each figure is drawn and the window extents (display pixels) of its
+texts compared before it is shown, and a cell whose figure has an overlap fails, naming the texts.
 """
 
 import itertools
-import os
-import runpy
-import sys
 
-os.environ["MPLBACKEND"] = "Agg"
-import matplotlib.pyplot as plt  # after the backend is chosen
 from matplotlib.text import Text
 
 TOLERANCE_PX = 1.0  # extents that touch are fine; ink over ink is not
@@ -38,20 +32,23 @@ def overlaps(fig) -> list[str]:
     return found
 
 
-def main(path: str) -> int:
-    problems = []
-
-    def show(*args, **kwargs):
-        for number in plt.get_fignums():
-            problems.extend(overlaps(plt.figure(number)))
-        plt.close("all")
-    plt.show = show
-    runpy.run_path(path, run_name="__main__")
-    show()
-    for line in problems:
-        print(f"{path}: {line}")
-    return 1 if problems else 0
+class LabelOverlap(AssertionError):
+    """A figure about to be shown has text drawn over other text."""
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+def check_figures_when_shown() -> None:
+    """In a kernel, before a notebook runs: make the function IPython draws a figure for display
+    with (``IPython.core.pylabtools.print_figure``, which ``plt.show()`` and the end of each cell
+    reach) raise LabelOverlap, naming the texts, instead of showing text over text; IPython
+    reports it as an error output of the cell, and nbval fails the cell."""
+    from IPython.core import pylabtools
+
+    drawn = pylabtools.print_figure
+
+    def print_figure(fig, *args, **kwargs):
+        found = overlaps(fig)
+        if found:
+            raise LabelOverlap("text drawn over other text: " + "; ".join(found))
+        return drawn(fig, *args, **kwargs)
+
+    pylabtools.print_figure = print_figure

@@ -370,17 +370,3 @@ def test_refresh_commands_shape():
     assert "--ExecutePreprocessor.record_timing=False" in cmds[1]
     assert cmds[2] == ["jupytext", "--sync", "a/x.ipynb"]
     json.dumps(cmds)  # plain strings only
-
-
-LABELLED = [py for py, _ in PAIRS if any(call in py.read_text(encoding="utf-8")
-                                          for call in ("annotate(", ".text("))]  # labels placed by hand
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("py", LABELLED, ids=[str(p.relative_to(ROOT)) for p in LABELLED])
-def test_no_label_is_drawn_over_another(py):
-    """Every figure the notebook shows, drawn: no annotation over another or over the legend
-    (tests/notebooks/label_overlap.py). The roofline's labels once overlapped into a smear."""
-    from tests.launchers import run_python
-    res = run_python(ROOT, "-m tests.notebooks.label_overlap", [str(py)], timeout=300)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
