@@ -6,7 +6,8 @@ only when an input changed since the last build into the same folder.
 Steps:
 1. hash the inputs (every file under book/, build/ (its node_modules by build/package-lock.json),
    data/, notebooks/, results/, scripts/, tools/, the mkdocs*.yml files, the requirements lock,
-   and BOOK_SITE_URL and BOOK_REPO_URL, the site's and the repository's addresses). If
+   BOOK_SITE_URL and BOOK_REPO_URL, the site's and the repository's addresses, and the newest
+   commit that changed a page, which dates it). If
    ``<site>/.build-inputs.json`` records the same hash and the outputs asked for, print
    "up to date" and stop;
 2. refuse to build when a page lacks its translation (``tools/translations.py status``);
@@ -53,13 +54,25 @@ def inputs_digest(root: Path = ROOT) -> str:
         for folder, dirs, files in os.walk(root / top):
             dirs[:] = [d for d in dirs if d not in SKIPPED]
             paths += [Path(folder) / name for name in files if not name.endswith(".pyc")]
-    # mkdocs.yml's site_url and extra.repository
-    digest = hashlib.sha256("\0".join(os.environ.get(name, "") for name in ("BOOK_SITE_URL", "BOOK_REPO_URL")).encode())
+    # mkdocs.yml's site_url and extra.repository; the newest commit that changed a page, whose
+    # date each page's "last update" and the PDF cover show
+    digest = hashlib.sha256("\0".join([*(os.environ.get(name, "") for name in ("BOOK_SITE_URL", "BOOK_REPO_URL")),
+                                        _content_commit(root)]).encode())
     for path in sorted(set(paths)):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(os.readlink(path).encode() if path.is_symlink() else path.read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def _content_commit(root: Path) -> str:
+    """The id of the newest commit that changed book/ or notebooks/; empty outside git."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%H", "--", "book", "notebooks"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def read_stamp(site_dir: Path) -> dict:

@@ -188,6 +188,10 @@ def part_html(book: Book, part: Part, site_dir: Path, math_font: Path) -> PartDo
         for style in article.find_all("style"):
             styles[style.string or ""] = None
             style.decompose()
+        for dated in article.find_all("aside", class_="md-source-file"):
+            # a page's "last update" (git): the cover gives the edition's date, and a part whose
+            # text did not change keeps its cached rendering
+            dated.decompose()
         _print_version(article, book, src)
         if src in numbers and article.h1:
             number = soup.new_tag("span", attrs={"class": "heading-number"})

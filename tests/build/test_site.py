@@ -1,12 +1,15 @@
 """The website: both languages, notebooks, embedded scripts, tables from data, and no third-party requests."""
 
+import datetime
 import functools
 import json
 import re
+import subprocess
 from itertools import pairwise
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+import babel.dates
 import lxml.html
 import markdown
 import pytest
@@ -419,3 +422,33 @@ def test_the_footer_gives_the_books_addresses_it_knows(site, repo):
     assert "None" not in text and "Text CC BY-SA 4.0" in text
     assert ("Online:" in text) == bool(site) and ("Sources:" in text) == bool(repo)
     assert (" · " in text) == bool(site and repo)
+
+
+def _author_dates(paths: list[Path]) -> dict[Path, datetime.date]:
+    """The UTC date of the newest commit (author time) that changed each path; absent when git has
+    none (a file not committed yet)."""
+    found = {}
+    for path in paths:
+        done = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%at", "--", str(path)],
+                              capture_output=True, text=True, timeout=60)
+        if done.returncode == 0 and done.stdout.strip():
+            found[path] = datetime.datetime.fromtimestamp(int(done.stdout), datetime.UTC).date()
+    return found
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_page_gives_the_date_its_source_last_changed(built_site, lang):
+    """Under each page, the date of the newest commit that changed its source (a notebook page:
+    the notebook), in the page's language; a page not committed yet gives the day it was built."""
+    sources = {src: (ROOT / "book" / lang / src).resolve() for src in nav_pages()}
+    dates = _author_dates(list(sources.values()))
+    built = datetime.datetime.fromtimestamp((built_site / "index.html").stat().st_mtime, datetime.UTC).date()
+    wrong = []
+    for src, path in sources.items():
+        page = page_tree(built_page(built_site, lang, src))
+        dated = select(page, "aside.md-source-file .git-revision-date-localized-plugin-date")
+        shown = [el.text_content().strip() for el in dated]
+        expected = babel.dates.format_date(dates.get(path, built), format="long", locale=lang)
+        if shown != [expected]:
+            wrong.append(f"{lang}/{src}: {shown}, expected [{expected!r}]")
+    assert not wrong, "\n".join(wrong)

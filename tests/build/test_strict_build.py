@@ -179,12 +179,18 @@ def _tree(root: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("change", ["edit", "rename", "add", "delete", "relink", "config"])
+@pytest.mark.parametrize("change", ["edit", "rename", "add", "delete", "relink", "config", "commit"])
 def test_every_kind_of_input_change_changes_the_digest(tmp_path, change):
     root = _tree(tmp_path)
     (root / "book" / "en" / "n.ipynb").symlink_to("../../notebooks/n.ipynb")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    if change == "commit":  # the same files, now committed: the pages' "last update" changes
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
     before = build_book.inputs_digest(root)
-    if change == "edit":
+    if change == "commit":
+        subprocess.run([*git, "commit", "-qm", "pages"], check=True)
+    elif change == "edit":
         (root / "scripts/x/s.py").write_text("print(2)")
     elif change == "rename":
         (root / "scripts/x/s.py").rename(root / "scripts/x/t.py")
