@@ -1,7 +1,7 @@
 """The Network chapter's spec files (data/network/*.yml): every row sourced over https, units in
 the titles of numeric columns, values in plausible ranges, the arithmetic between columns
-consistent, generations in order, and every file rendered in both languages and placed on both
-pages."""
+consistent, generations in order, and every file rendered in both languages and placed on its
+page in both languages (the NIC and switch tables on network/hardware.md, the rest on the index)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from tests.launchers import REPO
 from tools.tables import render_data_table
 
 DATA = REPO / "data" / "network"
-FILES = ("pcie", "gpu_links", "infiniband", "scale_out")
+FILES = ("pcie", "gpu_links", "infiniband", "scale_out", "nics", "switches")
+PAGE = {"nics": "hardware.md", "switches": "hardware.md"}  # the others: index.md
 MISSING = "—"
 # column key -> (unit its English and Chinese titles must name, plausible range)
 NUMERIC = {
@@ -31,6 +32,12 @@ NUMERIC = {
     "scale_out": {
         "accels": (None, (1, 72)), "node_Gbps": ("Gbps", (100, 20000)),
         "per_accel_Gbps": ("Gbps", (10, 1600)), "per_accel_GBps": ("GBps", (1, 200)),
+    },
+    "nics": {"port_Gbps": ("Gbps", (100, 1600)), "port_GBps": ("GBps", (12.5, 200))},
+    "switches": {
+        "ports": (None, (8, 512)), "port_Gbps": ("Gbps", (100, 3200)),
+        "capacity_Tbps": ("Tbps", (1, 400)), "headline_Tbps": ("Tbps", (1, 800)),
+        "radix": (None, (8, 2048)), "radix_speed": ("Gbps", (25, 3200)),
     },
     "pcie": {
         "gts": ("GT/s", (2, 256)), "lane_GBps_unidir": ("GBps", (0.2, 32)),
@@ -114,6 +121,27 @@ def test_scale_out_per_node_is_per_accelerator_times_count():
         assert row["per_accel_GBps"] == pytest.approx(row["per_accel_Gbps"] / 8), row["system"]
 
 
+def test_nic_gbps_is_gbps_over_eight():
+    for row in load("nics")["rows"]:
+        assert row["port_GBps"] == pytest.approx(row["port_Gbps"] / 8), row["name"]
+
+
+def test_switch_capacity_is_ports_times_speed_and_headlines_are_one_or_two_directions():
+    rows = load("switches")["rows"]
+    names = " ".join(r["name"] for r in rows)
+    for wanted in ("Quantum-2", "Quantum-X800", "Spectrum-4", "Tomahawk 5", "Tomahawk 6", "Jericho3-AI"):
+        assert wanted in names, wanted
+    for row in rows:
+        front_panel_Tbps = row["ports"] * row["port_Gbps"] / 1000
+        assert row["capacity_Tbps"] == pytest.approx(front_panel_Tbps), row["name"]
+        headline = num(row, "headline_Tbps")
+        if headline is not None:  # a vendor counts one direction, or twice that
+            assert min(abs(headline / front_panel_Tbps - k) for k in (1, 2)) < 1e-9, row["name"]
+        # a breakout never adds bandwidth: more, slower ports share the same front panel
+        assert row["radix"] * row["radix_speed"] <= row["ports"] * row["port_Gbps"], row["name"]
+        assert row["radix"] >= row["ports"], row["name"]
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", FILES)
 def test_renders_and_is_placed_on_the_page(name, lang):
@@ -123,5 +151,5 @@ def test_renders_and_is_placed_on_the_page(name, lang):
     assert len(body) == len(data["rows"]) + 1
     assert body[0].count("|") == len(data["columns"]) + 2          # + the source column
     assert ("来源" if lang == "zh" else "Source") in body[0]
-    page = (REPO / "book" / lang / "network" / "index.md").read_text(encoding="utf-8")
+    page = (REPO / "book" / lang / "network" / PAGE.get(name, "index.md")).read_text(encoding="utf-8")
     assert f"<!-- data-table: data/network/{name}.yml -->" in page
