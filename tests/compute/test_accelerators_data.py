@@ -229,3 +229,68 @@ def test_published_mamf_peaks_agree_with_the_catalogue_or_its_note_explains(data
                 f"catalogue says {ours}: the row's note must name {spec:,.0f} and why")
             explained += 1
     assert explained >= 2  # Gaudi 3 (1,677) and MI355X (2,300) today
+
+
+# --- a peak quoted in prose is the catalogue's (issue 34: one place for a device's figure) -------
+# A number the prose calls a peak ("989 TFLOPS peak", "peak is 989.4 TFLOPS", "312 TFLOPS 稠密峰值")
+# in a sentence that names a catalogue device must be one of that device's compute figures.
+# Numbers the prose calls measured, achieved or MAMF are not peaks and are not checked.
+BETWEEN_EN = r"(?:\s*(?:,|is|of|the|a|dense|sparse|bf16|fp8|fp4|tf32|matrix)\s*){0,4}"
+PEAK_EN = [re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*([TP])FLOPS" + BETWEEN_EN + r"\s*peak\b"),
+           re.compile(r"\bpeak" + BETWEEN_EN + r"\s*(\d[\d,]*(?:\.\d+)?)\s*([TP])FLOPS")]
+PEAK_ZH = [re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*([TP])FLOPS\s*(?:的)?\s*(?:稠密|稀疏|bf16|fp8|BF16|FP8|\s)*峰值"),
+           re.compile(r"峰值(?:为|是|\s)*(\d[\d,]*(?:\.\d+)?)\s*([TP])FLOPS")]
+COMPUTE = ("tf32_dense", "bf16_dense", "bf16_sparse", "fp8_dense", "fp8_sparse", "fp4_dense")
+
+
+def aliases(name: str) -> set[str]:
+    model = name.split(" ", 1)[1].split(" (")[0]
+    found = {model}
+    first = model.split()[0]
+    if any(ch.isdigit() for ch in first) and len(first) >= 3:
+        found.add(first)                            # "H100" names every H100 row
+    return found
+
+
+def prose_peaks(text: str, patterns) -> list[tuple[str, float]]:
+    """(sentence, TFLOPS) for every number the text calls a peak."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    found = []
+    for sentence in re.split(r"(?<=[.。；;!?])\s+|\n\s*\n", text):
+        for pattern in patterns:
+            for match in pattern.finditer(sentence):
+                number = float(match.group(1).replace(",", ""))
+                found.append((sentence, number * (1000 if match.group(2) == "P" else 1)))
+    return found
+
+
+def peak_problems(text: str, patterns, rows: list[dict]) -> list[str]:
+    problems = []
+    for sentence, tflops in prose_peaks(text, patterns):
+        named = [row for row in rows if any(a in sentence for a in aliases(row["name"]))]
+        figures = [v for row in named for k in COMPUTE if (v := value(row, k)) is not None]
+        if named and not any(abs(tflops - f) <= 0.01 * f for f in figures):
+            problems.append(f"{tflops:g} TFLOPS called a peak next to "
+                            f"{', '.join(r['name'] for r in named)}: {sentence.strip()[:160]}")
+    return problems
+
+
+def test_the_prose_checker_finds_a_wrong_peak_and_passes_a_right_one(data):
+    rows = data["rows"]
+    assert peak_problems("An H100 SXM's bf16 peak is 989.4 TFLOPS.", PEAK_EN, rows) == []
+    assert peak_problems("It reached 794.5 TFLOPS on an H100 SXM.", PEAK_EN, rows) == []
+    assert peak_problems("Gaudi 3 reaches 74% of its 1,677 TFLOPS peak.", PEAK_EN, rows)
+    assert peak_problems("MI355X 的 bf16 峰值为 2.3 PFLOPS。", PEAK_ZH, rows)
+    assert peak_problems("MI355X 的 2.5 PFLOPS 稠密峰值。", PEAK_ZH, rows) == []
+
+
+def test_peaks_quoted_in_prose_are_the_catalogue_figures(data):
+    problems, checked = [], 0
+    for lang, patterns in (("en", PEAK_EN), ("zh", PEAK_ZH)):
+        for page in sorted((ROOT / "book" / lang).rglob("*.md")):
+            text = page.read_text(encoding="utf-8")
+            checked += len(prose_peaks(text, patterns))
+            problems += [f"{page.relative_to(ROOT)}: {p}" for p in peak_problems(text, patterns,
+                                                                              data["rows"])]
+    assert checked >= 3, "the patterns no longer find the peaks the book quotes"
+    assert problems == []
