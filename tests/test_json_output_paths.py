@@ -96,6 +96,7 @@ VALID: dict[str, Valid] = {
     "storage/checkpoint_io_bench.py": Valid(("--size", "1M", "--timeout", "30")),
     "storage/dataloader_bench.py": Valid(),
     "storage/fio_scan.py": Valid(("{tmp}",)),
+    "storage/prune_checkpoints.py": Valid(("ck", "--keep-last", "1"), files={"ck/step-1": "x"}),
     "training/capture_env.py": Valid(),
     "training/communication_volume.py": Valid(),
     "training/dcp_resume_example.py": Valid(),

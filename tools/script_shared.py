@@ -12,6 +12,7 @@ between ``# === shared source`` and ``# === end of shared source`` below, in sec
 * the bounded corpus reader: minhash_dedup.py, text_quality_filters.py
 * a DCP checkpoint from someone else: train_example.py, dcp_resume_example.py
 * the host: mamf_finder.py, decode_bench.py
+* a folder tree walked without leaving it: prune_checkpoints.py, checksum_manifest.py
 
 Importable (``from tools.script_shared import architecture``) and tested through the scripts'
 tests; the contract's names it uses come from tools/script_contract.py, as in a script they come
@@ -26,6 +27,8 @@ import logging
 import math
 import os
 import platform
+import re
+import stat
 import sys
 from pathlib import Path
 
@@ -765,6 +768,47 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+# --- a folder tree walked without leaving it (prune_checkpoints, checksum_manifest)
+
+# A name that says its file or folder is still being written: DCP's .metadata.tmp, Orbax's
+# STEP.orbax-checkpoint-tmp-TIME, a tmp-checkpoint-N, a download's .partial or .incomplete, a .lock.
+IN_PROGRESS = re.compile(r"(^|[._-])(tmp|temp)([._-]|$)|\.(partial|incomplete|lock)$|^incomplete$", re.IGNORECASE)
+
+
+def walk_tree(top: str):
+    """Everything under the folder ``top``, as (path relative to ``top``, its lstat result,
+    problem), parents before their contents. Symbolic links are yielded as links and never
+    followed, so the walk cannot leave ``top`` or loop. ``problem`` is None, or why a folder (or
+    an entry) could not be read; its stat result is then None."""
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            with os.scandir(os.path.join(top, rel)) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as err:
+            yield rel or ".", None, f"cannot list it ({err.strerror})"
+            continue
+        for entry in reversed(entries):
+            path = os.path.join(rel, entry.name) if rel else entry.name
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError as err:
+                yield path, None, f"cannot stat it ({err.strerror})"
+                continue
+            yield path, info, None
+            if stat.S_ISDIR(info.st_mode):
+                stack.append(path)
+
+
+def decimal_size(n: float) -> str:
+    """Bytes in decimal units (1 kB = 1000 B), as the book gives storage sizes."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
 
 
 # === end of shared source =======================================================================
