@@ -218,31 +218,35 @@ def test_unreadable_folders_are_named_not_fatal(tmp_path):
         subprocess.run(["rm", "-rf", str(base)], check=True, timeout=30)
 
 
+def refused(*args, **kwargs) -> Case:
+    """A Case run in a real interpreter (the script is standard library only: quicker than a fork
+    of the torch server) within 10 s."""
+    return Case(*args, fresh_process=True, limit_s=10.0, **kwargs)
+
+
 BAD_INPUT = [
-    Case("root-missing", ["{tmp}/no-such-folder"], r"ROOT .*/no-such-folder: does not exist"),
-    Case("root-is-file", ["f.txt"], r"ROOT f\.txt: is not a folder .*give the folder to walk",
+    refused("root-missing", ["{tmp}/no-such-folder"], r"ROOT .*/no-such-folder: does not exist"),
+    refused("root-is-file", ["f.txt"], r"ROOT f\.txt: is not a folder .*give the folder to walk",
          files={"f.txt": "a file, not a folder"}),
-    Case("root-empty", [""], r"ROOT: must not be empty"),
-    Case("root-is-symlink-loop", ["{tmp}/loop"], r"ROOT .*/loop: Too many levels of symbolic links"),
-    Case("json-inside-root", ["{tmp}", "--json", "{tmp}/out.json"],
+    refused("root-empty", [""], r"ROOT: must not be empty"),
+    refused("root-is-symlink-loop", ["{tmp}/loop"], r"ROOT .*/loop: Too many levels of symbolic links"),
+    refused("json-inside-root", ["{tmp}", "--json", "{tmp}/out.json"],
          r"--json .*out\.json: is inside .*, which this run reads; write the result elsewhere"),
-    Case("json-is-root", ["{tmp}/sub", "--json", "{tmp}/sub"], r"--json .*/sub: is a folder; give a file name",
+    refused("json-is-root", ["{tmp}/sub", "--json", "{tmp}/sub"], r"--json .*/sub: is a folder; give a file name",
          files={"sub/x": "x"}),
-    Case("json-is-a-file-in-root", ["sub", "--json", "sub/x"], r"--json sub/x: is inside sub, which this run reads",
+    refused("json-is-a-file-in-root", ["sub", "--json", "sub/x"], r"--json sub/x: is inside sub, which this run reads",
          files={"sub/x": "keep me"}),
-    Case("threads-zero", ["{tmp}", "--threads", "0"], r"--threads: 0 must be >= 1"),
-    Case("threads-huge", ["{tmp}", "--threads", "100000"], r"--threads: 100000 must be <= 64"),
-    Case("max-files-nan", ["{tmp}", "--max-files", "nan"], r"--max-files: 'nan' is not an integer"),
-    Case("timeout-zero", ["{tmp}", "--timeout-s", "0"], r"--timeout-s: 0 must be > 0"),
-    Case("timeout-inf", ["{tmp}", "--timeout-s", "inf"], r"--timeout-s: 'inf' is not a finite number"),
-    Case("progress-every-zero", ["{tmp}", "--progress-every-s", "0"], r"--progress-every-s: 0 must be >= 0\.05"),
+    refused("threads-zero", ["{tmp}", "--threads", "0"], r"--threads: 0 must be >= 1"),
+    refused("threads-huge", ["{tmp}", "--threads", "100000"], r"--threads: 100000 must be <= 64"),
+    refused("max-files-nan", ["{tmp}", "--max-files", "nan"], r"--max-files: 'nan' is not an integer"),
+    refused("timeout-zero", ["{tmp}", "--timeout-s", "0"], r"--timeout-s: 0 must be > 0"),
+    refused("timeout-inf", ["{tmp}", "--timeout-s", "inf"], r"--timeout-s: 'inf' is not a finite number"),
+    refused("progress-every-zero", ["{tmp}", "--progress-every-s", "0"], r"--progress-every-s: 0 must be >= 0\.05"),
 ]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_bad_input(case, tmp_path):
-    case.fresh_process = True  # standard library only: a real interpreter is quicker than the torch server
-    case.limit_s = 10.0
     if case.id == "root-is-symlink-loop":
         os.symlink("loop", tmp_path / "loop")
     check_refused("storage/usage_by_owner.py", case, tmp_path)
