@@ -96,11 +96,8 @@ VALID: dict[str, Valid] = {
     "storage/checkpoint_io_bench.py": Valid(("--size", "1M", "--timeout", "30")),
     "storage/dataloader_bench.py": Valid(),
     "storage/fio_scan.py": Valid(("{tmp}",)),
-<<<<<<< HEAD
     "storage/prune_checkpoints.py": Valid(("ck", "--keep-last", "1"), files={"ck/step-1": "x"}),
-=======
     "storage/usage_by_owner.py": Valid(("sub",), files={"sub/f": "x"}),
->>>>>>> 10ebed2 (Storage: File systems in daily use (issue 33, items 4 and 5, part): usage_by_owner.py (one-walk du by owner and top-level folder, agrees with du to the byte; bounded, Ctrl-C keeps the partial table), tested find recipes for stale /tmp, /dev/shm and caches, client-side tuning, and a sourced table of parallel and cloud file systems (data/storage/file_systems.yml); en and zh)
     "training/capture_env.py": Valid(),
     "training/communication_volume.py": Valid(),
     "training/dcp_resume_example.py": Valid(),
