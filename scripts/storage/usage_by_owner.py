@@ -125,7 +125,7 @@ def count(walk: Walk, tally: Tally, top: str, st: os.stat_result) -> int:
     return allocated
 
 
-def walk_tree(walk: Walk, top: str, path: str) -> Tally:
+def tally_folder(walk: Walk, top: str, path: str) -> Tally:
     """Walk the folder ``path`` (ROOT's entry ``top``) depth first with os.scandir, without
     following symbolic links; counts everything below ``path`` (not ``path`` itself)."""
     tally, stack, entries, allocated = Tally(), [path], 0, 0
@@ -174,7 +174,7 @@ def scan(root: str, threads: int, walk: Walk, total: Tally, progress) -> None:
     futures = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
         try:
-            futures = [pool.submit(walk_tree, walk, name, path) for name, path in folders]
+            futures = [pool.submit(tally_folder, walk, name, path) for name, path in folders]
             pending = set(futures)
             while pending:
                 _, pending = concurrent.futures.wait(pending, timeout=0.2)
