@@ -9,9 +9,10 @@ from pathlib import Path, PurePosixPath
 ROOT = Path(__file__).resolve().parents[1]
 
 # A line of a script's summary that shows how to launch it: a launcher followed by an option or a
-# path ("torchrun --nproc-per-node 8 x.py", not "torchrun or srun"), a path to a script, or
-# VAR=value before either.
+# path ("torchrun --nproc-per-node 8 x.py", not "torchrun or srun"), `kubectl apply|create` (a
+# Kubernetes manifest), a path to a script, or VAR=value before either.
 _LAUNCH = re.compile(r"^\s*(\$ )?([A-Z_]+=\S+\s+)*((python3?|torchrun|srun|sbatch|salloc|bash)\s+(-|\S*[/.$])"
+                     r"|kubectl\s+(apply|create)\s+-"
                      r"|(scripts/|\./)\S+\.(py|sh|sbatch)\b)")
 # A marker is an HTML comment alone on a line (invisible if the hook is absent); see book_markers.py.
 MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table): (\S+) -->[ \t]*$", re.M)
