@@ -84,6 +84,7 @@ VALID: dict[str, Valid] = {
     "inference/quantize_weights.py": Valid(),
     "inference/serving_simulator.py": Valid(),
     "inference/speculative_decoding.py": Valid(),
+    "insights/acceptance_suite.py": Valid(("--out", "{tmp}/run")),
     "instabilities/loss_spike_experiment.py": Valid(),
     "models/dpo_tiny.py": Valid(),
     "models/model_calculator.py": Valid(("--model", "all")),
