@@ -16,7 +16,8 @@ find_bad_rank       scripts/debug/find_bad_rank.py               a slow or dead 
 =================== ============================================ ===================================
 
 The two distributed checks run under torchrun with one rank per GPU (``--expect-gpus``, else the
-count ``nvidia-smi -L`` gives), or with two gloo ranks on a node without GPUs. Each check's verdict
+count ``nvidia-smi -L`` gives), or with two gloo ranks on a node without GPUs; on a one-GPU node
+they are skipped (verdict ``skip``: no peer to measure against). Each check's verdict
 is ``pass``; ``fail`` when its script exits 3 (it found a problem) or a figure is below the minimum
 you give (the figure in your contract); ``error`` when it could not run (exit 1 or 2, a missing
 tool, its time limit). The report (``--json``, default RUN/acceptance_suite.json) holds, for each
@@ -97,7 +98,8 @@ def check_args(name: str, args, gpus: int) -> list[str]:
 def headline(name: str, out: dict) -> tuple[float | None, str]:
     """The figure a minimum applies to, and a short text for the summary line."""
     if name == "node_health_check":
-        return None, str(out.get("verdict"))
+        failed = [f"{c.get('check')}: {c.get('detail')}" for c in out.get("checks", []) if c.get("status") == "fail"]
+        return None, "; ".join(failed)[:200] or str(out.get("verdict"))
     if name == "mamf_finder":
         best = max(out.get("best", {}).values(), key=lambda b: b["max_tflops"], default=None)
         return (best["max_tflops"], f"{best['max_tflops']:.3g} TFLOPS ({best['dtype']})") if best else (None, "")
@@ -154,6 +156,25 @@ def judge(name: str, args, status: int | None, problem: str, out: dict | None) -
     if minimum is not None and (figure is None or figure < minimum):
         return "fail", f"{text or 'no figure'} is below the minimum {minimum:g}", figure
     return "pass", text, figure
+
+
+def run_and_judge(name: str, cmd: list[str], json_path: str, log_path: str, args) -> tuple:
+    """Run one check and read its JSON: (exit status, seconds, verdict, reason, figure, its JSON,
+    the last lines of its output)."""
+    if os.path.exists(json_path):
+        os.unlink(json_path)  # a result left by an earlier run in this folder is not this run's
+    status, seconds, problem = run_check(name, cmd, log_path, args.timeout_s)
+    result = None
+    if os.path.isfile(json_path):
+        try:
+            result = parse_json(read_input(json_path, name), name, json_path)
+        except ScriptError as err:
+            problem = problem or f"its JSON cannot be read: {err}"
+    result = result if isinstance(result, dict) else None
+    verdict, reason, figure = judge(name, args, status, problem, result)
+    with open(log_path, "rb") as log:
+        tail = log.read()[-16384:].decode("utf-8", "replace").splitlines()[-TAIL_LINES:]
+    return status, seconds, verdict, reason, figure, result, tail
 
 
 def count_gpus() -> int:
@@ -236,25 +257,18 @@ def main(argv: list[str] | None = None) -> int:
                 launch += ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus or 2}"]
             json_path = os.path.join(out, f"{name}.json")
             cmd = [*launch, script, *check_args(name, args, gpus), "--json", json_path, *extra.get(name, [])]
-            if os.path.exists(json_path):
-                os.unlink(json_path)  # a result left by an earlier run in this folder is not this run's
             log_path = os.path.join(out, f"{name}.log")
-            status, seconds, problem = run_check(name, cmd, log_path, args.timeout_s)
-            result = None
-            if os.path.isfile(json_path):
-                try:
-                    result = parse_json(read_input(json_path, name), name, json_path)
-                except ScriptError as err:
-                    problem = problem or f"its JSON cannot be read: {err}"
-            result = result if isinstance(result, dict) else None
-            verdict, reason, figure = judge(name, args, status, problem, result)
-            with open(log_path, "rb") as log:
-                tail = log.read()[-16384:].decode("utf-8", "replace").splitlines()[-TAIL_LINES:]
+            if name in DISTRIBUTED and gpus == 1:  # no peer to measure against
+                status, seconds, verdict, reason, figure, result, tail = \
+                    None, 0.0, "skip", "needs two or more GPUs; this node has one", None, None, []
+            else:
+                status, seconds, verdict, reason, figure, result, tail = \
+                    run_and_judge(name, cmd, json_path, log_path, args)
             doc["results"].append({"check": name, "command": shlex.join(cmd), "exit_status": status,
                                    "seconds": round(seconds, 2), "verdict": verdict, "reason": reason,
                                    "figure": figure, "json_file": json_path if result is not None else None,
-                                   "output": result, "log_file": log_path,
-                                   "output_tail": [] if verdict == "pass" else tail})
+                                   "output": result, "log_file": None if verdict == "skip" else log_path,
+                                   "output_tail": [] if verdict in ("pass", "skip") else tail})
             if name == "mamf_finder" and result:
                 doc["device"] = result.get("device")
             say(f"{name:<18} {verdict:<6} {seconds:6.1f} s  {reason}")
@@ -272,7 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FINDING
     if broken:
         raise ScriptError(f"{', '.join(broken)} could not run; report {report_path}")
-    say(f"PASS: {len(doc['results'])} checks passed; report {report_path}")
+    skipped = sum(row["verdict"] == "skip" for row in doc["results"])
+    say(f"PASS: {len(doc['results']) - skipped} checks passed{f', {skipped} skipped' if skipped else ''}; "
+        f"report {report_path}")
     return EXIT_OK
 
 

@@ -86,7 +86,8 @@ def test_a_problem_found_exits_3_and_names_the_check(launch, tmp_path):
     doc = report(tmp_path / "run" / "acceptance_suite.json")
     health, fio = doc["results"]
     assert doc["verdict"] == "fail"
-    assert health["verdict"] == "fail" and health["exit_status"] == 3 and "Xid 79" in "\n".join(health["output_tail"])
+    assert health["verdict"] == "fail" and health["exit_status"] == 3 and health["reason"].startswith("xid: Xid 79")
+    assert any("UNHEALTHY" in line for line in health["output_tail"])
     assert fio["verdict"] == "error" and fio["exit_status"] == 2 and fio["output"] is None
     assert any("no-fio" in line for line in fio["output_tail"])
 
@@ -99,6 +100,16 @@ def test_a_check_that_cannot_run_exits_1_in_one_line(launch, tmp_path):
     assert launch.error_lines(res.stderr) == [f"acceptance_suite.py: error: mem_bandwidth could not run; "
                                               f"report {tmp_path / 'r.json'}"]
     assert [row["verdict"] for row in report(tmp_path / "r.json")["results"]] == ["pass", "error"]
+
+
+def test_a_one_gpu_node_skips_the_distributed_checks(launch, tmp_path):
+    scripts = stand_ins(tmp_path)
+    res = launch.python(NAME, ["--scripts", str(scripts), "--expect-gpus", "1", "--out", str(tmp_path / "run")])
+    assert res.returncode == 0, res.output
+    rows = {row["check"]: row for row in report(tmp_path / "run" / "acceptance_suite.json")["results"]}
+    assert {name for name, row in rows.items() if row["verdict"] == "skip"} == set(SUITE.DISTRIBUTED)
+    assert "--expect-gpus 1" in rows["node_health_check"]["command"]
+    assert res.stdout.splitlines()[-1].startswith("PASS: 4 checks passed, 2 skipped")
 
 
 def test_a_hanging_check_is_killed_at_its_time_limit(launch, tmp_path):
