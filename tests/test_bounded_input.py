@@ -30,6 +30,8 @@ READERS = [
     ("debug/trace_summary.py", ["{input}"], "trace"),
     ("compute/upgrade_cost.py", ["--params", "7e9", "--tokens", "1e12", "--device", "h100",
                                  "--mamf-json", "{input}", "--usd-per-hour", "3"], "--mamf-json"),
+    ("compute/upgrade_cost.py", ["--params", "7e9", "--breakdown", "{input}", "--device", "a:1:1",
+                                 "--mem-gbps", "1", "--link-gbps", "1"], "--breakdown"),
 ]
 # A JSON document read from inside a folder option: script, arguments, the document, the other files
 # the folder needs, how the error line names the document (what follows is the reader's reason). Its

@@ -65,6 +65,7 @@ VALID: dict[str, Valid] = {
     "compute/mamf_finder.py": Valid(),
     "compute/mem_bandwidth.py": Valid(),
     "compute/numa_affinity.py": Valid(("--print",)),
+    "compute/step_time_breakdown.py": Valid(("--device", "cpu")),
     "compute/upgrade_cost.py": Valid(("--params", "7e9", "--device", "a:1:1")),
     "debug/activation_diff.py": Valid(("demo",)),
     "debug/bisect_judge.py": Valid(("--better", "lower", "--threshold", "1", "--regex", "x"), tail=("--", "true"),

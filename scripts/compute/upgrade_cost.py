@@ -6,8 +6,11 @@ Per device option: model FLOPs per token 6N + 12LaT (PaLM, Chowdhery et al. 2022
 MAMF from a mamf_finder.py --json) x --efficiency; tokens/s per device; USD per million tokens =
 (price + electricity per device-hour) / tokens per device-hour x 1e6; with --tokens the
 device-hours, cost and days on --devices devices; against the first option the speed and cost
-ratios and the break-even price per device-hour. Decimal units; every price is yours (labelled
-USD). Standard library only. Formulas and a worked example: book/en/compute/when-to-upgrade.md.
+ratios and the break-even price per device-hour. With --breakdown (a step_time_breakdown.py
+--json of the first option's device) every other option's speed-up is per part of the step:
+attention and MLP scale with achieved TFLOPS, optimizer and other with --mem-gbps, communication
+with --link-gbps (Amdahl: step speed-up = 1 / sum(fraction / part speed-up)). Decimal units; every
+price is yours (labelled USD). Standard library only. Formulas and a worked example: book/en/compute/when-to-upgrade.md.
 
 Each ``--device NAME[:TFLOPS[:USD_PER_HOUR]]`` starts an option; ``--mamf-json``, ``--dtype``,
 ``--usd-per-hour``, ``--efficiency`` and ``--power-w`` after it belong to it::
@@ -53,6 +56,10 @@ MAX_COUNT = 10**12        # layers, width, sequence length, devices
 MAX_TOKENS = 1e18
 MAX_OPTIONS = 32          # --device options in one comparison
 MAX_MAMF_BYTES = 64 << 20  # a mamf_finder.py file of 10,000 shapes is ~3 MB
+MAX_GBPS = 1e6            # memory or link bandwidth per device, GB/s
+# What bounds each part of a step_time_breakdown.py step: which ratio between devices speeds it up.
+BOUND_BY = {"attention": "compute", "mlp": "compute", "communication": "link",
+            "optimizer": "memory", "other": "memory"}
 NAME_FORBIDDEN = set(":,") | {chr(c) for c in range(32)} | {chr(127)}
 
 
@@ -233,13 +240,50 @@ def break_even_usd_per_hour(reference_usd_per_mtoken: float, tokens_per_s_per_de
     return ref * rate * 3600.0 / 1e6 - energy
 
 
+def breakdown_fractions(data) -> dict:
+    """The ``fractions`` of a step_time_breakdown.py ``--json`` result (a parsed dict): each part's
+    share of the measured step, keys of BOUND_BY, summing to 1. Raises ValueError otherwise."""
+    if not isinstance(data, dict) or data.get("benchmark") != "step_time_breakdown":
+        found = data.get("benchmark") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"not a step_time_breakdown.py result (benchmark {found!r})")
+    fractions = data.get("fractions")
+    if not isinstance(fractions, dict) or set(fractions) != set(BOUND_BY):
+        raise ValueError(f"'fractions' must have exactly the keys {', '.join(BOUND_BY)}")
+    out = {k: _check(f"fractions.{k}", fractions[k], lo_open=False, hi=1.0) for k in BOUND_BY}
+    if abs(sum(out.values()) - 1.0) > 1e-3:
+        raise ValueError(f"'fractions' sum to {sum(out.values()):.4g}, not 1")
+    return out
+
+
+def step_speedup(fractions: dict, speedups: dict) -> float:
+    """Amdahl's law over the parts of a step: 1 / sum(fraction / speed-up of what bounds it).
+
+    Args:
+        fractions: ``breakdown_fractions()``, each part's share of the reference step.
+        speedups: ``{"compute": ..., "memory": ..., "link": ...}``, the new device's ratio to the
+            reference (achieved TFLOPS, memory GB/s, link GB/s), each > 0; "link" may be missing
+            when the communication fraction is 0.
+
+    Returns the new device's step speed-up over the reference. Raises ValueError on bad input.
+    """
+    new_time = 0.0
+    for part, bound in BOUND_BY.items():
+        if fractions[part] > 0:
+            new_time += fractions[part] / _check(f"{bound} speed-up", speedups.get(bound))
+    if new_time <= 0:
+        raise ValueError("the breakdown has no time in any part")
+    return 1.0 / new_time
+
+
 def compare(options: list[dict], *, flops_per_token: float, tokens: float | None = None,
             devices: int = 1, usd_per_kwh: float | None = None) -> list[dict]:
     """Cost rows for several device options, the first one being the reference.
 
     Args:
         options: dicts with ``name`` (str), ``tflops``, ``usd_per_device_hour``, and optionally
-            ``efficiency`` (default 1) and ``power_w``; any other keys are copied to the row.
+            ``efficiency`` (default 1), ``power_w`` and ``step_speedup`` (from ``step_speedup()``:
+            then this option trains at the first option's rate times it, whatever its TFLOPS);
+            any other keys are copied to the row.
         flops_per_token, tokens, devices: as in ``option_cost``.
         usd_per_kwh: electricity price; when given, every option needs ``power_w``.
 
@@ -262,14 +306,17 @@ def compare(options: list[dict], *, flops_per_token: float, tokens: float | None
     rows = []
     for o in options:
         power = o.get("power_w")
+        tflops, efficiency = o.get("tflops"), o.get("efficiency", 1.0)
+        if o.get("step_speedup") is not None and rows:  # the first option's rate x the speed-up
+            tflops, efficiency = rows[0]["achieved_tflops"] * o["step_speedup"], 1.0
         if usd_per_kwh is not None and power is None:
             raise ValueError(f"{o['name']}: no power_w, but usd_per_kwh is given (electricity "
                              "would be counted for some options only)")
         if usd_per_kwh is None and power is not None:
             raise ValueError(f"{o['name']}: power_w given without usd_per_kwh")
         try:
-            cost = option_cost(tflops=o.get("tflops"), usd_per_device_hour=o.get("usd_per_device_hour"),
-                               efficiency=o.get("efficiency", 1.0), power_w=power,
+            cost = option_cost(tflops=tflops, usd_per_device_hour=o.get("usd_per_device_hour"),
+                               efficiency=efficiency, power_w=power,
                                usd_per_kwh=usd_per_kwh, flops_per_token=flops_per_token,
                                tokens=tokens, devices=devices)
         except ValueError as err:
@@ -319,6 +366,11 @@ def report(rows: list[dict], flops: dict, args) -> str:
         run.append(f"electricity {args.usd_per_kwh:g} USD/kWh")
     if run:
         lines.append("# run: " + "; ".join(run))
+    if args.breakdown is not None:
+        b = args.breakdown_info
+        shares = ", ".join(f"{k} {v:.1%}" for k, v in b["fractions"].items())
+        lines.append(f"# breakdown of {rows[0]['name']}'s step from {os.path.basename(args.breakdown)} "
+                     f"({b['device']}, {b['world_size']} rank{'s' * (b['world_size'] != 1)}): {shares}")
     for r in rows:
         if r["tflops_source"] == "mamf_json":
             note = " (sweep interrupted)" if r["mamf_interrupted"] else ""
@@ -328,6 +380,12 @@ def report(rows: list[dict], flops: dict, args) -> str:
     table = [
         ("TFLOPS figure", "tflops"),
         ("efficiency", "efficiency"),
+    ]
+    if args.breakdown is not None:
+        table += [("memory GB/s", "mem_gbps"), ("link GB/s", "link_gbps"),
+                  ("compute speed-up", "speedup_compute"), ("memory speed-up", "speedup_memory"),
+                  ("link speed-up", "speedup_link"), ("step speed-up (Amdahl)", "step_speedup")]
+    table += [
         ("achieved TFLOPS", "achieved_tflops"),
         ("tokens/s per device", "tokens_per_s_per_device"),
         ("USD per device-hour", "usd_per_device_hour"),
@@ -365,7 +423,7 @@ def json_report(rows: list[dict], flops: dict, args, argv: list[str]) -> dict:
         **envelope(BENCHMARK, None, argv=argv),
         "params": args.params, "layers": args.layers, "attn_width": args.hidden,
         "seq_len": args.seq_len, "flops_per_token": flops, "tokens": args.tokens,
-        "devices": args.devices, "usd_per_kwh": args.usd_per_kwh,
+        "devices": args.devices, "usd_per_kwh": args.usd_per_kwh, "breakdown": args.breakdown_info,
         "units": {"tflops": "1e12 FLOP/s per device", "usd": "the currency of the prices "
                   "given", "usd_per_mtoken": "per 1e6 trained tokens",
                   "days": "wall-clock on --devices devices at perfect scaling"},
@@ -456,6 +514,12 @@ def build_parser() -> argparse.ArgumentParser:
                    type=number(float, 0, 1, lo_open=True),
                    help="fraction of the TFLOPS figure the run achieves, (0, 1]: the MFU for a "
                         "peak, the share of MAMF for --mamf-json (default 1)")
+    d.add_argument("--mem-gbps", action=DeviceSetting, metavar="GBPS",
+                   type=number(float, 0, MAX_GBPS, lo_open=True),
+                   help="memory bandwidth, GB/s (with --breakdown: speeds up optimizer and other)")
+    d.add_argument("--link-gbps", action=DeviceSetting, metavar="GBPS",
+                   type=number(float, 0, MAX_GBPS, lo_open=True),
+                   help="all-reduce bandwidth, GB/s (with --breakdown: speeds up communication)")
     d.add_argument("--power-w", action=DeviceSetting, metavar="W",
                    type=number(float, 0, MAX_POWER_W, lo_open=True),
                    help="average power per device while training, W (needs --usd-per-kwh)")
@@ -474,6 +538,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="devices the run uses, for the days (default 1)")
     r.add_argument("--usd-per-kwh", type=number(float, 0, MAX_USD_PER_KWH, lo_open=True),
                    help="electricity price; every --device then needs --power-w")
+    r.add_argument("--breakdown", metavar="FILE", type=nonempty,
+                   help="a step_time_breakdown.py --json measured on the first option's device: "
+                        "the other options' speed-up is taken part by part (needs --mem-gbps, "
+                        "and --link-gbps when it has communication, after every --device)")
     p.add_argument("--json", metavar="PATH", type=nonempty, help="write the results as JSON")
     return p
 
@@ -487,6 +555,34 @@ def read_mamf_file(path: str, dtype: str, option: str) -> dict:
         return mamf_tflops(data, dtype)
     except ValueError as err:
         raise ScriptError(f"{option} {path}: {err}", EXIT_USAGE) from None
+
+
+def apply_breakdown(path: str, options: list[dict]) -> dict:
+    """Read the step_time_breakdown.py file at ``path`` and give every option its part speed-ups
+    over the first one and ``step_speedup``; returns the file's fractions, device and world size.
+    ScriptError (usage) for a bad file or a missing
+    bandwidth."""
+    data = parse_json(read_input(path, "--breakdown", limit=MAX_MAMF_BYTES), "--breakdown", path)
+    try:
+        fractions = breakdown_fractions(data)
+    except ValueError as err:
+        raise ScriptError(f"--breakdown {path}: {err}", EXIT_USAGE) from None
+    need = ["mem_gbps"] + ["link_gbps"] * (fractions["communication"] > 0)
+    for o in options:
+        for key in need:
+            if o[key] is None:
+                raise ScriptError(f"--device {o['name']}: --breakdown needs --{key.replace('_', '-')}"
+                                  " after every --device", EXIT_USAGE)
+    ref = options[0]
+    info = {"file": path, "fractions": fractions, "device": data.get("device"),
+            "world_size": data.get("world_size")}
+    for o in options:
+        sp = {"compute": o["tflops"] * o["efficiency"] / (ref["tflops"] * ref["efficiency"]),
+              "memory": o["mem_gbps"] / ref["mem_gbps"],
+              "link": o["link_gbps"] / ref["link_gbps"] if "link_gbps" in need else None}
+        o.update(speedup_compute=sp["compute"], speedup_memory=sp["memory"],
+                 speedup_link=sp["link"], step_speedup=step_speedup(fractions, sp))
+    return info
 
 
 def resolve(args) -> tuple[list[dict], dict]:
@@ -534,14 +630,19 @@ def resolve(args) -> tuple[list[dict], dict]:
                   "mamf_device": None, "mamf_shape": None, "mamf_shapes": None,
                   "mamf_interrupted": None,
                   "usd_per_device_hour": spec["usd_per_device_hour"],
-                  "efficiency": spec.get("efficiency", 1.0), "power_w": spec.get("power_w")}
+                  "efficiency": spec.get("efficiency", 1.0), "power_w": spec.get("power_w"),
+                  "mem_gbps": spec.get("mem_gbps"), "link_gbps": spec.get("link_gbps")}
+        if args.breakdown is None and (option["mem_gbps"] or option["link_gbps"]):
+            raise ScriptError(f"{where}: --mem-gbps and --link-gbps only go with --breakdown",
+                              EXIT_USAGE)
         if "mamf_json" in set_by:
             option["mamf_json"], option["mamf_dtype"] = spec["mamf_json"], spec.get("dtype", "bf16")
             options.append((option, spec["mamf_json"], set_by["mamf_json"]))
         else:
             options.append((option, None, None))
     if args.json:  # before reading anything else, and never over an input
-        check_output(args.json, "--json", inputs=[path for _, path, _ in options if path])
+        check_output(args.json, "--json", inputs=[path for _, path, _ in options if path]
+                     + [args.breakdown] * (args.breakdown is not None))
     for option, path, flag in options:
         if path is not None:
             found = read_mamf_file(path, option["mamf_dtype"], f"--device {option['name']} {flag}")
@@ -549,6 +650,9 @@ def resolve(args) -> tuple[list[dict], dict]:
                           mamf_device=found["device"], mamf_shape=found["shape"],
                           mamf_shapes=found["shapes"],
                           mamf_interrupted=found["interrupted"])
+    args.breakdown_info = None
+    if args.breakdown is not None:
+        args.breakdown_info = apply_breakdown(args.breakdown, [o for o, _, _ in options])
     try:
         flops = flops_per_token(args.params, args.layers, args.hidden, args.seq_len)
     except ValueError as err:

@@ -25,6 +25,7 @@ from tools.results import problems
 SCRIPT = "upgrade_cost.py"
 H100 = REPO / "results" / "compute" / "mamf_finder-h100.json"
 CPU = REPO / "results" / "compute" / "mamf_finder-cpu.json"
+BREAKDOWN = REPO / "results" / "compute" / "step_time_breakdown-cpu-gloo-2proc.json"
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +204,58 @@ def test_cli_with_mamf_files_and_json(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
+# ---------------------------------------------------------------- step_time_breakdown.py files
+
+def test_step_speedup_by_hand(up):
+    # Half the step is matmuls made 4x faster, 30% optimizer/other 2x, 20% all-reduce 1x (same
+    # network): new step = 0.5/4 + 0.3/2 + 0.2/1 = 0.475 of the old, a 2.105x speed-up, far from 4.
+    f = {"attention": 0.2, "mlp": 0.3, "communication": 0.2, "optimizer": 0.1, "other": 0.2}
+    assert up.step_speedup(f, {"compute": 4, "memory": 2, "link": 1}) == pytest.approx(1 / 0.475)
+    # all parts 3x faster: the step is 3x faster
+    assert up.step_speedup(f, {"compute": 3, "memory": 3, "link": 3}) == pytest.approx(3)
+    # no communication: no link ratio needed
+    f1 = {**f, "communication": 0.0, "other": 0.4}
+    assert up.step_speedup(f1, {"compute": 2, "memory": 2}) == pytest.approx(2)
+    with pytest.raises(ValueError, match="link speed-up must be a number"):
+        up.step_speedup(f, {"compute": 2, "memory": 2})
+
+
+@pytest.mark.parametrize("doc,message", [
+    ({"benchmark": "mamf_finder"}, "not a step_time_breakdown.py result"),
+    ({"benchmark": "step_time_breakdown", "fractions": {"mlp": 1.0}}, "exactly the keys"),
+    ({"benchmark": "step_time_breakdown", "fractions": {"attention": 0.5, "mlp": 0.5,
+      "communication": 0.5, "optimizer": 0, "other": 0}}, "sum to 1.5"),
+    ({"benchmark": "step_time_breakdown", "fractions": {"attention": -0.5, "mlp": 1.5,
+      "communication": 0, "optimizer": 0, "other": 0}}, "fractions.attention must be >= 0"),
+])
+def test_breakdown_fractions_refuses_bad_files(up, doc, message):
+    with pytest.raises(ValueError, match=message):
+        up.breakdown_fractions(doc)
+
+
+def test_cli_with_a_breakdown(up, tmp_path, capsys):
+    # The page's example: the committed CPU breakdown as the first device's step; the second has
+    # 2x the achieved TFLOPS, 2.5x the memory and the same link: its speed-up is Amdahl's over
+    # the file's own fractions, and its cost per token follows from it at its price.
+    out = tmp_path / "cost.json"
+    fr = json.loads(BREAKDOWN.read_text())["fractions"]
+    assert up.main(["--params", "7e9", "--breakdown", str(BREAKDOWN),
+                    "--device", "old:400:2", "--mem-gbps", "2000", "--link-gbps", "50",
+                    "--device", "new:800:5", "--mem-gbps", "5000", "--link-gbps", "50",
+                    "--json", str(out)]) == 0
+    expected = 1 / ((fr["attention"] + fr["mlp"]) / 2 + (fr["optimizer"] + fr["other"]) / 2.5
+                    + fr["communication"])
+    r = json.loads(out.read_text())
+    assert problems(r, "--json") == []
+    old, new = r["results"]
+    assert new["step_speedup"] == pytest.approx(expected)
+    assert new["speedup_vs_first"] == pytest.approx(expected)
+    assert new["cost_ratio_vs_first"] == pytest.approx(5 / 2 / expected)
+    assert old["tokens_per_s_per_device"] == pytest.approx(400e12 / 42e9)
+    assert r["breakdown"]["fractions"] == pytest.approx(fr)
+    assert "step speed-up (Amdahl)" in capsys.readouterr().out
+
+
 def test_json_is_written_even_when_the_reader_closes_stdout(tmp_path):
     """`upgrade_cost.py ... --json f | head -1` must still leave the whole file: stdout here is a
     pipe whose reading end is already closed, so the first print fails."""
@@ -280,6 +333,7 @@ def test_functions_raise_value_error_naming_the_input(up, call, message):
 MAMF_OTHER = json.dumps({"benchmark": "mem_bandwidth", "results": []})
 MAMF_CPU = CPU.read_text()
 BASE = ["--params", "7e9"]
+BD_FILE = {"b.json": BREAKDOWN.read_text()}
 
 BAD_INPUT = [
     Case("no-device", BASE, r"give at least one --device"),
@@ -335,6 +389,21 @@ BAD_INPUT = [
     Case("efficiency-nan", [*BASE, "--device", "a:1:1", "--efficiency", "nan"],
          r"--efficiency: 'nan' is not a finite number"),
     Case("mamf-empty", [*BASE, "--device", "h::3", "--mamf-json", ""], r"--mamf-json: must not be empty"),
+    Case("breakdown-missing", [*BASE, "--breakdown", "{tmp}/none.json", "--device", "a:1:1", "--mem-gbps", "1",
+                               "--link-gbps", "1"], r"--breakdown .*none\.json: does not exist"),
+    Case("breakdown-is-mamf", [*BASE, "--breakdown", "{tmp}/cpu.json", "--device", "a:1:1", "--mem-gbps", "1",
+                               "--link-gbps", "1"], r"not a step_time_breakdown\.py result",
+         files={"cpu.json": MAMF_CPU}),
+    Case("breakdown-without-mem", [*BASE, "--breakdown", "{tmp}/b.json", "--device", "a:1:1", "--link-gbps", "1"],
+         r"--device a: --breakdown needs --mem-gbps", files=BD_FILE),
+    Case("breakdown-without-link", [*BASE, "--breakdown", "{tmp}/b.json", "--device", "a:1:1", "--mem-gbps", "1"],
+         r"--device a: --breakdown needs --link-gbps", files=BD_FILE),
+    Case("mem-without-breakdown", [*BASE, "--device", "a:1:1", "--mem-gbps", "3350"],
+         r"--device a: --mem-gbps and --link-gbps only go with --breakdown"),
+    Case("mem-zero", [*BASE, "--device", "a:1:1", "--mem-gbps", "0"], r"--mem-gbps: 0 must be > 0"),
+    Case("json-is-the-breakdown", [*BASE, "--breakdown", "{tmp}/b.json", "--device", "a:1:1", "--mem-gbps", "1",
+                                   "--link-gbps", "1", "--json", "{tmp}/b.json"], r"--json .*: is also an input",
+         files=BD_FILE),
     Case("abbreviated-option", [*BASE, "--device", "a:1:1", "--eff", "0.5"], r"unrecognized arguments: --eff"),
 ]
 
