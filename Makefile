@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: book site serve test test-book test-gpu check lock system-packages venv node-packages clean
+.PHONY: book site serve release test test-book test-gpu check lock system-packages venv node-packages clean
 
 venv: $(VENV)/.installed
 node-packages: build/node_modules/.installed
@@ -46,6 +46,13 @@ site: venv node-packages  ## site/ only, no PDFs
 
 serve: venv node-packages  ## live preview on http://127.0.0.1:8000
 	$(BIN)/python -m mkdocs serve
+
+# VERSION=YYYY.MM: tools/release.py refuses a bad or existing version and a dirty tree, builds the
+# site and PDFs into dist/, writes the CHANGELOG.md section and CITATION.cff, tags v$(VERSION), and
+# commits the site to the local gh-pages branch with mike (nothing is pushed).
+release: venv system-packages node-packages  ## release VERSION=YYYY.MM: tag, versioned site (gh-pages), PDFs, changelog
+	$(if $(VERSION),,$(error VERSION=YYYY.MM is required, e.g. make release VERSION=2026.11))
+	$(BIN)/python tools/release.py '$(VERSION)'
 
 # pytest-xdist workers: one per core, at most 4. tests/worker_groups.py keeps each file on one
 # worker and every test that starts two or more ranks or a SLURM job (tests.launchers.RANKS) on one

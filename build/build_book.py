@@ -6,7 +6,8 @@ only when an input changed since the last build into the same folder.
 Steps:
 1. hash the inputs (every file under book/, build/ (its node_modules by build/package-lock.json),
    data/, notebooks/, results/, scripts/, tools/, the mkdocs*.yml files, the requirements lock,
-   BOOK_SITE_URL and BOOK_REPO_URL, the site's and the repository's addresses, and the newest
+   BOOK_SITE_URL and BOOK_REPO_URL, the site's and the repository's addresses, BOOK_VERSION and
+   BOOK_VERSION_PROVIDER, a release's version and its switcher (tools/release.py), and the newest
    commit that changed a page, which dates it). If
    ``<site>/.build-inputs.json`` records the same hash and the outputs asked for, print
    "up to date" and stop;
@@ -54,9 +55,10 @@ def inputs_digest(root: Path = ROOT) -> str:
         for folder, dirs, files in os.walk(root / top):
             dirs[:] = [d for d in dirs if d not in SKIPPED]
             paths += [Path(folder) / name for name in files if not name.endswith(".pyc")]
-    # mkdocs.yml's site_url and extra.repository; the newest commit that changed a page, whose
-    # date each page's "last update" and the PDF cover show
-    digest = hashlib.sha256("\0".join([*(os.environ.get(name, "") for name in ("BOOK_SITE_URL", "BOOK_REPO_URL")),
+    # mkdocs.yml's site_url, extra.repository and extra.version; the PDF covers' version; the
+    # newest commit that changed a page, whose date each page's "last update" and the PDF cover show
+    names = ("BOOK_SITE_URL", "BOOK_REPO_URL", "BOOK_VERSION", "BOOK_VERSION_PROVIDER")
+    digest = hashlib.sha256("\0".join([*(os.environ.get(name, "") for name in names),
                                         _content_commit(root)]).encode())
     for path in sorted(set(paths)):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")

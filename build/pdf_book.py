@@ -94,6 +94,14 @@ class Book:
     site_url: str | None
     parts: list[Part]
     repo_url: str | None = None       # the repository's address (mkdocs.yml extra.repository)
+    version: str | None = None        # a release's version (BOOK_VERSION, set by tools/release.py)
+
+    def edition(self, date: str) -> str:
+        """The cover's line under the title: the release's version and date, or the date of a
+        development edition."""
+        if self.version:
+            return self.strings["pdf_version"].format(version=self.version, date=date)
+        return self.strings["pdf_built_on"].format(date=date)
 
 
 def load_books(langs=LANGS) -> list[Book]:
@@ -117,7 +125,7 @@ def load_books(langs=LANGS) -> list[Book]:
         numbered(parts)
         strings = language.extra["strings"]
         books.append(Book(language.locale, strings["pdf_title"], strings, config.site_url, parts,
-                          config.extra.get("repository")))
+                          config.extra.get("repository"), os.environ.get("BOOK_VERSION") or None))
     return books
 
 
@@ -424,7 +432,7 @@ def front_html(book: Book, entries: list[Entry], numbers: dict[str, int], site_d
     return (f'<!DOCTYPE html><html lang="{book.lang}"><head><meta charset="utf-8"><title>{html.escape(book.title)}'
             f"</title>{_stylesheets(site_dir)}</head><body class=\"front\">"
             f'<section class="cover"><h1 class="cover-title">{html.escape(book.title)}</h1>'
-            f'<p class="cover-date">{html.escape(book.strings["pdf_built_on"].format(date=date))}</p></section>'
+            f'<p class="cover-date">{html.escape(book.edition(date))}</p></section>'
             f'<section class="verso">{addresses}<p class="verso-license">Text CC BY-SA 4.0 · Code MIT</p></section>'
             f'<section class="toc"><h1 id="contents">{html.escape(book.strings["pdf_contents"])}</h1>{rows}</section>'
             "</body></html>")
@@ -605,6 +613,9 @@ def assemble(book: Book, front: Rendered, parts: list[Rendered], numbers: Render
     pdf.Root.PageMode = Name.UseOutlines
     pdf.Root.Lang = book.lang
     pdf.docinfo["/Title"] = book.title
+    pdf.docinfo["/Subject"] = book.edition(content_date())  # the cover's line: version and date
+    if book.version:
+        pdf.docinfo["/Version"] = book.version  # not a standard key: for tools that read it by name
     pdf.docinfo["/Creator"] = "build/pdf_book.py (WeasyPrint, pikepdf)"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
