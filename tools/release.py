@@ -100,6 +100,8 @@ def build(repo: Path, version: str, dist: Path) -> list[Path]:
             raise ReleaseError(f"the build made no {pdf.relative_to(dist)}")
         made.append(dist / f"ml-engineering-open-book-{version}-{lang}.pdf")
         shutil.copyfile(pdf, made[-1])
+    for name in (".build.lock", ".build-inputs.json"):  # build_book.py's bookkeeping, not the site's
+        (site / name).unlink(missing_ok=True)
     return made
 
 
