@@ -11,7 +11,8 @@ In order, stopping at the first failure:
 3. write the CHANGELOG.md section (tools/changelog.py: what changed since the last tag) and set
    CITATION.cff's version and date; commit both ("Release <version>") and tag it v<version>;
 4. commit the built site to the local gh-pages branch with mike, as folder <version>/, with the
-   alias `latest` moved to it and the site's root redirecting to `latest` (nothing is pushed).
+   alias `latest` moved to it and the site's root redirecting to `latest`, and give every version
+   the list its Chinese pages' switcher reads (see chinese_versions; nothing is pushed).
 
 A failed build leaves no tag and no commit. Exit status 0 when released, 1 when refused or a step
 failed, 2 on a bad VERSION.
@@ -118,10 +119,23 @@ def record(repo: Path, version: str, date: str) -> None:
     git(repo, "tag", "-a", f"v{version}", "-m", f"The ML Engineering Open Book {version}")
 
 
+def chinese_versions(versions: list[dict], folder: str) -> list[dict]:
+    """The versions.json that the Chinese pages of version ``folder`` read, as <folder>/versions.json.
+    Material looks for the list one folder above the page's base, which the i18n plugin sets to
+    <folder>/zh/ on Chinese pages (not <folder>/, as Material expects: mkdocs-static-i18n issue
+    265), and takes the base's last folder, "zh", for the current version. So each entry points
+    one folder further up, at the version's Chinese pages, and this version's entry has the alias
+    "zh"."""
+    return [{**v, "version": f"../{v['version']}/{LANGS[1]}",
+             "aliases": [*v["aliases"], *([LANGS[1]] if v["version"] == folder else [])]} for v in versions]
+
+
 def deploy(repo: Path, site: Path, version: str) -> None:
-    """``site`` as folder <version>/ of the gh-pages branch (mike), `latest` pointing at it, and the
-    root redirecting to `latest`. A local commit only: nothing is pushed."""
-    from mike import commands  # the pinned mike (requirements/book.in)
+    """``site`` as folder <version>/ of the gh-pages branch (mike), `latest` pointing at it, the
+    root redirecting to `latest`, and each version's list for its Chinese pages (chinese_versions,
+    rewritten in every version's folder: the older ones list the newer). Local commits only:
+    nothing is pushed."""
+    from mike import commands, git_utils  # the pinned mike (requirements/book.in)
 
     here = Path.cwd()
     os.chdir(repo)  # mike works on the repository of the current directory
@@ -130,6 +144,11 @@ def deploy(repo: Path, site: Path, version: str) -> None:
                              aliases=["latest"], update_aliases=True, branch=BRANCH):
             pass  # already built: mike copies site_dir as it is
         commands.set_default("latest", branch=BRANCH, allow_empty=True)
+        versions = json.loads(git(repo, "show", f"{BRANCH}:versions.json"))
+        with git_utils.Commit(BRANCH, "versions.json of each version's Chinese pages") as commit:
+            for v in versions:
+                data = json.dumps(chinese_versions(versions, v["version"]), ensure_ascii=False) + "\n"
+                commit.add_file(git_utils.FileInfo(f"{v['version']}/versions.json", data))
     finally:
         os.chdir(here)
 

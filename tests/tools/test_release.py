@@ -168,6 +168,24 @@ def test_two_releases_of_a_tiny_site_are_two_versions_and_latest_is_the_newer(re
     config = git(repo, "show", "gh-pages:2026.02/index.html").split('id="__config"')[1]
     assert '"provider": "mike"' in config.split("</script>")[0].replace('":"', '": "')
     assert git(repo, "status", "--porcelain") == ""  # mike committed to gh-pages only
+    # the frozen older version's Chinese pages list the newer version too
+    older = json.loads(git(repo, "show", "gh-pages:2026.01/versions.json"))
+    assert [(v["version"], v["title"], v["aliases"]) for v in older] == [
+        ("../2026.02/zh", "2026.02", ["latest"]), ("../2026.01/zh", "2026.01", ["zh"])]
+
+
+def test_chinese_pages_find_their_version_and_link_to_the_chinese_pages_of_the_others():
+    """Material resolves an entry's link as ../<version>/ from the page's base, <folder>/zh/ on a
+    Chinese page, and takes the base's last folder (zh) as the current version's alias."""
+    from urllib.parse import urljoin
+
+    versions = [{"version": "2026.02", "title": "2026.02", "aliases": ["latest"]},
+                {"version": "2026.01", "title": "2026.01", "aliases": []}]
+    listed = release.chinese_versions(versions, "2026.01")
+    base = "https://book.example/2026.01/zh/"
+    assert [urljoin(base, f"../{v['version']}/") for v in listed] == [
+        "https://book.example/2026.02/zh/", "https://book.example/2026.01/zh/"]
+    assert [v["title"] for v in listed if "zh" in v["aliases"]] == ["2026.01"]
 
 
 @pytest.mark.parametrize("version, cover", [("2026.11", "Version 2026.11, 2026-11-30"),
