@@ -102,6 +102,7 @@ VALID: dict[str, Valid] = {
     "storage/usage_by_owner.py": Valid(("sub",), files={"sub/f": "x"}),
     "training/capture_env.py": Valid(),
     "training/communication_volume.py": Valid(),
+    "training/context_parallel.py": Valid(),
     "training/dcp_resume_example.py": Valid(),
     "training/flops_mfu_calculator.py": Valid(("--layers", "2", "--hidden", "64", "--vocab", "10", "--seq-len", "8",
                                                 "--tokens-per-s", "5", "--device", "a100")),
