@@ -4,16 +4,16 @@
 Runs, one after the other on the node it is started on, six checks, each by its own script from
 the book with ``--json`` into a run folder and a time limit of its own:
 
-=================== ============================================ ===================================
-check               script                                       fails (exit 3) when
-=================== ============================================ ===================================
-node_health_check   scripts/debug/node_health_check.py           a GPU health check fails
-mamf_finder         scripts/compute/mamf_finder.py (GPU 0)       best TFLOPS < --min-tflops
-mem_bandwidth       scripts/compute/mem_bandwidth.py             peak GBps < --min-mem-GBps
-all_reduce_bench    scripts/network/all_reduce_bench.py          peak busbw GBps < --min-busbw-GBps
-fio_scan            scripts/storage/fio_scan.py (--fio-dir)      sequential read MBps < --min-fio-MBps
-find_bad_rank       scripts/debug/find_bad_rank.py               a slow or dead rank or link
-=================== ============================================ ===================================
+=================== ===================================== =====================================
+check               script, in scripts/                   fails (exit 3) when
+=================== ===================================== =====================================
+node_health_check   debug/node_health_check.py            a GPU health check fails
+mamf_finder         compute/mamf_finder.py (GPU 0)        best TFLOPS < --min-tflops
+mem_bandwidth       compute/mem_bandwidth.py              peak GBps < --min-mem-GBps
+all_reduce_bench    network/all_reduce_bench.py           peak busbw GBps < --min-busbw-GBps
+fio_scan            storage/fio_scan.py (--fio-dir)       sequential read MBps < --min-fio-MBps
+find_bad_rank       debug/find_bad_rank.py                a slow or dead rank or link
+=================== ===================================== =====================================
 
 The two distributed checks run under torchrun with one rank per GPU (``--expect-gpus``, else the
 count ``nvidia-smi -L`` gives), or with two gloo ranks on a node without GPUs; on a one-GPU node

@@ -50,6 +50,7 @@ def pdfs(built_book):
 @dataclass
 class PageText:
     text: str                 # the page's words, in reading order, separated by spaces
+    by_line: str              # the same, line by line from the top, each left to right
     off_page: list[str]       # words that start beyond the page's right edge
     footer: list[str]         # words in the bottom 8% of the page (the page number)
     body: list[str]           # words between the running header (top 5%) and the footer
@@ -72,7 +73,10 @@ def page_texts(built_book) -> dict[str, list[PageText]]:
         pages = []
         for width, height, body in _PAGE.findall(xhtml):
             words = [(float(x), float(y), html.unescape(word)) for x, y, word in _WORD.findall(body)]
-            pages.append(PageText(" ".join(w for _, _, w in words),
+            # poppler's reading order may give a block of titles before the column of their page
+            # numbers (contents); by position a title and its number stay together
+            lines = sorted(words, key=lambda w: (round(w[1]), w[0]))
+            pages.append(PageText(" ".join(w for _, _, w in words), " ".join(w for _, _, w in lines),
                                   [w[:30] for x, _, w in words if x > float(width)],
                                   [w for _, y, w in words if y > 0.92 * float(height)],
                                   [w for _, y, w in words if 0.05 * float(height) < y <= 0.92 * float(height)]))
@@ -261,7 +265,7 @@ def test_contents_give_the_page_each_entry_lands_on(pdfs, page_texts, lang):
     """Each outline entry (part, chapter, section) is in the contents with the number printed on
     the page the outline takes it to."""
     reader = pdfs[lang]
-    toc = squeezed(" ".join(page.text for page in page_texts[lang][1:front_pages(reader)]))
+    toc = squeezed(" ".join(page.by_line for page in page_texts[lang][1:front_pages(reader)]))
     wrong = [f"{title} -> {label(reader, index)}" for _, title, index in outline_entries(reader)
              if squeezed(title) + label(reader, index) not in toc]
     assert not wrong, f"{len(wrong)} contents entries without their page number, e.g. {wrong[:5]}"
