@@ -1,6 +1,7 @@
 """A real SLURM cluster on localhost for the Orchestration chapter's tests (test infrastructure).
 
-The session fixture ``slurm_cluster`` starts, under a temporary directory:
+The session fixture ``slurm_cluster`` starts (through ``running_cluster``, which a module can
+call with other slurm.conf settings for a cluster of its own), under a temporary directory:
 
 * ``munged`` with its own key and socket (so it never touches a system munge);
 * ``slurmctld -D -c -i`` (no saved state, ignore errors in it) and two ``slurmd -D -N nodeX`` on
@@ -21,6 +22,7 @@ so ``python`` and ``torchrun`` in the templates are the tested ones.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -74,8 +76,9 @@ def _parse_fields(text: str) -> dict[str, str]:
 class Cluster:
     """Handle on the running cluster: client commands with timeouts and job polling."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, settings: dict[str, str] | None = None):
         self.root = root
+        self.settings = settings or {}  # slurm.conf keys that replace (or add to) the defaults
         self.conf = root / "slurm.conf"
         self.procs: dict[str, subprocess.Popen] = {}
         self.env = {k: v for k, v in os.environ.items()
@@ -231,7 +234,7 @@ class Cluster:
             f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
             f"CPUs={CPUS_PER_NODE} RealMemory=2000 State=UNKNOWN"
             for name, port in zip(NODES, node_ports, strict=True))
-        self.conf.write_text(f"""\
+        conf = f"""\
 ClusterName=booktest
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={ctld_port}
@@ -265,7 +268,12 @@ SchedulerParameters=sched_interval=1,bf_interval=1
 MinJobAge=600
 {node_lines}
 PartitionName=debug Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP
-""")
+"""
+        lines = conf.splitlines()
+        for key, value in self.settings.items():
+            lines = [line for line in lines if not line.startswith(f"{key}=")]
+            lines.insert(-len(NODES) - 1, f"{key}={value}")  # before the nodes and partition
+        self.conf.write_text("\n".join(lines) + "\n")
         self._spawn("slurmctld", ["slurmctld", "-D", "-c", "-i", "-f", str(self.conf)])
         for name in NODES:
             self._spawn(f"slurmd-{name}", ["slurmd", "-D", "-N", name, "-f", str(self.conf)])
@@ -329,8 +337,10 @@ PartitionName=debug Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=U
                     proc.wait(timeout=5)
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster():
+@contextlib.contextmanager
+def running_cluster(settings: dict[str, str] | None = None):
+    """Start a cluster (``settings``: slurm.conf keys that replace or add to the defaults), yield
+    it, and stop it, also after a failure; fail if a daemon it started is left behind."""
     for tool in ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "salloc",
                  "slurmctld", "slurmd", "munged", "mungekey"):
         require_tool(tool)
@@ -339,7 +349,7 @@ def slurm_cluster():
     # address under the 108-byte limit.
     root = Path(tempfile.mkdtemp(prefix="book-slurm-"))
     root.chmod(0o755)
-    cluster = Cluster(root)
+    cluster = Cluster(root, settings)
     try:
         cluster.start()
         yield cluster
@@ -354,6 +364,12 @@ def slurm_cluster():
                 pass
         assert not left, f"daemons left behind after shutdown (now killed): {left}"
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    with running_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture

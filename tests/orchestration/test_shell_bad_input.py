@@ -21,11 +21,16 @@ CASES = [
     ("two_nodes_one_host.sh", ["x.py"], {"MASTER_PORT": "70000"}, "MASTER_PORT=70000 is not"),
     ("two_nodes_one_host.sh", ["x.py"], {"NPROC_PER_NODE": "0"}, "NPROC_PER_NODE=0 is not"),
     ("pipeline.sh", [], {"OUT_DIR": "{tmp}/x.py/sweep"}, "x.py is a file, not a folder"),
+    ("recipes/hostfile.sh", [], {"SLURM_JOB_NODELIST": ""}, "SLURM_JOB_NODELIST is not set"),
+    ("recipes/hostfile.sh", ["0"], {"SLURM_JOB_NODELIST": "n1"}, "SLOTS must be a positive"),
+    ("recipes/hostfile.sh", ["8x"], {"SLURM_JOB_NODELIST": "n1"}, "SLOTS must be a positive"),
+    ("recipes/on-every-node.sh", ["abc", "true"], {}, "JOBID must be a job number"),
+    ("recipes/on-every-node.sh", ["12"], {}, "no command given"),
 ]
 
 
 @pytest.mark.parametrize("script, args, env, message", CASES,
-                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+                         ids=[f"{c[0].split('/')[-1]}-{i}" for i, c in enumerate(CASES)])
 def test_shell_scripts_refuse_bad_input(tmp_path, script, args, env, message):
     (tmp_path / "x.py").write_text("")
     env = {k: v.format(tmp=tmp_path) for k, v in env.items()}
@@ -34,4 +39,5 @@ def test_shell_scripts_refuse_bad_input(tmp_path, script, args, env, message):
                          timeout=30)
     errors = [line for line in res.stderr.splitlines() if ": error: " in line]
     assert res.returncode == 2 and len(errors) == 1, res.stderr
-    assert errors[0].startswith(f"{script}: error: ") and message in errors[0], res.stderr
+    name = script.split("/")[-1]
+    assert errors[0].startswith(f"{name}: error: ") and message in errors[0], res.stderr
