@@ -1,17 +1,20 @@
 #!/usr/bin/env python
 """communication_volume.py: bytes one GPU sends per training step, per parallelism strategy.
 
-For a transformer trained with data (DDP, ZeRO-1/2, ZeRO-3/FSDP), tensor (TP, with or without
-sequence parallelism), pipeline (PP), context (CP: ring attention or Ulysses) and expert (EP)
-parallelism, it prints one row per collective a step issues (group size, calls per step, message
+For a transformer trained with data (DDP, ZeRO-1/2, ZeRO-3/FSDP, HSDP: shard in groups of S ranks
+and replicate across them, ZeRO++: quantized weights qwZ, a secondary partition in each node hpZ,
+quantized gradients qgZ), tensor (TP, with or without sequence parallelism), pipeline (PP),
+context (CP: ring attention or Ulysses) and expert (EP) parallelism, it prints one row per collective a step issues (group size, calls per step, message
 size, bytes one GPU sends per step, time at a bus bandwidth) and the total. A collective of S
 bytes over n ranks sends, per rank (ring, nccl-tests' busbw factors): all-reduce 2(n-1)/n S;
 all-gather, reduce-scatter and all-to-all (n-1)/n S; send S. Time = bytes sent / busbw; the rows
-add up without overlap. The Model parallelism chapter gives each strategy's formula and source.
+add up without overlap. The Model parallelism and Sharding chapters give each strategy's formula
+and source.
 Units: 1 GB = 1e9 bytes, busbw in GBps (1e9 bytes/s per GPU). Standard library only, no GPU::
 
     python communication_volume.py
     python communication_volume.py --params 7e9 --layers 32 --hidden 4096 --dp 64 --zero 3
+    python communication_volume.py --tp 1 --pp 1 --dp 128 --zero 3 --zeropp qwz hpz qgz
 
 ``--json PATH`` (``-``: print it instead of the table) writes the inputs, the rows and the total.
 Exit status: 0 ok, 2 usage (refused before any work, naming the option); ``--debug``: traceback.
@@ -49,7 +52,10 @@ TOOL = "communication_volume"
 GB = 1e9
 ZERO_NAMES = {0: "DP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3/FSDP"}
 CP_ALGOS = ("ring", "ulysses")
-DIMENSIONS = ("dp", "tp", "pp", "cp", "ep")
+DIMENSIONS = ("dp", "tp", "pp", "cp", "ep", "node")
+ZEROPP_PARTS = ("qwz", "hpz", "qgz")
+INT8, INT4 = 1.0, 0.5                            # bytes per element of ZeRO++'s quantized messages
+SPANS = ("node", "nodes", "rail")
 MAX_DEGREE = 1_000_000
 MAX_COUNT = 10**9
 MAX_PARAMS = 1e15
@@ -88,15 +94,16 @@ def _positive(name: str, value, integer: bool = False, zero_ok: bool = False):
 
 
 def _row(strategy: str, what: str, collective: str, ranks: int, count: int,
-         message_bytes: float, busbw_GBps: float) -> dict:
+         message_bytes: float, busbw_GBps: float, span: str = "") -> dict:
     """One collective of a step: bytes sent per GPU = count x message x factor; time = that
-    over busbw."""
+    over busbw. ``span``, for the data-parallel rows: "node" (the group is inside one node),
+    "nodes" (a ring through several nodes) or "rail" (one rank per node); "" elsewhere."""
     factor = send_factor(collective, ranks)
     sent = count * message_bytes * factor
     return {"strategy": strategy, "what": what, "collective": collective, "ranks": ranks,
             "count": count, "message_bytes": float(message_bytes), "factor": factor,
             "sent_bytes": float(sent), "busbw_GBps": float(busbw_GBps),
-            "time_s": sent / (busbw_GBps * GB)}
+            "time_s": sent / (busbw_GBps * GB), "span": span}
 
 
 def check_layout(*, layers: int, hidden: int, seq_len: int, dp: int = 1, tp: int = 1,
@@ -104,14 +111,16 @@ def check_layout(*, layers: int, hidden: int, seq_len: int, dp: int = 1, tp: int
                  kv_heads: int | None = None, moe_layers: int | None = None,
                  sequence_parallel: bool = False, cp_algo: str = "ring", zero: int = 0,
                  params: float | None = None, expert_params: float = 0.0,
-                 experts_top_k: int | None = None) -> list[str]:
+                 experts_top_k: int | None = None, hsdp: int | None = None,
+                 zeropp: tuple = (), node_ranks: int = 8) -> list[str]:
     """The reasons (each naming the option at fault) why a layout cannot run; [] when it can.
 
     Checks that each degree divides what it splits: t the hidden size and the heads (and the KV
     heads), p the layers (and the MoE layers), c the sequence (and with SP, s/c by t; Ulysses:
     the heads by t c), e the d c ranks that hold the same dense parameters; that SP has TP, ZeRO
-    has more than one DP x CP rank, EP has MoE layers and k, and that with TP > 1 EP has SP
-    (Megatron-LM's requirement)."""
+    has more than one DP x CP rank, EP has MoE layers and k, that with TP > 1 EP has SP
+    (Megatron-LM's requirement), and that HSDP and ZeRO++ have ZeRO-3 and groups that divide
+    the DP x CP ranks."""
     problems = []
     if cp_algo not in CP_ALGOS:
         problems.append(f"--cp-algo {cp_algo!r}: choose from {', '.join(CP_ALGOS)}")
@@ -132,6 +141,30 @@ def check_layout(*, layers: int, hidden: int, seq_len: int, dp: int = 1, tp: int
     if params is not None and expert_params >= params:
         problems.append(f"--expert-params {expert_params:g} must be below --params {params:g}")
     problems += _expert_problems(layers, dp, tp, pp, cp, ep, moe_layers, experts_top_k, sequence_parallel)
+    problems += _sharding_problems(dp * cp, ep, zero, hsdp, tuple(zeropp), node_ranks)
+    return problems
+
+
+def _sharding_problems(n: int, ep: int, zero: int, hsdp: int | None, zeropp: tuple,
+                       node_ranks: int) -> list[str]:
+    """check_layout's checks of HSDP (a shard group S with 1 < S < n that divides the n = d c
+    ranks) and ZeRO++ (its parts; hpZ and qgZ need nodes of ``node_ranks`` that divide n, and
+    more than one node); both are ZeRO-3 variants of the dense parameters (no EP here)."""
+    problems = [f"--zeropp {part!r}: choose from {', '.join(ZEROPP_PARTS)}"
+                for part in zeropp if part not in ZEROPP_PARTS]
+    for name, on in (("--hsdp", hsdp is not None), ("--zeropp", bool(zeropp))):
+        if on and zero != 3:
+            problems.append(f"{name} is a variant of ZeRO-3: give --zero 3")
+        if on and ep > 1:
+            problems.append(f"{name} with --ep is not modelled here: leave --ep at 1")
+    if hsdp is not None and zeropp:
+        problems.append("--hsdp and --zeropp are alternatives: choose one")
+    if hsdp is not None and (hsdp < 2 or hsdp >= n or n % hsdp):
+        problems.append(f"--hsdp {hsdp} must divide --dp x --cp = {n} and lie between 2 and "
+                        f"{n // 2} (--hsdp {n} is plain ZeRO-3)")
+    if {"hpz", "qgz"} & set(zeropp) and (node_ranks >= n or n % node_ranks):
+        problems.append(f"--zeropp hpz/qgz: --node-ranks {node_ranks} must divide --dp x --cp = "
+                        f"{n} and be smaller (they need more than one node)")
     return problems
 
 
@@ -187,6 +220,7 @@ def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batc
             heads: int | None = None, kv_heads: int | None = None, expert_params: float = 0.0,
             experts_top_k: int | None = None, moe_layers: int | None = None,
             grad_bytes: float = 2, param_bytes: float = 2, act_bytes: float = 2,
+            hsdp: int | None = None, zeropp: tuple = (), node_ranks: int = 8,
             busbw_GBps: dict | None = None) -> list[dict]:
     """The collectives one GPU takes part in during one optimizer step, and what it sends.
 
@@ -202,12 +236,22 @@ def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batc
         experts_top_k, moe_layers: k and the MoE layers (default all) when ep > 1.
         grad_bytes, param_bytes, act_bytes: bytes per element of gradients (reduced),
             parameters (gathered) and activations.
-        busbw_GBps: {"dp": ..., "tp": ..., "pp": ..., "cp": ..., "ep": ...}, bus bandwidth per
-            GPU in 1e9 bytes/s for each dimension present.
+        hsdp: with zero 3, shard over groups of this many of the d c ranks and replicate
+            across the groups (HSDP; FSDP2's 2-D mesh); None: shard over all of them.
+        zeropp: with zero 3, the ZeRO++ parts (Wang et al. 2023, arXiv:2306.10209) among
+            "qwz" (forward all-gather in int8), "hpz" (backward all-gather inside a node, from
+            a secondary partition) and "qgz" (gradients as int4 in an all-to-all in the node,
+            then one across nodes).
+        node_ranks: the d c ranks of one node (g): hpZ's secondary group, qgZ's first hop, and
+            which groups use the "node" bandwidth (those inside a node).
+        busbw_GBps: {"dp": ..., "tp": ..., "pp": ..., "cp": ..., "ep": ..., "node": ...}, bus
+            bandwidth per GPU in 1e9 bytes/s for each dimension present ("node": a
+            data-parallel group inside one node, with HSDP or ZeRO++).
 
     Returns one dict per collective (see ``_row``): ``strategy``, ``what``, ``collective``,
     ``ranks``, ``count`` (per step), ``message_bytes``, ``factor``, ``sent_bytes`` (per GPU per
-    step: count x message x factor), ``busbw_GBps`` and ``time_s``; [] when every degree is 1.
+    step: count x message x factor), ``busbw_GBps``, ``time_s`` and ``span``; [] when every
+    degree is 1.
     The formulas and their sources are in the Model parallelism chapter. Raises ValueError on
     a bad number or a layout ``check_layout`` refuses.
     """
@@ -217,7 +261,8 @@ def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batc
                         ("micro_batch", micro_batch), ("grad_accum", grad_accum), ("dp", dp),
                         ("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep)):
         _positive(name, value, integer=True)
-    for name, value in (("heads", heads), ("kv_heads", kv_heads),
+    _positive("node_ranks", node_ranks, integer=True)
+    for name, value in (("heads", heads), ("kv_heads", kv_heads), ("hsdp", hsdp),
                         ("experts_top_k", experts_top_k), ("moe_layers", moe_layers)):
         if value is not None:
             _positive(name, value, integer=True)
@@ -230,11 +275,14 @@ def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batc
                             cp=cp, ep=ep, heads=heads, kv_heads=kv_heads, moe_layers=moe_layers,
                             sequence_parallel=sequence_parallel, cp_algo=cp_algo, zero=zero,
                             params=params, expert_params=expert_params,
-                            experts_top_k=experts_top_k)
+                            experts_top_k=experts_top_k, hsdp=hsdp, zeropp=zeropp,
+                            node_ranks=node_ranks)
     if problems:
         raise ValueError(problems[0])
     bw = dict(busbw_GBps or {})
     degrees = {"dp": dp * cp, "tp": tp, "pp": pp, "cp": cp, "ep": ep}
+    in_node = (hsdp is not None and node_ranks % hsdp == 0) or {"hpz", "qgz"} & set(zeropp)
+    degrees["node"] = 2 if in_node else 1
     for dim in DIMENSIONS:
         if degrees[dim] > 1:
             _positive(f"busbw_GBps[{dim!r}]", bw.get(dim))
@@ -244,7 +292,8 @@ def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batc
     act = tokens * hidden * act_bytes             # one b (s/c) h activation, bytes
     rows = _dp_rows(params, expert_params, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, m=m,
                     stage_units=(stage_layers, (moe_layers or layers) // pp), grad_bytes=grad_bytes,
-                    param_bytes=param_bytes, bw_dp=bw.get("dp"))
+                    param_bytes=param_bytes, bw_dp=bw.get("dp"),
+                    sharding=(hsdp, tuple(zeropp), node_ranks, bw.get("node")))
     return rows + _model_parallel_rows(
         tp=tp, pp=pp, cp=cp, ep=ep, m=m, stage_layers=stage_layers,
         moe_stage_layers=(moe_layers or layers) // pp, tokens=tokens, act=act, hidden=hidden,
@@ -253,9 +302,10 @@ def volumes(*, params: float, layers: int, hidden: int, seq_len: int, micro_batc
 
 
 def _dp_rows(params, expert_params, *, dp, tp, pp, cp, ep, zero, m, stage_units, grad_bytes,
-             param_bytes, bw_dp) -> list[dict]:
+             param_bytes, bw_dp, sharding=(None, (), 8, None)) -> list[dict]:
     """DP / ZeRO over the d x c ranks holding the same parameters; experts over d c / e.
-    ``stage_units``: the FSDP units (layers) of a stage, all of them and those with experts."""
+    ``stage_units``: the FSDP units (layers) of a stage, all of them and those with experts;
+    ``sharding``: (hsdp, zeropp, node_ranks, node busbw), see ``volumes``."""
     rows = []
     groups = [("", params - expert_params, dp * cp, stage_units[0]),
               (" experts", expert_params, dp * cp // ep, stage_units[1])]
@@ -266,17 +316,80 @@ def _dp_rows(params, expert_params, *, dp, tp, pp, cp, ep, zero, m, stage_units,
         name = ZERO_NAMES[zero] + suffix
         grads, weights = local * grad_bytes, local * param_bytes
         if zero == 0:
-            rows.append(_row(name, "gradients", "all_reduce", n, 1, grads, bw_dp))
+            rows.append(_row(name, "gradients", "all_reduce", n, 1, grads, bw_dp, "nodes"))
         elif zero in (1, 2):
             rows.append(_row(name, "gradients", "reduce_scatter", n, 1 if zero == 1 else m,
-                             grads, bw_dp))
-            rows.append(_row(name, "parameters", "all_gather", n, 1, weights, bw_dp))
+                             grads, bw_dp, "nodes"))
+            rows.append(_row(name, "parameters", "all_gather", n, 1, weights, bw_dp, "nodes"))
+        elif sharding[0] or sharding[1]:
+            rows += _sharded_rows(local, n, m * units, units, grad_bytes, param_bytes, bw_dp,
+                                  *sharding)
         else:  # one FSDP unit per layer: gather for forward and backward, reduce-scatter
             rows.append(_row(name, "parameters, per layer", "all_gather", n, 2 * m * units,
-                             weights / units, bw_dp))
+                             weights / units, bw_dp, "nodes"))
             rows.append(_row(name, "gradients, per layer", "reduce_scatter", n, m * units,
-                             grads / units, bw_dp))
+                             grads / units, bw_dp, "nodes"))
     return rows
+
+
+def _sharded_rows(local, n, passes, units, grad_bytes, param_bytes, bw_dp, hsdp, zeropp,
+                  g, bw_node) -> list[dict]:
+    """ZeRO-3's collectives as HSDP or ZeRO++ change them; ``local`` parameters per rank,
+    ``passes`` = micro-batches x FSDP units per step, one unit = local / units parameters.
+
+    HSDP (S = hsdp, R = n / S): all-gather twice and reduce-scatter once per unit over the S
+    ranks of a shard group, then all-reduce the 1/S of the gradients a rank keeps over the R
+    ranks that hold the same shard (FSDP2 does it per unit and micro-batch unless told to
+    wait). ZeRO++ over n ranks in nodes of g: qwZ all-gathers the forward's weights in int8
+    over all n; hpZ all-gathers the backward's from the secondary partition, over the g ranks
+    of a node; qgZ sends the gradients as int4 in an all-to-all over the node, reduces, and
+    sends the 1/g it keeps as int4 in an all-to-all over the n/g ranks with its local rank."""
+    unit = local / units
+    if hsdp:
+        r = n // hsdp
+        span = "node" if g % hsdp == 0 else "nodes"
+        bw = bw_node if span == "node" else bw_dp
+        return [_row("HSDP shard", "parameters, per layer", "all_gather", hsdp, 2 * passes,
+                     unit * param_bytes, bw, span),
+                _row("HSDP shard", "gradients, per layer", "reduce_scatter", hsdp, passes,
+                     unit * grad_bytes, bw, span),
+                _row("HSDP replicate", "gradient shards, per layer", "all_reduce", r, passes,
+                     unit * grad_bytes / hsdp, bw_dp, "rail" if hsdp == g else "nodes")]
+    rows = []
+    if "qwz" in zeropp:
+        rows.append(_row("ZeRO++ qwZ", "int8 parameters, forward", "all_gather", n, passes,
+                         unit * INT8, bw_dp, "nodes"))
+    else:
+        rows.append(_row("ZeRO-3/FSDP", "parameters, forward", "all_gather", n, passes,
+                         unit * param_bytes, bw_dp, "nodes"))
+    if "hpz" in zeropp:
+        rows.append(_row("ZeRO++ hpZ", "parameters, backward", "all_gather", g, passes,
+                         unit * param_bytes, bw_node, "node"))
+    else:
+        rows.append(_row("ZeRO-3/FSDP", "parameters, backward", "all_gather", n, passes,
+                         unit * param_bytes, bw_dp, "nodes"))
+    if "qgz" in zeropp:
+        rows.append(_row("ZeRO++ qgZ", "int4 gradients, in the node", "all_to_all", g, passes,
+                         unit * INT4, bw_node, "node"))
+        rows.append(_row("ZeRO++ qgZ", "int4 gradient slices, across nodes", "all_to_all",
+                         n // g, passes, unit * INT4 / g, bw_dp, "rail"))
+    else:
+        rows.append(_row("ZeRO-3/FSDP", "gradients", "reduce_scatter", n, passes,
+                         unit * grad_bytes, bw_dp, "nodes"))
+    return rows
+
+
+def cross_node_bytes(rows: list[dict], node_ranks: int) -> float:
+    """Bytes that leave one node per step through the data-parallel rows, summed over its
+    ``node_ranks`` GPUs: 0 for a group inside the node; for a ring through the nodes, what one
+    rank sends (each ring passes a node's boundary once; NCCL's parallel rings split the
+    message); for a group of one rank per node ("rail"), what all of the node's ranks send.
+    The ZeRO++ paper's "cross-node volume" (3M for ZeRO-3, 0.75M with ZeRO++) counts this.
+    Raises ValueError for a row without a span (the model-parallel ones)."""
+    share = {"node": 0, "nodes": 1, "rail": node_ranks}
+    if any(r["span"] not in share for r in rows):
+        raise ValueError("cross_node_bytes counts data-parallel rows only (a row has no span)")
+    return math.fsum(r["sent_bytes"] * share[r["span"]] for r in rows)
 
 
 def _model_parallel_rows(*, tp, pp, cp, ep, m, stage_layers, moe_stage_layers, tokens, act,
@@ -336,7 +449,8 @@ def compute(args: argparse.Namespace) -> list[dict]:
                    ep=args.ep, zero=args.zero, sequence_parallel=args.sequence_parallel,
                    cp_algo=args.cp_algo, experts_top_k=args.experts_top_k,
                    moe_layers=args.moe_layers, grad_bytes=args.grad_bytes,
-                   param_bytes=args.param_bytes, act_bytes=args.act_bytes,
+                   param_bytes=args.param_bytes, act_bytes=args.act_bytes, hsdp=args.hsdp,
+                   zeropp=tuple(args.zeropp or ()), node_ranks=args.node_ranks,
                    busbw_GBps=args.bandwidths)
 
 
@@ -349,7 +463,7 @@ def document(rows: list[dict], args: argparse.Namespace) -> dict:
         "micro_batch", "grad_accum", "experts_top_k", "moe_layers", "grad_bytes", "param_bytes",
         "act_bytes", "dp", "tp", "pp", "cp", "ep", "zero", "sequence_parallel", "cp_algo",
         "gpus", "busbw_GBps", "tp_busbw_GBps", "dp_busbw_GBps", "pp_busbw_GBps",
-        "cp_busbw_GBps", "ep_busbw_GBps")}
+        "cp_busbw_GBps", "ep_busbw_GBps", "hsdp", "zeropp", "node_ranks", "node_busbw_GBps")}
     inputs["world_size"] = args.world
     inputs["busbw_GBps_by_dimension"] = dict(args.bandwidths)
     return {"tool": TOOL, "schema_version": 1, "inputs": inputs,
@@ -366,7 +480,9 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
     extras = [ZERO_NAMES[args.zero] if args.dp * args.cp > 1 else None,
               "SP" if args.sequence_parallel else None,
               f"CP {args.cp_algo}" if args.cp > 1 else None,
-              f"ep {args.ep} within dp x cp, top-{args.experts_top_k}" if args.ep > 1 else None]
+              f"ep {args.ep} within dp x cp, top-{args.experts_top_k}" if args.ep > 1 else None,
+              f"HSDP shard groups of {args.hsdp}" if args.hsdp else None,
+              f"ZeRO++ {' '.join(args.zeropp)}, nodes of {args.node_ranks}" if args.zeropp else None]
     layout = " x ".join(dims) or "one GPU"
     lines = [
         f"# {PROG}: bytes one GPU sends per optimizer step (1 GB = 1e9 bytes)",
@@ -441,6 +557,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Megatron sequence parallelism with TP")
     lay.add_argument("--cp-algo", choices=CP_ALGOS, default="ring",
                      help="context parallelism: ring attention or Ulysses (default ring)")
+    lay.add_argument("--hsdp", type=number(int, 2, MAX_DEGREE), metavar="S",
+                     help="with --zero 3: HSDP, shard over groups of S DP x CP ranks (a node's) "
+                          "and replicate across the groups")
+    lay.add_argument("--zeropp", nargs="+", choices=ZEROPP_PARTS,
+                     help="with --zero 3: ZeRO++ parts, qwz (int8 forward all-gather), hpz "
+                          "(backward all-gather inside a node), qgz (int4 gradient all-to-alls)")
+    lay.add_argument("--node-ranks", type=number(int, 1, MAX_DEGREE), default=8,
+                     help="DP x CP ranks per node, for --hsdp and --zeropp (default 8)")
     lay.add_argument("--gpus", type=number(int, 1, MAX_DEGREE ** 2),
                      help="world size, checked against dp x tp x pp x cp (optional)")
     net = p.add_argument_group("bus bandwidth per GPU (1 GBps = 1e9 bytes/s), for the times")
@@ -453,6 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
     for dim in ("dp", "pp", "cp", "ep"):
         net.add_argument(f"--{dim}-busbw-GBps", type=gbps, metavar="GBPS",
                          help=f"for {dim.upper()} (default --busbw-GBps)")
+    net.add_argument("--node-busbw-GBps", type=gbps, metavar="GBPS",
+                     help="for a data-parallel group inside a node, with --hsdp or --zeropp "
+                          "(default --tp-busbw-GBps)")
     p.add_argument("--json", metavar="PATH", type=nonempty,
                    help="write the results as JSON ('-': print it instead of the table)")
     return p
@@ -471,7 +598,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                             heads=args.heads, kv_heads=args.kv_heads, moe_layers=args.moe_layers,
                             sequence_parallel=args.sequence_parallel, cp_algo=args.cp_algo,
                             zero=args.zero or 0, params=args.params,
-                            expert_params=args.expert_params, experts_top_k=args.experts_top_k)
+                            expert_params=args.expert_params, experts_top_k=args.experts_top_k,
+                            hsdp=args.hsdp, zeropp=tuple(args.zeropp or ()),
+                            node_ranks=args.node_ranks)
     if problems:
         parser.error(problems[0])
     if args.expert_params and args.ep == 1:
@@ -480,7 +609,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.zero is None:
         args.zero = 1 if args.dp * args.cp > 1 else 0
     args.bandwidths = {dim: getattr(args, f"{dim}_busbw_GBps") or args.busbw_GBps
-                       for dim in DIMENSIONS}
+                       for dim in DIMENSIONS if dim != "node"}
+    args.bandwidths["node"] = args.node_busbw_GBps or args.tp_busbw_GBps
     args.world = world
     if args.json and args.json != "-":
         check_output(args.json, "--json")

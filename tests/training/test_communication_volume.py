@@ -139,6 +139,65 @@ def test_time_is_message_times_factor_over_busbw(cv):
     assert cv.send_factor("all_to_all", 4) == cv.send_factor("all_gather", 4) == 3 / 4
 
 
+def test_hsdp_by_hand(cv):
+    # Psi_local = 800 parameters in 2 layers, d = 8 ranks: shard groups of S = 4 (a node),
+    # R = 2 replicas, m = 1, bf16. Per layer (400 parameters = 800 bytes):
+    #   all-gather twice over 4: 2 x 3/4 x 800 = 1200, x 2 layers = 2400
+    #   reduce-scatter over 4: 3/4 x 800 = 600, x 2 = 1200
+    #   all-reduce of the 1/4 a rank keeps (200 bytes) over 2: 2 x 1/2 x 200 = 200, x 2 = 400
+    # 4000 in all, against ZeRO-3's 3 x 7/8 x 1600 = 4200: HSDP moves most of it into the node
+    # and sends only 2(R-1)/R Psi/S of gradients between nodes.
+    common = dict(params=800, layers=2, hidden=4, seq_len=4, dp=8, zero=3,
+                  busbw_GBps={**BW1, "node": 2.0})
+    rows = cv.volumes(hsdp=4, node_ranks=4, **common)
+    assert [(r["strategy"], r["collective"], r["ranks"], r["count"], r["sent_bytes"], r["span"])
+            for r in rows] == [("HSDP shard", "all_gather", 4, 4, 2400, "node"),
+                               ("HSDP shard", "reduce_scatter", 4, 2, 1200, "node"),
+                               ("HSDP replicate", "all_reduce", 2, 2, 400, "rail")]
+    assert [r["busbw_GBps"] for r in rows] == [2, 2, 1]        # the node's bandwidth in the node
+    assert cv.totals(cv.volumes(**common))["sent_bytes"] == 4200
+    # leaving the node: only the replicas' all-reduce, from each of the node's 4 ranks
+    assert cv.cross_node_bytes(rows, 4) == 4 * 400
+    # shard groups larger than a node run at the DP bandwidth and cross nodes
+    wide = cv.volumes(hsdp=4, node_ranks=2, **common)
+    assert [r["span"] for r in wide] == ["nodes", "nodes", "nodes"]
+    assert [r["busbw_GBps"] for r in wide] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("parts,paper_M", [
+    ((), 3.0),                           # ZeRO-3: forward all-gather, backward, reduce-scatter
+    (("qwz",), 2.5),                     # int8 forward all-gather: 0.5 M instead of M
+    (("hpz",), 2.0),                     # backward all-gather stays in the node
+    (("qgz",), 2.25),                    # int4 gradients: 0.25 M instead of M
+    (("qwz", "hpz", "qgz"), 0.75),       # the paper's 3M -> 0.75M, "4x less communication"
+])
+def test_zeropp_cross_node_volume_is_the_papers(cv, parts, paper_M):
+    # Wang et al. 2023 (arXiv:2306.10209): per step a node sends M = 2 Psi bytes (fp16 model)
+    # across nodes three times under ZeRO-3, and 0.5 M + 0 + 0.25 M with qwZ, hpZ and qgZ.
+    # The (n-1)/n of the ring and (N-1)/N of the all-to-all across N nodes tend to 1: 2048
+    # nodes of 16 ranks brings them within 0.1% of the paper's round figures.
+    psi, g, nodes = 1e9, 16, 2048
+    rows = cv.volumes(params=psi, layers=4, hidden=64, seq_len=8, dp=g * nodes, zero=3,
+                      zeropp=parts, node_ranks=g, busbw_GBps={**BW1, "node": 1.0})
+    assert cv.cross_node_bytes(rows, g) / (2 * psi) == pytest.approx(paper_M, rel=1e-3)
+
+
+def test_zeropp_rows_by_hand(cv):
+    # Psi_local = 1600 parameters, 1 layer, d = 8 in nodes of g = 4, bf16, m = 1.
+    # qwZ: all-gather of 1600 int8 bytes over 8: 7/8 x 1600 = 1400
+    # hpZ: all-gather of 3200 bf16 bytes over the node's 4: 3/4 x 3200 = 2400
+    # qgZ: all-to-all of 800 int4 bytes in the node: 3/4 x 800 = 600; then the quarter kept,
+    #      200 bytes, over the 2 nodes: 1/2 x 200 = 100
+    rows = cv.volumes(params=1600, layers=1, hidden=4, seq_len=4, dp=8, zero=3, node_ranks=4,
+                      zeropp=("qwz", "hpz", "qgz"), busbw_GBps={**BW1, "node": 1.0})
+    assert [(r["strategy"], r["collective"], r["ranks"], r["sent_bytes"]) for r in rows] == [
+        ("ZeRO++ qwZ", "all_gather", 8, 1400), ("ZeRO++ hpZ", "all_gather", 4, 2400),
+        ("ZeRO++ qgZ", "all_to_all", 4, 600), ("ZeRO++ qgZ", "all_to_all", 2, 100)]
+    with pytest.raises(ValueError, match="data-parallel rows only"):
+        cv.cross_node_bytes(cv.volumes(params=1e6, layers=4, hidden=64, seq_len=32, tp=2,
+                                       busbw_GBps=BW1), 8)
+
+
 # ---------------------------------------------------------------- agreement with the notebook
 
 L, H, S, KV, FFN, V = 80, 8192, 4096, 8, 28672, 32000
@@ -237,7 +296,8 @@ def test_json_document(cv, tmp_path):
     assert doc["tool"] == "communication_volume" and doc["schema_version"] == 1
     inputs = doc["inputs"]
     assert inputs["world_size"] == 128 and inputs["zero"] == 2 and inputs["cp_algo"] == "ring"
-    assert inputs["busbw_GBps_by_dimension"] == {"dp": 40, "tp": 300, "pp": 40, "cp": 40, "ep": 40}
+    assert inputs["busbw_GBps_by_dimension"] == {"dp": 40, "tp": 300, "pp": 40, "cp": 40, "ep": 40,
+                                                 "node": 300}
     parser_keys = {a.dest for a in cv.build_parser()._actions} - {"help", "debug", "json"}
     assert parser_keys <= set(inputs), parser_keys - set(inputs)
     expect = cv.volumes(params=70e9, layers=80, hidden=8192, seq_len=4096, grad_accum=64, dp=8,
@@ -357,6 +417,17 @@ BAD_INPUT = [
     Case("busbw-nan", ["--tp-busbw-GBps", "nan"], r"--tp-busbw-GBps: 'nan' is not a finite"),
     Case("busbw-negative", ["--dp-busbw-GBps=-40"], r"--dp-busbw-GBps: -40 must be > 0"),
     Case("abbreviated-option", ["--busbw", "40"], r"unrecognized arguments: --busbw"),
+    Case("hsdp-without-zero-3", ["--hsdp", "4"], r"--hsdp is a variant of ZeRO-3: give --zero 3"),
+    Case("hsdp-not-dividing", ["--zero", "3", "--hsdp", "3"], r"--hsdp 3 must divide --dp x --cp = 16"),
+    Case("hsdp-all-ranks", ["--zero", "3", "--hsdp", "16"], r"\(--hsdp 16 is plain ZeRO-3\)"),
+    Case("hsdp-one", ["--zero", "3", "--hsdp", "1"], r"--hsdp: 1 must be >= 2"),
+    Case("zeropp-and-hsdp", ["--zero", "3", "--hsdp", "4", "--zeropp", "qwz"],
+         r"--hsdp and --zeropp are alternatives"),
+    Case("zeropp-unknown-part", ["--zero", "3", "--zeropp", "qxz"], r"--zeropp: invalid choice: 'qxz'"),
+    Case("zeropp-one-node", ["--zero", "3", "--zeropp", "hpz", "--node-ranks", "16"],
+         r"--node-ranks 16 must divide --dp x --cp = 16 and be smaller"),
+    Case("node-ranks-zero", ["--node-ranks", "0"], r"--node-ranks: 0 must be >= 1"),
+    Case("node-busbw-nan", ["--node-busbw-GBps", "nan"], r"--node-busbw-GBps: 'nan' is not a finite"),
 ]
 
 
