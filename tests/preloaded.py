@@ -39,7 +39,10 @@ def _context():
     global _CONTEXT
     if _CONTEXT is None:
         _CONTEXT = multiprocessing.get_context("forkserver")
-        _CONTEXT.set_forkserver_preload(["torch", "torch.distributed.run", "tests.preloaded"])
+        # torch.distributed.checkpoint brings FSDP2, DTensor and the device mesh with it (about
+        # 4 CPU-s per process here): the DCP, FSDP and HSDP scripts' ranks fork with them loaded
+        _CONTEXT.set_forkserver_preload(["torch", "torch.distributed.run",
+                                         "torch.distributed.checkpoint", "tests.preloaded"])
     return _CONTEXT
 
 

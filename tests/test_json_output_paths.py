@@ -107,6 +107,7 @@ VALID: dict[str, Valid] = {
     "training/flops_mfu_calculator.py": Valid(("--layers", "2", "--hidden", "64", "--vocab", "10", "--seq-len", "8",
                                                 "--tokens-per-s", "5", "--device", "a100")),
     "training/gpu_memory_monitor.py": Valid(("--steps", "1")),
+    "training/hsdp_example.py": Valid(),
     "training/memory_estimator.py": Valid(("--params", "1e9")),
     "training/minhash_dedup.py": Valid(("c.jsonl",), files=CORPUS),
     "training/mx_quantize.py": Valid(),

@@ -1,15 +1,15 @@
 #!/usr/bin/env python
 """communication_volume.py: bytes one GPU sends per training step, per parallelism strategy.
 
-For a transformer trained with data (DDP, ZeRO-1/2, ZeRO-3/FSDP, HSDP: shard in groups of S ranks
-and replicate across them, ZeRO++: quantized weights qwZ, a secondary partition in each node hpZ,
-quantized gradients qgZ), tensor (TP, with or without sequence parallelism), pipeline (PP),
-context (CP: ring attention or Ulysses) and expert (EP) parallelism, it prints one row per collective a step issues (group size, calls per step, message
-size, bytes one GPU sends per step, time at a bus bandwidth) and the total. A collective of S
-bytes over n ranks sends, per rank (ring, nccl-tests' busbw factors): all-reduce 2(n-1)/n S;
-all-gather, reduce-scatter and all-to-all (n-1)/n S; send S. Time = bytes sent / busbw; the rows
-add up without overlap. The Model parallelism and Sharding chapters give each strategy's formula
-and source.
+For a transformer trained with data (DDP, ZeRO-1/2, ZeRO-3/FSDP; HSDP: shard in groups of S
+ranks, replicate across them; ZeRO++: quantized weights qwZ, a secondary partition in each node
+hpZ, quantized gradients qgZ), tensor (TP, with or without sequence parallelism), pipeline (PP),
+context (CP: ring attention or Ulysses) and expert (EP) parallelism, it prints one row per
+collective a step issues (group size, calls per step, message size, bytes one GPU sends per
+step, time at a bus bandwidth) and the total. A collective of S bytes over n ranks sends, per
+rank (ring, nccl-tests' busbw factors): all-reduce 2(n-1)/n S; all-gather, reduce-scatter and
+all-to-all (n-1)/n S; send S. Time = bytes sent / busbw; the rows add up without overlap.
+The Model parallelism and Sharding chapters give each strategy's formula and source.
 Units: 1 GB = 1e9 bytes, busbw in GBps (1e9 bytes/s per GPU). Standard library only, no GPU::
 
     python communication_volume.py
