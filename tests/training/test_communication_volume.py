@@ -273,6 +273,25 @@ def test_chapter_example_is_the_real_output():
         assert proc.stdout.splitlines() == block[1:], chapter
 
 
+SHARDING = [REPO / "book" / lang / "training" / "sharding.md" for lang in ("en", "zh")]
+
+
+def test_sharding_chapter_examples_are_the_real_output():
+    """The sharding page's worked example (en and zh): each command it shows, with its output."""
+    outputs = {}
+    for chapter in SHARDING:
+        text = chapter.read_text(encoding="utf-8")
+        blocks = re.findall(r"```text\n\$ python scripts/training/communication_volume.py([^\n]*)\n(.*?)\n```",
+                            text, re.S)
+        assert len(blocks) == 3, chapter
+        for args, shown in blocks:
+            if args not in outputs:
+                proc = run(args.split())
+                assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+                outputs[args] = proc.stdout.rstrip("\n")
+            assert shown == outputs[args], (chapter, args)
+
+
 def test_docstring_example_is_part_of_the_real_output(cv):
     """The docstring's short example: the default run's lines, in order ('...' skips some)."""
     doc = cv.__doc__
