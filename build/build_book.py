@@ -1,5 +1,5 @@
-"""Build the book: the website (English at the root, Chinese under /zh/) and one PDF per language,
-only when an input changed since the last build into the same folder.
+"""Build the book: the website (English at the root, Chinese under /zh/), one PDF and one EPUB per
+language, only when an input changed since the last build into the same folder.
 
     python build/build_book.py [--site-dir site] [--no-pdf] [--force] [--jobs N]
 
@@ -16,7 +16,10 @@ Steps:
 4. the PDFs into ``<site>/pdf/``, from the built site (build/pdf_book.py): each part of the book is a
    WeasyPrint document of its own, rendered only when its HTML changed (cached in ``.cache/pdf/``),
    then the parts are assembled with pikepdf;
-5. record the hash in ``<site>/.build-inputs.json``.
+5. the EPUBs into ``<site>/epub/``, from the same print HTML (build/epub_book.py): each part's
+   XHTML is converted only when its pages changed (cached in ``.cache/epub/``, beside the PDF
+   cache), then packaged with ebooklib;
+6. record the hash in ``<site>/.build-inputs.json``.
 
 A lock file in the site folder makes concurrent calls (two terminals, pytest workers) wait for
 one build instead of racing it. Exit status 0 when the outputs are up to date or built, 1 when a
@@ -34,6 +37,7 @@ import sys
 import time
 from pathlib import Path
 
+import epub_book  # build/epub_book.py, beside this file
 import pdf_book  # build/pdf_book.py, beside this file
 
 from tools import translations
@@ -94,6 +98,10 @@ def pdf_files(site_dir: Path) -> list[Path]:
     return sorted((site_dir / "pdf").glob("*.pdf"))
 
 
+def epub_files(site_dir: Path) -> list[Path]:
+    return sorted((site_dir / "epub").glob("*.epub"))
+
+
 def check_translations() -> None:
     """Stop the build on a page without its translation or record (a stale one builds, with the
     notice the translation_notice hook adds)."""
@@ -112,7 +120,8 @@ def mkdocs(config: str, site_dir: Path) -> int:
 
 
 def build(site_dir: Path, pdfs: bool, cache_dir: Path, jobs: int) -> None:
-    """The site into ``site_dir`` and, with ``pdfs``, both PDFs into ``site_dir/pdf``."""
+    """The site into ``site_dir`` and, with ``pdfs``, both PDFs into ``site_dir/pdf`` and both
+    EPUBs into ``site_dir/epub``."""
     start = time.perf_counter()
     if mkdocs("mkdocs.yml", site_dir) != 0:
         raise SystemExit("build_book.py: error: mkdocs build failed: mkdocs.yml")
@@ -122,19 +131,28 @@ def build(site_dir: Path, pdfs: bool, cache_dir: Path, jobs: int) -> None:
 
 
 def make_pdfs(site_dir: Path, cache_dir: Path, jobs: int) -> None:
+    """The PDFs, then the EPUBs (their cache is the folder "epub" beside ``cache_dir``)."""
     try:
         pdf_book.build(site_dir, cache_dir, jobs)
     except pdf_book.PdfError as err:
         raise SystemExit(f"build_book.py: error: PDF build failed: {err}") from None
+    start = time.perf_counter()
+    try:
+        epub_book.build(site_dir, cache_dir.parent / "epub", jobs)
+    except epub_book.EpubError as err:
+        raise SystemExit(f"build_book.py: error: EPUB build failed: {err}") from None
+    print(f"build_book.py: EPUBs built in {time.perf_counter() - start:.1f} s", flush=True)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Build the site and the PDFs of the book (only what changed).")
+    parser = argparse.ArgumentParser(
+        description="Build the site, the PDFs and the EPUBs of the book (only what changed).")
     parser.add_argument("--site-dir", type=Path, default=ROOT / "site", help="output folder (default: site/)")
-    parser.add_argument("--no-pdf", action="store_true", help="build the website only")
+    parser.add_argument("--no-pdf", action="store_true", help="build the website only (no PDFs, no EPUBs)")
     parser.add_argument("--force", action="store_true", help="build even when the inputs did not change")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "pdf",
-                        help="the PDF parts rendered so far, by content hash (default: .cache/pdf/)")
+                        help="the PDF parts rendered so far, by content hash (default: .cache/pdf/); the "
+                             "EPUB's converted parts go to the folder epub/ beside it")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="PDF parts rendered at once (default: the number of cores)")
     args = parser.parse_args(argv)
@@ -150,14 +168,15 @@ def main(argv=None) -> int:
         digest = inputs_digest()
         stamp = read_stamp(site_dir)
         fresh = stamp.get("inputs") == digest
-        have_pdfs = fresh and stamp.get("pdfs") and len(pdf_files(site_dir)) == len(LANGS)
+        have_pdfs = (fresh and stamp.get("pdfs") and len(pdf_files(site_dir)) == len(LANGS)
+                     and len(epub_files(site_dir)) == len(LANGS))
         if fresh and (args.no_pdf or have_pdfs) and not args.force:
             print(f"build_book.py: {site_dir.name}/ is up to date with its inputs")
             return 0
-        if fresh and not args.force:  # the site is current; only the PDFs were not asked for last time
+        if fresh and not args.force:  # the site is current; only the PDFs and EPUBs were not asked for last time
             make_pdfs(site_dir, args.cache_dir.resolve(), args.jobs)
             write_stamp(site_dir, {"inputs": digest, "pdfs": True})
-            print(f"built the PDFs of {site_dir}")
+            print(f"built the PDFs and EPUBs of {site_dir}")
             return 0
         (site_dir / STAMP).unlink(missing_ok=True)  # an interrupted build must not look fresh
         check_translations()

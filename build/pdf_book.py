@@ -174,10 +174,11 @@ class PartDoc:
     anchors: list[str] = field(default_factory=list)    # anchors that must land on a page
 
 
-def part_html(book: Book, part: Part, site_dir: Path, math_font: Path) -> PartDoc:
+def part_html(book: Book, part: Part, site_dir: Path, math_font: Path, math_svg: bool = True) -> PartDoc:
     """The print HTML of one part: each page's article, its ids prefixed with the page's key, its
     links between pages as ``book:KEY--ID`` and its images as file URLs. ``math_font`` is the
-    font the math's glyphs are text in (tools/math_markup.py print_font)."""
+    font the math's glyphs are text in (tools/math_markup.py print_font). ``math_svg=False``
+    keeps the site's MathML (the EPUB, build/epub_book.py)."""
     urls = {page_url(src): page_key(src) for p in book.parts for src in p.pages}
     prefix = "" if book.lang == "en" else f"{book.lang}/"
     doc = PartDoc(book.lang, part)
@@ -200,7 +201,7 @@ def part_html(book: Book, part: Part, site_dir: Path, math_font: Path) -> PartDo
             # a page's "last update" (git): the cover gives the edition's date, and a part whose
             # text did not change keeps its cached rendering
             dated.decompose()
-        _print_version(article, book, src)
+        _print_version(article, book, src, math_svg)
         if src in numbers and article.h1:
             number = soup.new_tag("span", attrs={"class": "heading-number"})
             number.string = numbers[src]
@@ -238,8 +239,8 @@ def _stylesheets(site_dir: Path) -> str:
     return "".join(f'<link rel="stylesheet" href="{p.resolve().as_uri()}">' for p in sheets if p.is_file())
 
 
-def _print_version(article, book: Book, src: str) -> None:
-    """What the site shows for the screen and the PDF prints otherwise."""
+def _print_version(article, book: Book, src: str, math_svg: bool = True) -> None:
+    """What the site shows for the screen and the PDF (and the EPUB) prints otherwise."""
     for tag in article.select("a.headerlink, a.anchor-link, script, noscript, p.notebook-download, .md-source-file, "
                               "clipboard-copy, .clipboard-copy-txt, details.calculator-json-block"):
         tag.decompose()
@@ -258,7 +259,7 @@ def _print_version(article, book: Book, src: str) -> None:
             f"<code>{html.escape(rel)}</code></a></p></div>", "html.parser")
         download.replace_with(box)
     # The site's MathML, as the SVG that ziamath draws from the same TeX: WeasyPrint draws no MathML.
-    for math in article.select("math[data-tex]"):
+    for math in article.select("math[data-tex]") if math_svg else ():
         svg = tex_to_svg(math["data-tex"], math.get("display") == "block")
         math.replace_with(BeautifulSoup(svg, "html.parser"))
     for status in article.select("div.calculator p.calculator-status"):

@@ -5,9 +5,10 @@
 In order, stopping at the first failure:
 1. refuse a version not shaped YYYY.MM, a repository with uncommitted or untracked changes, and a
    version that exists (its tag v<version>, its CHANGELOG.md section or its folder in gh-pages);
-2. build the site and both PDFs (build/build_book.py into dist/site/) with BOOK_VERSION set, so the
-   PDF covers and metadata name the version, and Material's version switcher on (mike's
-   versions.json); copy the PDFs to dist/ml-engineering-open-book-<version>-<lang>.pdf;
+2. build the site, both PDFs and both EPUBs (build/build_book.py into dist/site/) with BOOK_VERSION
+   set, so the PDF and EPUB covers and metadata name the version, and Material's version switcher
+   on (mike's versions.json); copy them to dist/ml-engineering-open-book-<version>-<lang>.pdf and
+   .epub;
 3. write the CHANGELOG.md section (tools/changelog.py: what changed since the last tag) and set
    CITATION.cff's version and date; commit both ("Release <version>") and tag it v<version>;
 4. commit the built site to the local gh-pages branch with mike, as folder <version>/, with the
@@ -87,7 +88,8 @@ def set_citation(path: Path, version: str, date: str, repo_url: str | None = Non
 
 
 def build(repo: Path, version: str, dist: Path) -> list[Path]:
-    """The versioned site into dist/site and the PDFs copied to their versioned names in dist/."""
+    """The versioned site into dist/site and the PDFs and EPUBs copied to their versioned names in
+    dist/."""
     env = {**os.environ, "BOOK_VERSION": version, "BOOK_VERSION_PROVIDER": "mike"}
     site = dist / "site"
     done = subprocess.run([sys.executable, str(repo / "build" / "build_book.py"), "--site-dir", str(site)],
@@ -96,11 +98,12 @@ def build(repo: Path, version: str, dist: Path) -> list[Path]:
         raise ReleaseError("build/build_book.py failed (its message is above); nothing was tagged")
     made = []
     for lang in LANGS:
-        pdf = site / "pdf" / f"ml-engineering-open-book-{lang}.pdf"
-        if not pdf.is_file():
-            raise ReleaseError(f"the build made no {pdf.relative_to(dist)}")
-        made.append(dist / f"ml-engineering-open-book-{version}-{lang}.pdf")
-        shutil.copyfile(pdf, made[-1])
+        for kind in ("pdf", "epub"):
+            built = site / kind / f"ml-engineering-open-book-{lang}.{kind}"
+            if not built.is_file():
+                raise ReleaseError(f"the build made no {built.relative_to(dist)}")
+            made.append(dist / f"ml-engineering-open-book-{version}-{lang}.{kind}")
+            shutil.copyfile(built, made[-1])
     for name in (".build.lock", ".build-inputs.json"):  # build_book.py's bookkeeping, not the site's
         (site / name).unlink(missing_ok=True)
     return made
@@ -156,21 +159,22 @@ def deploy(repo: Path, site: Path, version: str) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="release.py", description="Tag, build and deploy a release of the book.")
     parser.add_argument("version", help="YYYY.MM, e.g. 2026.11")
-    parser.add_argument("--dist", type=Path, default=ROOT / "dist", help="where the site and PDFs go (default: dist/)")
+    parser.add_argument("--dist", type=Path, default=ROOT / "dist",
+                        help="where the site, PDFs and EPUBs go (default: dist/)")
     args = parser.parse_args(argv)
     if not VERSION.fullmatch(args.version):
         parser.error(f"VERSION={args.version!r}: expected YYYY.MM, e.g. 2026.11")
     date = datetime.date.today().isoformat()
     try:
         preflight(ROOT, args.version)
-        pdfs = build(ROOT, args.version, args.dist.resolve())
+        books = build(ROOT, args.version, args.dist.resolve())
         record(ROOT, args.version, date)
         deploy(ROOT, args.dist.resolve() / "site", args.version)
     except ReleaseError as err:
         print(f"release.py: error: {err}", file=sys.stderr)
         return 1
     print(f"release.py: released {args.version}: tag v{args.version}, {BRANCH} (not pushed), "
-          + ", ".join(str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p) for p in pdfs)
+          + ", ".join(str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p) for p in books)
           + "; edit the new CHANGELOG.md section, then push the tag and gh-pages")
     return 0
 

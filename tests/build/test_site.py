@@ -48,13 +48,14 @@ def test_every_nav_page_is_built_in_each_language(built_site, lang):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_every_page_links_its_languages_pdf(built_book, lang):
+def test_every_page_links_its_languages_pdf_and_epub(built_book, lang):
     for src in nav_pages():
         page_path = built_page(built_book, lang, src)
-        links = [a.get("href") for a in select(tree(page_path), "a.book-pdf")]
-        assert len(links) == 1, f"{lang} {src}: expected one PDF link, found {links}"
-        assert links[0].endswith(f"-{lang}.pdf")
-        assert (page_path.parent / links[0]).resolve().is_file(), f"{lang} {src}: {links[0]} does not resolve"
+        for kind in ("pdf", "epub"):
+            links = [a.get("href") for a in select(tree(page_path), f"a.book-{kind}")]
+            assert len(links) == 1, f"{lang} {src}: expected one {kind} link, found {links}"
+            assert links[0].endswith(f"-{lang}.{kind}")
+            assert (page_path.parent / links[0]).resolve().is_file(), f"{lang} {src}: {links[0]} does not resolve"
 
 
 def test_language_switcher_links_the_other_language(built_site):
