@@ -199,3 +199,25 @@ def test_the_pdf_cover_says_which_version_it_is(version, cover, monkeypatch, tmp
     monkeypatch.setattr(pdf_book, "content_date", lambda: "2026-11-30")
     book = pdf_book.Book("en", "Book", strings, None, [], None, version)
     assert f'<p class="cover-date">{cover}</p>' in pdf_book.front_html(book, [], {}, tmp_path)
+
+
+def test_a_release_copies_each_languages_pdf_and_epub_under_its_version(monkeypatch, tmp_path):
+    """release.build hands BOOK_VERSION to build_book.py and copies what it made to dist/ (the
+    build itself is faked: the whole book is built by tests/build/)."""
+    seen = {}
+
+    def fake_build(cmd, cwd, env):
+        seen["version"] = env["BOOK_VERSION"]
+        site = tmp_path / "dist" / "site"
+        for lang in ("en", "zh"):
+            for kind in ("pdf", "epub"):
+                (site / kind).mkdir(parents=True, exist_ok=True)
+                (site / kind / f"ml-engineering-open-book-{lang}.{kind}").write_text(f"{lang} {kind}")
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(release.subprocess, "run", fake_build)
+    made = release.build(ROOT, "2026.11", tmp_path / "dist")
+    assert seen["version"] == "2026.11"
+    assert sorted(p.name for p in made) == [f"ml-engineering-open-book-2026.11-{lang}.{kind}"
+                                            for lang in ("en", "zh") for kind in ("epub", "pdf")]
+    assert (tmp_path / "dist" / "ml-engineering-open-book-2026.11-zh.epub").read_text() == "zh epub"
