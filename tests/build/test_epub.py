@@ -170,12 +170,15 @@ def test_math_is_mathml_declared_in_the_manifest_and_no_raw_tex_is_left(epubs, d
     assert not raw, f"raw TeX in {raw[:5]}"
 
 
-def test_code_listings_wrap_instead_of_being_cut_off(epubs, documents):
-    """Reading systems cannot scroll a page sideways: a line longer than the screen must wrap."""
+def test_code_listings_and_wide_tables_wrap_instead_of_being_cut_off(epubs, documents):
+    """Many reading systems cannot scroll sideways: a line longer than the screen must wrap, and
+    a table's cells may break a long word so that the table fits the screen."""
     css = epubs["en"].read("EPUB/style/book.css").decode()
     rule = re.search(r"(?:^|\n)pre\s*\{([^}]*)\}", css)
     assert rule and re.search(r"white-space:\s*pre-wrap", rule.group(1)), "pre does not wrap"
     assert re.search(r"overflow-wrap:\s*anywhere|word-break:\s*break-all", rule.group(1))
+    cells = re.search(r"(?:^|\n)th, td\s*\{([^}]*)\}", css)
+    assert cells and re.search(r"overflow-wrap:\s*anywhere", cells.group(1)), "table cells cannot wrap"
     styled = [name for lang in LANGS for name, root in documents[lang].items()
               if root.xpath("//x:pre[@style]", namespaces=NS)]
     assert not styled, f"a <pre> with its own style in {styled[:3]}"
