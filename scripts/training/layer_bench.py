@@ -317,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ffn", type=count, help="SwiGLU width (default 8/3 hidden, up to 64)")
     p.add_argument("--seq-len", type=count, default=256, help="tokens per sequence (default 256)")
     p.add_argument("--batch", type=count, default=2, help="sequences (default 2)")
+    p.add_argument("--threads", type=number(int, 1, 1024),
+                   help="torch CPU threads (default: torch's; 1 is steadier on a shared machine)")
     p.add_argument("--warmup", type=number(int, 0, 1000), default=3, help="untimed runs (3)")
     p.add_argument("--iters", type=number(int, 1, 10000), default=10, help="timed runs (10)")
     p.add_argument("--backend", default="inductor", type=nonempty,
@@ -355,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         check_output(a.json, "--json")
     import torch
+    if a.threads:
+        torch.set_num_threads(a.threads)
     a.device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if a.device == "cuda" and not torch.cuda.is_available():
         raise ScriptError("--device cuda, but torch sees no CUDA device")
