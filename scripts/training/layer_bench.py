@@ -22,11 +22,12 @@ are CPU measurements. Method and results: book/en/training/performance.md.
     python layer_bench.py swiglu --device cpu --hidden 768 --json swiglu.json
     python layer_bench.py compile --backend inductor --json compile.json
 
-Example output (``fwd-bwd --device cpu --hidden 256 --seq-len 256``, 2-vCPU shared machine)::
+Example output (``fwd-bwd --device cpu --threads 1``, a shared 2-vCPU machine; rows cut)::
 
-    layer        forward ms  backward ms  bwd/fwd
-    linear             1.02         2.11     2.07
-    attention          2.40         5.83     2.43
+               layer      forward_ms     backward_ms    bwd_over_fwd
+              linear           1.747           4.634           2.653
+           attention           6.105          15.445           2.530
+              swiglu          17.708          34.609           1.954
 
 Exit status: 0 ok, 1 failure (no CUDA, a backend that fails), 2 usage; ``--debug`` adds the
 traceback.
