@@ -49,85 +49,14 @@ KV_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # ---------------------------------------------------------------------------------------------
 # Counting. A model (``a``) is what the shared ``architecture`` makes of a config.json or a row of
 # the data file (in the generated block below, with the rows built in): every family's spelling
-# mapped onto one (num_local_experts and n_routed_experts become num_experts, ...).
-
-def _layer_attention(a: dict) -> tuple[int, int]:
-    """(weights and biases, norm weights) of one layer's attention block."""
-    h, heads, kv, d = a["hidden_size"], a["num_attention_heads"], a["num_key_value_heads"], a["head_dim"]
-    if a["mla"]:
-        qk = a["qk_nope_head_dim"] + a["qk_rope_head_dim"]
-        if a["q_lora_rank"]:
-            q = h * a["q_lora_rank"] + a["q_lora_rank"] * heads * qk
-            norms = a["q_lora_rank"]  # q_a_layernorm
-        else:
-            q, norms = h * heads * qk, 0
-        kv_down = h * (a["kv_lora_rank"] + a["qk_rope_head_dim"])
-        kv_up = a["kv_lora_rank"] * heads * (a["qk_nope_head_dim"] + a["v_head_dim"])
-        out = heads * a["v_head_dim"] * h
-        return q + kv_down + kv_up + out, norms + a["kv_lora_rank"]  # + kv_a_layernorm
-    weights = h * heads * d + 2 * h * kv * d + heads * d * h
-    if a["qkv_bias"] or a["attention_bias"]:
-        weights += heads * d + 2 * kv * d + (h if a["attention_bias"] else 0)
-    norms = {"head": 2 * d, "full": heads * d + kv * d, None: 0}[a["qk_norm"]]
-    return weights, norms
-
-
-def _attention_widths(a: dict) -> tuple[int, int]:
-    """(query/key width, value width) summed over the heads: the sizes of the two attention
-    matmuls of one token."""
-    heads = a["num_attention_heads"]
-    if a["mla"]:
-        return heads * (a["qk_nope_head_dim"] + a["qk_rope_head_dim"]), heads * a["v_head_dim"]
-    return heads * a["head_dim"], heads * a["head_dim"]
-
-
-def count_params(a: dict) -> dict:
-    """Parameters of model ``a`` (from ``architecture``) by component, as ints: embedding,
-    output, attention, mlp, experts, shared_experts, router, norms, total, active,
-    active_without_input_embedding and matmul_active (book/en/models/architecture.md)."""
-    h, layers = a["hidden_size"], a["num_hidden_layers"]
-    attention, qk_norms = _layer_attention(a)
-    dense = a["first_k_dense_replace"]
-    moe = layers - dense
-    mlp = dense * 3 * h * (a["intermediate_size"] or 0)
-    mlp_biases = dense * (2 * (a["intermediate_size"] or 0) + h) if a.get("mlp_bias") else 0
-    mlp += mlp_biases
-    one_expert = 3 * h * a["moe_intermediate_size"]
-    experts = moe * a["num_experts"] * one_expert
-    shared = moe * a["n_shared_experts"] * one_expert
-    router = moe * (h * a["num_experts"] + (a["num_experts"] if a["router_bias"] else 0))
-    embedding = a["vocab_size"] * h
-    output = 0 if a["tie_word_embeddings"] else embedding
-    norms = layers * (a["norms_per_layer"] * h + qk_norms) + h  # + the final norm
-    counts = {"embedding": embedding, "output": output, "attention": layers * attention,
-              "mlp": mlp, "experts": experts, "shared_experts": shared, "router": router,
-              "norms": norms}
-    counts["total"] = sum(counts.values())
-    unused = moe * (a["num_experts"] - a["num_experts_per_tok"]) * one_expert
-    counts["active"] = counts["total"] - unused
-    counts["active_without_input_embedding"] = counts["active"] - embedding
-    biases = 0
-    if a["qkv_bias"] or a["attention_bias"]:
-        d, heads, kv = a["head_dim"], a["num_attention_heads"], a["num_key_value_heads"]
-        biases = layers * (heads * d + 2 * kv * d + (h if a["attention_bias"] else 0))
-    counts["matmul_active"] = (counts["attention"] - biases + mlp - mlp_biases + experts - unused + shared
-                               + moe * h * a["num_experts"] + embedding)  # output projection
-    return counts
-
+# mapped onto one (num_local_experts and n_routed_experts become num_experts, ...). Its parameters
+# (``count_params``) and FLOPs per token (``arch_flops_per_token``) are counted in that block too,
+# shared with parallelism_planner.py.
 
 def flops_per_token(a: dict, context: int) -> dict:
-    """FLOPs per token of model ``a`` for a sequence (or cache) of ``context`` tokens:
-    ``training`` (6N plus the attention matmuls forward and backward over the full T x T
-    matrix), ``training_6n`` (6N alone), ``forward`` (one generated token attending to
-    ``context`` cached tokens), ``matmul_params`` (N). Formulas: book/en/models/architecture.md."""
-    if context < 1:
-        raise ValueError(f"context must be >= 1, got {context}")
-    n = count_params(a)["matmul_active"]
-    qk, v = _attention_widths(a)
-    attended = sum(tokens_per_layer(a, context))
-    return {"matmul_params": n, "training_6n": 6 * n,
-            "training": 6 * n + 6 * (qk + v) * attended,
-            "forward": 2 * n + 2 * (qk + v) * attended}
+    """``arch_flops_per_token`` (in the shared block below): FLOPs per token of model ``a`` for
+    a sequence of ``context`` tokens, under the name the notebooks import."""
+    return arch_flops_per_token(a, context)
 
 
 def kv_bytes_per_token(a: dict, dtype_bytes: int = 2) -> int:
@@ -750,6 +679,85 @@ def tokens_per_layer(arch: dict, context: int) -> list[int]:
     window = min(context, arch["sliding_window"] or context)
     sliding = arch["sliding_layers"]
     return [window] * sliding + [context] * (arch["num_hidden_layers"] - sliding)
+
+
+def _layer_attention(a: dict) -> tuple[int, int]:
+    """(weights and biases, norm weights) of one layer's attention block."""
+    h, heads, kv, d = a["hidden_size"], a["num_attention_heads"], a["num_key_value_heads"], a["head_dim"]
+    if a["mla"]:
+        qk = a["qk_nope_head_dim"] + a["qk_rope_head_dim"]
+        if a["q_lora_rank"]:
+            q = h * a["q_lora_rank"] + a["q_lora_rank"] * heads * qk
+            norms = a["q_lora_rank"]  # q_a_layernorm
+        else:
+            q, norms = h * heads * qk, 0
+        kv_down = h * (a["kv_lora_rank"] + a["qk_rope_head_dim"])
+        kv_up = a["kv_lora_rank"] * heads * (a["qk_nope_head_dim"] + a["v_head_dim"])
+        out = heads * a["v_head_dim"] * h
+        return q + kv_down + kv_up + out, norms + a["kv_lora_rank"]  # + kv_a_layernorm
+    weights = h * heads * d + 2 * h * kv * d + heads * d * h
+    if a["qkv_bias"] or a["attention_bias"]:
+        weights += heads * d + 2 * kv * d + (h if a["attention_bias"] else 0)
+    norms = {"head": 2 * d, "full": heads * d + kv * d, None: 0}[a["qk_norm"]]
+    return weights, norms
+
+
+def _attention_widths(a: dict) -> tuple[int, int]:
+    """(query/key width, value width) summed over the heads: the sizes of the two attention
+    matmuls of one token."""
+    heads = a["num_attention_heads"]
+    if a["mla"]:
+        return heads * (a["qk_nope_head_dim"] + a["qk_rope_head_dim"]), heads * a["v_head_dim"]
+    return heads * a["head_dim"], heads * a["head_dim"]
+
+
+def count_params(a: dict) -> dict:
+    """Parameters of model ``a`` (from ``architecture``) by component, as ints: embedding,
+    output, attention, mlp, experts, shared_experts, router, norms, total, active,
+    active_without_input_embedding and matmul_active (book/en/models/architecture.md)."""
+    h, layers = a["hidden_size"], a["num_hidden_layers"]
+    attention, qk_norms = _layer_attention(a)
+    dense = a["first_k_dense_replace"]
+    moe = layers - dense
+    mlp = dense * 3 * h * (a["intermediate_size"] or 0)
+    mlp_biases = dense * (2 * (a["intermediate_size"] or 0) + h) if a.get("mlp_bias") else 0
+    mlp += mlp_biases
+    one_expert = 3 * h * a["moe_intermediate_size"]
+    experts = moe * a["num_experts"] * one_expert
+    shared = moe * a["n_shared_experts"] * one_expert
+    router = moe * (h * a["num_experts"] + (a["num_experts"] if a["router_bias"] else 0))
+    embedding = a["vocab_size"] * h
+    output = 0 if a["tie_word_embeddings"] else embedding
+    norms = layers * (a["norms_per_layer"] * h + qk_norms) + h  # + the final norm
+    counts = {"embedding": embedding, "output": output, "attention": layers * attention,
+              "mlp": mlp, "experts": experts, "shared_experts": shared, "router": router,
+              "norms": norms}
+    counts["total"] = sum(counts.values())
+    unused = moe * (a["num_experts"] - a["num_experts_per_tok"]) * one_expert
+    counts["active"] = counts["total"] - unused
+    counts["active_without_input_embedding"] = counts["active"] - embedding
+    biases = 0
+    if a["qkv_bias"] or a["attention_bias"]:
+        d, heads, kv = a["head_dim"], a["num_attention_heads"], a["num_key_value_heads"]
+        biases = layers * (heads * d + 2 * kv * d + (h if a["attention_bias"] else 0))
+    counts["matmul_active"] = (counts["attention"] - biases + mlp - mlp_biases + experts - unused + shared
+                               + moe * h * a["num_experts"] + embedding)  # output projection
+    return counts
+
+
+def arch_flops_per_token(a: dict, context: int) -> dict:
+    """FLOPs per token of model ``a`` for a sequence (or cache) of ``context`` tokens:
+    ``training`` (6N plus the attention matmuls forward and backward over the full T x T
+    matrix), ``training_6n`` (6N alone), ``forward`` (one generated token attending to
+    ``context`` cached tokens), ``matmul_params`` (N). Formulas: book/en/models/architecture.md."""
+    if context < 1:
+        raise ValueError(f"context must be >= 1, got {context}")
+    n = count_params(a)["matmul_active"]
+    qk, v = _attention_widths(a)
+    attended = sum(tokens_per_layer(a, context))
+    return {"matmul_params": n, "training_6n": 6 * n,
+            "training": 6 * n + 6 * (qk + v) * attended,
+            "forward": 2 * n + 2 * (qk + v) * attended}
 
 
 def parse_count(text: str) -> float:

@@ -53,57 +53,6 @@ SHAPE = ("layers", "hidden", "heads", "vocab", "seq", "micro_batch")  # options 
 
 
 @dataclass(frozen=True)
-class Recipe:
-    """Bytes per parameter of each model-state tensor in a precision recipe.
-
-    ``weights``/``grads``: the model's parameters and the gradients backward writes into;
-    ``main_grads``: a separate fp32 gradient copy the optimizer reads (0 if none);
-    ``master``: fp32 master weights (0 if the optimizer updates ``weights`` directly);
-    ``state``: bytes of each optimizer statistic (Adam has two) unless the optimizer fixes it.
-    """
-    weights: int
-    grads: int
-    main_grads: int
-    master: int
-    state: int
-    description: str
-
-
-RECIPES = {
-    # ZeRO paper, Section 3.1: fp16 weights and gradients, fp32 master weights, momentum and
-    # variance: 2 + 2 + 12 = 16 bytes per parameter with Adam. bf16 in place of fp16 is the same.
-    "mixed": Recipe(2, 2, 0, 4, 4, "16-bit weights and gradients, fp32 master weights and "
-                    "optimizer states (ZeRO paper, 16 B/param with Adam)"),
-    # Megatron-LM with fp16: the optimizer also keeps fp32 main gradients: 20 B/param with Adam.
-    "mixed-fp32-main-grads": Recipe(2, 2, 4, 4, 4, "16-bit weights and gradients plus fp32 "
-                                    "main gradients, master weights and states (Megatron-LM fp16, "
-                                    "20 B/param)"),
-    # Megatron-LM with bf16: gradients accumulated (and reduced) in fp32 and used directly as the
-    # optimizer's main gradients: 2 + 4 + 12 = 18 B/param with Adam.
-    "bf16-fp32-grads": Recipe(2, 4, 0, 4, 4, "bf16 weights, fp32 gradient accumulation, fp32 "
-                              "master weights and states (Megatron-LM bf16, 18 B/param)"),
-    # Everything in fp32 (also PyTorch FSDP's MixedPrecision, which keeps fp32 sharded parameters
-    # and computes with bf16 copies gathered on the fly): 4 + 4 + 8 = 16 B/param with Adam.
-    "fp32": Recipe(4, 4, 0, 0, 4, "fp32 weights, gradients and optimizer states (16 B/param)"),
-    # Pure bf16: no master copy, optimizer states in bf16: 2 + 2 + 4 = 8 B/param with Adam.
-    "bf16": Recipe(2, 2, 0, 0, 2, "bf16 weights, gradients and optimizer states, no master "
-                   "copy (8 B/param)"),
-}
-
-# optimizer -> (number of per-parameter statistics, bytes of each or None for the recipe's)
-OPTIMIZERS = {
-    "adamw": (2, None),        # exp_avg and exp_avg_sq (Kingma & Ba 2014; Loshchilov & Hutter 2017)
-    "adam": (2, None),
-    "adamw-8bit": (2, 1),      # block-wise quantized states, 1 byte each (Dettmers et al. 2021);
-                               # the per-block scales add well under 1% and are ignored
-    "sgd-momentum": (1, None),  # the momentum buffer
-    "sgd": (0, None),
-}
-
-RECOMPUTE = ("none", "selective", "full")
-
-
-@dataclass(frozen=True)
 class Model:
     """Transformer shape: L layers, hidden size h, a heads, vocabulary V, sequence length s,
     micro-batch b (sequences), MLP size ffn (4h by default)."""
@@ -128,20 +77,6 @@ class Model:
         return self.layers * self.layer_params() + (self.vocab + self.seq + 2) * self.hidden
 
 
-def bytes_per_param(recipe: str, optimizer: str) -> dict[str, float]:
-    """Bytes per parameter of each model-state term, before any sharding.
-
-    Returns keys weights, gradients, master, main_grads, states and optimizer_states (the sum of
-    the last three, the ZeRO paper's K). Raises KeyError for an unknown recipe or optimizer.
-    """
-    r = RECIPES[recipe]
-    n_states, state_bytes = OPTIMIZERS[optimizer]
-    states = n_states * (r.state if state_bytes is None else state_bytes)
-    return {"weights": r.weights, "gradients": r.grads, "master": r.master,
-            "main_grads": r.main_grads, "states": states,
-            "optimizer_states": r.master + r.main_grads + states}
-
-
 def model_state_bytes(params: float, recipe: str = "mixed", optimizer: str = "adamw",
                       zero: int = 0, dp: int = 1, tp: int = 1, pp: int = 1) -> dict[str, float]:
     """Per-GPU bytes of weights, gradients and optimizer states, and their sum.
@@ -157,7 +92,7 @@ def model_state_bytes(params: float, recipe: str = "mixed", optimizer: str = "ad
     for name, value in (("dp", dp), ("tp", tp), ("pp", pp)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1 (got {value})")
-    per = bytes_per_param(recipe, optimizer)
+    per = state_bytes_per_param(recipe, optimizer)
     local = params / (tp * pp)
     out = {
         "weights": local * per["weights"] / (dp if zero >= 3 else 1),
@@ -166,44 +101,6 @@ def model_state_bytes(params: float, recipe: str = "mixed", optimizer: str = "ad
     }
     out["model_states"] = out["weights"] + out["gradients"] + out["optimizer_states"]
     return out
-
-
-def activation_bytes_per_layer(seq: int, micro_batch: int, hidden: int, heads: int,
-                               tp: int = 1, sequence_parallel: bool = False,
-                               recompute: str = "none", flash_attention: bool = False,
-                               ffn: int | None = None) -> float:
-    """Bytes of activations one transformer layer keeps for the backward pass, per micro-batch.
-
-    Korthikanti et al. 2022 (https://arxiv.org/abs/2205.05198): Eq. 1 (sbh(34 + 5as/h)), Eq. 2
-    (tensor parallel: sbh(10 + 24/t + 5as/(ht))), Eq. 4 (tensor + sequence parallel:
-    sbh(34 + 5as/h)/t), selective recomputation (drops the 5as/h term) and full recomputation
-    (2sbh: only the layer input is stored; 2sbh/t with sequence parallelism). 16-bit activations,
-    1-byte dropout masks. ``ffn`` (default 4h) replaces 34 by 18 + 4*ffn/h. ``flash_attention``
-    replaces the 5as/h term by an fp32 log-sum-exp per row and head (sbh * 4a/h bytes).
-    Raises ValueError for an unknown ``recompute`` or non-positive sizes.
-    """
-    for name, value in (("seq", seq), ("micro_batch", micro_batch), ("hidden", hidden),
-                        ("heads", heads), ("tp", tp)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1 (got {value})")
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)} (got {recompute!r})")
-    s, b, h, a, t = seq, micro_batch, hidden, heads, tp
-    sbh = s * b * h
-    if recompute == "full":
-        return 2 * sbh / (t if sequence_parallel else 1)
-    f = 4 * h if ffn is None else ffn
-    linear = 18 + 4 * f / h           # 34 for ffn = 4h: 11 (attention) + 19 (MLP) + 4 (norms)
-    replicated = 10                   # norms 4, two dropout masks 2, QKV and MLP inputs 4
-    if recompute == "selective":
-        score = 0.0
-    elif flash_attention:
-        score = 4 * a / h             # fp32 log-sum-exp: 4 bytes per (row, head) = 4*a*s*b
-    else:
-        score = 5 * a * s / h         # softmax output 2, dropout mask 1, dropout output 2
-    if t == 1 or sequence_parallel:
-        return sbh * (linear + score) / t
-    return sbh * (replicated + (linear - replicated) / t + score / t)
 
 
 def activation_bytes(model: Model, tp: int = 1, pp: int = 1, sequence_parallel: bool = False,
@@ -262,7 +159,7 @@ def estimate(params: float | None = None, model: Model | None = None, recipe: st
             temp = zero3_gather_bytes(model, recipe, tp)
     total = states["model_states"] + (acts["activations"] if acts else 0.0) + temp
     return {"params": n, "params_per_gpu": n / (tp * pp),
-            "bytes_per_param": bytes_per_param(recipe, optimizer),
+            "bytes_per_param": state_bytes_per_param(recipe, optimizer),
             "per_gpu_bytes": {**states,
                               "activations": acts["activations"] if acts else None,
                               "activations_layers": acts["layers"] if acts else None,
@@ -588,6 +485,111 @@ def run_main(main, argv=None) -> None:
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Bytes per parameter of each model-state tensor in a precision recipe.
+
+    ``weights``/``grads``: the model's parameters and the gradients backward writes into;
+    ``main_grads``: a separate fp32 gradient copy the optimizer reads (0 if none);
+    ``master``: fp32 master weights (0 if the optimizer updates ``weights`` directly);
+    ``state``: bytes of each optimizer statistic (Adam has two) unless the optimizer fixes it.
+    """
+    weights: int
+    grads: int
+    main_grads: int
+    master: int
+    state: int
+    description: str
+
+
+RECIPES = {
+    # ZeRO paper, Section 3.1: fp16 weights and gradients, fp32 master weights, momentum and
+    # variance: 2 + 2 + 12 = 16 bytes per parameter with Adam. bf16 in place of fp16 is the same.
+    "mixed": Recipe(2, 2, 0, 4, 4, "16-bit weights and gradients, fp32 master weights and "
+                    "optimizer states (ZeRO paper, 16 B/param with Adam)"),
+    # Megatron-LM with fp16: the optimizer also keeps fp32 main gradients: 20 B/param with Adam.
+    "mixed-fp32-main-grads": Recipe(2, 2, 4, 4, 4, "16-bit weights and gradients plus fp32 "
+                                    "main gradients, master weights and states (Megatron-LM fp16, "
+                                    "20 B/param)"),
+    # Megatron-LM with bf16: gradients accumulated (and reduced) in fp32 and used directly as the
+    # optimizer's main gradients: 2 + 4 + 12 = 18 B/param with Adam.
+    "bf16-fp32-grads": Recipe(2, 4, 0, 4, 4, "bf16 weights, fp32 gradient accumulation, fp32 "
+                              "master weights and states (Megatron-LM bf16, 18 B/param)"),
+    # Everything in fp32 (also PyTorch FSDP's MixedPrecision, which keeps fp32 sharded parameters
+    # and computes with bf16 copies gathered on the fly): 4 + 4 + 8 = 16 B/param with Adam.
+    "fp32": Recipe(4, 4, 0, 0, 4, "fp32 weights, gradients and optimizer states (16 B/param)"),
+    # Pure bf16: no master copy, optimizer states in bf16: 2 + 2 + 4 = 8 B/param with Adam.
+    "bf16": Recipe(2, 2, 0, 0, 2, "bf16 weights, gradients and optimizer states, no master "
+                   "copy (8 B/param)"),
+}
+
+
+# optimizer -> (number of per-parameter statistics, bytes of each or None for the recipe's)
+OPTIMIZERS = {
+    "adamw": (2, None),        # exp_avg and exp_avg_sq (Kingma & Ba 2014; Loshchilov & Hutter 2017)
+    "adam": (2, None),
+    "adamw-8bit": (2, 1),      # block-wise quantized states, 1 byte each (Dettmers et al. 2021);
+                               # the per-block scales add well under 1% and are ignored
+    "sgd-momentum": (1, None),  # the momentum buffer
+    "sgd": (0, None),
+}
+
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+def state_bytes_per_param(recipe: str, optimizer: str) -> dict[str, float]:
+    """Bytes per parameter of each model-state term, before any sharding.
+
+    Returns keys weights, gradients, master, main_grads, states and optimizer_states (the sum of
+    the last three, the ZeRO paper's K). Raises KeyError for an unknown recipe or optimizer.
+    """
+    r = RECIPES[recipe]
+    n_states, state_bytes = OPTIMIZERS[optimizer]
+    states = n_states * (r.state if state_bytes is None else state_bytes)
+    return {"weights": r.weights, "gradients": r.grads, "master": r.master,
+            "main_grads": r.main_grads, "states": states,
+            "optimizer_states": r.master + r.main_grads + states}
+
+
+def activation_bytes_per_layer(seq: int, micro_batch: int, hidden: int, heads: int,
+                               tp: int = 1, sequence_parallel: bool = False,
+                               recompute: str = "none", flash_attention: bool = False,
+                               ffn: int | None = None) -> float:
+    """Bytes of activations one transformer layer keeps for the backward pass, per micro-batch.
+
+    Korthikanti et al. 2022 (https://arxiv.org/abs/2205.05198): Eq. 1 (sbh(34 + 5as/h)), Eq. 2
+    (tensor parallel: sbh(10 + 24/t + 5as/(ht))), Eq. 4 (tensor + sequence parallel:
+    sbh(34 + 5as/h)/t), selective recomputation (drops the 5as/h term) and full recomputation
+    (2sbh: only the layer input is stored; 2sbh/t with sequence parallelism). 16-bit activations,
+    1-byte dropout masks. ``ffn`` (default 4h) replaces 34 by 18 + 4*ffn/h. ``flash_attention``
+    replaces the 5as/h term by an fp32 log-sum-exp per row and head (sbh * 4a/h bytes).
+    Raises ValueError for an unknown ``recompute`` or non-positive sizes.
+    """
+    for name, value in (("seq", seq), ("micro_batch", micro_batch), ("hidden", hidden),
+                        ("heads", heads), ("tp", tp)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1 (got {value})")
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)} (got {recompute!r})")
+    s, b, h, a, t = seq, micro_batch, hidden, heads, tp
+    sbh = s * b * h
+    if recompute == "full":
+        return 2 * sbh / (t if sequence_parallel else 1)
+    f = 4 * h if ffn is None else ffn
+    linear = 18 + 4 * f / h           # 34 for ffn = 4h: 11 (attention) + 19 (MLP) + 4 (norms)
+    replicated = 10                   # norms 4, two dropout masks 2, QKV and MLP inputs 4
+    if recompute == "selective":
+        score = 0.0
+    elif flash_attention:
+        score = 4 * a / h             # fp32 log-sum-exp: 4 bytes per (row, head) = 4*a*s*b
+    else:
+        score = 5 * a * s / h         # softmax output 2, dropout mask 1, dropout output 2
+    if t == 1 or sequence_parallel:
+        return sbh * (linear + score) / t
+    return sbh * (replicated + (linear - replicated) / t + score / t)
 # --- end of script contract ---
 
 

@@ -94,7 +94,7 @@ def test_model_states_reproduce_zero_table1(est, params):
     ("fp32", 16, (8, 8)),                     # "fp32 param, fp32 grads"
 ])
 def test_bytes_per_param_reproduce_megatron_distributed_optimizer(est, recipe, full, sharded):
-    per = est.bytes_per_param(recipe, "adamw")
+    per = est.state_bytes_per_param(recipe, "adamw")
     assert per["weights"] + per["gradients"] + per["optimizer_states"] == full
     for d in (1, 8, 64):
         got = est.model_state_bytes(1.0, recipe, "adamw", zero=1, dp=d)["model_states"]
@@ -109,10 +109,10 @@ def test_tp_pp_divide_model_states(est):
 
 
 def test_optimizer_variants(est):
-    assert est.bytes_per_param("mixed", "adamw-8bit")["optimizer_states"] == 4 + 2  # master + 2x1
-    assert est.bytes_per_param("fp32", "sgd-momentum")["optimizer_states"] == 4
-    assert est.bytes_per_param("fp32", "sgd")["optimizer_states"] == 0
-    assert sum(v for k, v in est.bytes_per_param("bf16", "adamw").items()
+    assert est.state_bytes_per_param("mixed", "adamw-8bit")["optimizer_states"] == 4 + 2  # master + 2x1
+    assert est.state_bytes_per_param("fp32", "sgd-momentum")["optimizer_states"] == 4
+    assert est.state_bytes_per_param("fp32", "sgd")["optimizer_states"] == 0
+    assert sum(v for k, v in est.state_bytes_per_param("bf16", "adamw").items()
                if k in ("weights", "gradients", "optimizer_states")) == 8
 
 
@@ -342,7 +342,7 @@ def test_bytes_per_param_match_real_tensors(est, recipe, optimizer_name):
         opt.step()
         weights = sum(p.numel() * p.element_size() for p in params)
         optim = sum(m.numel() * m.element_size() for m in master) + state_bytes(opt)
-    per = est.bytes_per_param(recipe, optimizer_name)
+    per = est.state_bytes_per_param(recipe, optimizer_name)
     assert weights / n == per["weights"]
     assert grads / n == per["gradients"]
     assert optim / n == per["optimizer_states"]
