@@ -110,6 +110,7 @@ VALID: dict[str, Valid] = {
     "training/hsdp_example.py": Valid(),
     "training/memory_estimator.py": Valid(("--params", "1e9")),
     "training/minhash_dedup.py": Valid(("c.jsonl",), files=CORPUS),
+    "training/parallelism_planner.py": Valid(("--model", "Llama 3.1 8B", "--global-batch", "8", "--seq", "4096")),
     "training/mx_quantize.py": Valid(),
     "training/text_quality_filters.py": Valid(("c.jsonl",), files=CORPUS),
     "training/train_example.py": Valid(),

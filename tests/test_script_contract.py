@@ -89,6 +89,9 @@ CORPUS = ("load_corpus", "split_documents", "HELD_OUT_EVERY")
 BOUNDED = ("InputError", "read_chunks", "read_lines", "read_txt", "check_field", "MAX_CORPUS_BYTES")
 DCP = ("read_dcp_metadata", "checked_dcp_load", "load_checkpoint")
 SHARED = {"inference/kv_cache_calculator.py": MODELS, "models/model_calculator.py": MODELS,
+          "training/parallelism_planner.py": ("architecture", "select_models", "MODEL_ROWS", "count_params",
+                                              "arch_flops_per_token", "state_bytes_per_param",
+                                              "activation_bytes_per_layer"),
           "inference/quantize_weights.py": (*CORPUS, "train_lm"),
           "inference/speculative_decoding.py": (*CORPUS, "train_lm"), "models/dpo_tiny.py": CORPUS,
           "training/minhash_dedup.py": BOUNDED, "training/text_quality_filters.py": BOUNDED,
@@ -181,6 +184,8 @@ ALONE = [("inference/kv_cache_calculator.py", ["--model", "Llama 3.1 8B", "--jso
          ("inference/kv_cache_calculator.py", ["--list"]),
          ("models/model_calculator.py", ["--model", "Llama 3.1 8B", "--json", "-"]),
          ("models/model_calculator.py", ["--model", "all", "--context", "8192"]),
+         ("training/parallelism_planner.py", ["--model", "Llama 3.1 70B", "--nodes", "4", "--global-batch",
+                                              "64", "--seq", "4096", "--json", "-"]),
          ("training/flops_mfu_calculator.py", ["--layers", "32", "--hidden", "4096", "--heads", "32",
                                                "--vocab", "32000", "--seq-len", "4096", "--tokens-per-s",
                                                "3.2e5", "--devices", "64", "--device", "h100-sxm"]),
