@@ -332,10 +332,16 @@ def step_time(net: dict, cluster: Cluster, layout: Layout, batch: int, seq: int)
 # ---------------------------------------------------------------------------------------------
 # 4. Rank
 
+def usable_bytes(cluster: Cluster) -> float:
+    """The memory a layout may fill: --mem-fraction of the GPU's (the rest is for the CUDA
+    context, NCCL's buffers and the allocator's fragmentation, which the formulas leave out)."""
+    return GPUS[cluster.gpu]["mem_GB"] * 1e9 * cluster.mem_fraction
+
+
 def evaluate(net: dict, cluster: Cluster, layout: Layout, batch: int, seq: int) -> dict:
     """Memory and step time of one layout, and whether it fits."""
     mem = memory(net, cluster, layout, batch, seq)
-    usable = GPUS[cluster.gpu]["mem_GB"] * 1e9 * cluster.mem_fraction
+    usable = usable_bytes(cluster)
     return {"layout": layout, "memory": mem, "fits": mem["total"] <= usable, "usable_bytes": usable,
             **step_time(net, cluster, layout, batch, seq)}
 
@@ -355,13 +361,18 @@ def plan(net: dict, cluster: Cluster, batch: int, seq: int, fixed: dict | None =
         raise ValueError(f"{count:,} layouts to try, above --max-layouts {max_layouts:,}: "
                          "pin a degree (--tp, --pp, --cp, --ep)")
     ranked, smallest = [], None
+    usable = usable_bytes(cluster)
     for layouts in candidates.values():
         best = None
         for layout in layouts:
-            r = evaluate(net, cluster, layout, batch, seq)
-            if smallest is None or r["memory"]["total"] < smallest["memory"]["total"]:
-                smallest = r
-            if r["fits"] and (best is None or r["step_s"] < best["step_s"]):
+            mem = memory(net, cluster, layout, batch, seq)
+            if smallest is None or mem["total"] < smallest["memory"]["total"]:
+                smallest = {"layout": layout, "memory": mem, "usable_bytes": usable}
+            if mem["total"] > usable:
+                continue  # the step time of a layout that does not fit is never needed
+            r = {"layout": layout, "memory": mem, "fits": True, "usable_bytes": usable,
+                 **step_time(net, cluster, layout, batch, seq)}
+            if best is None or r["step_s"] < best["step_s"]:
                 best = r
         if best:
             ranked.append(best)
