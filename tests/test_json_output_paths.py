@@ -108,6 +108,7 @@ VALID: dict[str, Valid] = {
                                                 "--tokens-per-s", "5", "--device", "a100")),
     "training/gpu_memory_monitor.py": Valid(("--steps", "1")),
     "training/hsdp_example.py": Valid(),
+    "training/layer_bench.py": Valid(("swiglu",)),
     "training/memory_estimator.py": Valid(("--params", "1e9")),
     "training/minhash_dedup.py": Valid(("c.jsonl",), files=CORPUS),
     "training/parallelism_planner.py": Valid(("--model", "Llama 3.1 8B", "--global-batch", "8", "--seq", "4096")),

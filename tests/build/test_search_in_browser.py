@@ -46,5 +46,6 @@ def test_each_language_has_its_own_index_without_code_listings(built_site):
         assert not any(doc["location"].startswith("zh/") for doc in index["docs"]), path
         assert not any("<pre" in doc["text"] for doc in index["docs"]), f"{path}: code listings"
         assert not any("Copied!" in doc["text"] for doc in index["docs"]), f"{path}: notebook code cells"
-        # each under 2 MB, where the two languages' single index was 7.7 MB (70 % code)
-        assert (built_site / path).stat().st_size < 2_000_000, path
+        # each under 2.5 MB, where the two languages' single index was 7.7 MB (70 % code); the
+        # Chinese prose passed 2 MB at 1,150 PDF pages (three bytes a character in UTF-8)
+        assert (built_site / path).stat().st_size < 2_500_000, path
