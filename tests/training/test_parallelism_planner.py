@@ -171,6 +171,12 @@ BAD_INPUT = [
          r"--model 'gpt-5': not in .*architectures.yml"),
     Case("config-not-json", ["--config", "c.json", "--global-batch", "8", "--seq", "8"],
          "--config c.json: not valid JSON", files={"c.json": "{model_type: llama"}),
+    Case("config-nested-deeply", ["--config", "c.json", "--global-batch", "8", "--seq", "8"],
+         "--config c.json: nested too deeply to be JSON data", files={"c.json": "[" * 100_000 + "]" * 100_000}),
+    Case("config-null-field", ["--config", "c.json", "--global-batch", "8", "--seq", "8"],
+         "--config c.json: hidden_size is missing",
+         files={"c.json": '{"model_type": "llama", "hidden_size": null, "num_hidden_layers": 2, '
+                          '"num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100}'}),
     Case("config-huge", ["--config", "/dev/zero", "--global-batch", "8", "--seq", "8"],
          "--config /dev/zero: .*not a regular file"),
     Case("gpus-zero", ["--model", "Llama 3.1 8B", "--nodes", "0", "--global-batch", "8", "--seq", "8"],
