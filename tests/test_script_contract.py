@@ -162,6 +162,28 @@ def test_built_in_rows_are_the_data_file_and_a_change_to_it_makes_the_scripts_st
     assert script_contract.synced(text) == text
 
 
+def test_built_in_rows_keep_the_chosen_keys_of_the_chosen_rows_of_data_and_results():
+    """``keep`` and ``where`` choose columns and rows; a path under results/ reads a measured
+    results file's ``results``: what the planner's built-in catalogue and MAMF tables are."""
+    import yaml
+    catalogue = yaml.safe_load((REPO / "data/compute/accelerators.yml").read_text(encoding="utf-8"))["rows"]
+    names = ("AMD MI300X", "NVIDIA H100 SXM")
+    rows = script_contract.data_rows("compute/accelerators.yml", keep=("name", "bf16_dense"),
+                                     where={"name": names})
+    assert rows == [{"name": r["name"], "bf16_dense": r["bf16_dense"]} for r in catalogue if r["name"] in names]
+    assert len(rows) == 2
+    path = "results/compute/mamf_finder-published-various-2026-11-25.json"
+    results = json.loads((REPO / path).read_text(encoding="utf-8"))["results"]
+    fp8 = script_contract.data_rows(path, leave_out=("settings", "source"), where={"dtype": ("fp8",)})
+    assert fp8 == [{k: v for k, v in r.items() if k not in ("settings", "source")}
+                   for r in results if r["dtype"] == "fp8"]
+    assert fp8 and len(fp8) < len(results)
+    with pytest.raises(KeyError):
+        script_contract.data_rows("compute/accelerators.yml", keep=("no_such_column",))
+    built = built_in_rows("training/parallelism_planner.py", "MAMF_ROWS")
+    assert built == [{"device": r["device"], "mean_tflops": r["mean_tflops"]} for r in results if r["dtype"] == "bf16"]
+
+
 def test_built_in_rows_are_wrapped_within_the_line_length():
     """sync writes each row's pairs filled into lines within WIDTH (ruff's line-length) columns;
     the literal reads back as the rows, a pair longer than a line stands on a line of its own."""

@@ -18,7 +18,8 @@ scripts' tests):
   two or more scripts share (reading a Hugging Face config.json, a training corpus, a DCP
   checkpoint from someone else, ...), and the data rows built into scripts: an assignment
   ``NAME = data_rows("models/architectures.yml", ...)`` is written into a script as the literal
-  rows of that file of data/ (see ``data_rows``), so a script copied alone needs no clone.
+  rows of that file of data/ or results/ (see ``data_rows``), so a script copied alone needs no
+  clone.
 
 ``sync`` gives each script the top-level definitions it names, plus those they name in turn, in
 the order of the sources; ``--check`` lists the scripts whose block differs from what ``sync``
@@ -513,14 +514,24 @@ def envelope(benchmark: str, device: str | None, versions: dict | None = None,
 # === end of contract source =====================================================================
 
 
-def data_rows(path: str, leave_out: tuple[str, ...] = ()) -> list[dict]:
-    """The ``rows`` of the book's data file data/``path`` (YAML), each without the keys
-    ``leave_out`` (what no script reads, such as a row's sources): what a source's
-    ``NAME = data_rows(...)`` holds when imported, and what ``sync`` writes into a script as a
-    literal, row after row, each wrapped within WIDTH columns."""
+def data_rows(path: str, leave_out: tuple[str, ...] = (), keep: tuple[str, ...] = (),
+              where: dict[str, tuple] | None = None) -> list[dict]:
+    """The ``rows`` of the book's data file data/``path`` (YAML), or the ``results`` of a
+    measured-results file when ``path`` starts with ``results/`` (JSON, tools/schemas): what a
+    source's ``NAME = data_rows(...)`` holds when imported, and what ``sync`` writes into a
+    script as a literal, row after row, each wrapped within WIDTH columns. Each row keeps only
+    the keys ``keep`` (all when empty) less ``leave_out`` (what no script reads, such as a row's
+    sources); ``where`` keeps only the rows whose value of each key it names is one it lists.
+    Raises KeyError for a ``keep`` key some chosen row lacks."""
+    import json
+
     import yaml
-    rows = yaml.safe_load((ROOT / "data" / path).read_text(encoding="utf-8"))["rows"]
-    return [{k: v for k, v in row.items() if k not in leave_out} for row in rows]
+    if path.startswith("results/"):
+        rows = json.loads((ROOT / path).read_text(encoding="utf-8"))["results"]
+    else:
+        rows = yaml.safe_load((ROOT / "data" / path).read_text(encoding="utf-8"))["rows"]
+    rows = [r for r in rows if all(r.get(k) in allowed for k, allowed in (where or {}).items())]
+    return [{k: row[k] for k in (keep or row) if k not in leave_out} for row in rows]
 
 
 WIDTH = 120  # ruff.toml's line-length, which the rows written into a script keep within

@@ -600,6 +600,27 @@ def activation_bytes_per_layer(seq: int, micro_batch: int, hidden: int, heads: i
 # data/models/architectures.yml, without its sources and the context lengths no script reads.
 MODEL_ROWS = data_rows("models/architectures.yml", leave_out=("source", "max_position_embeddings"))
 
+# data/compute/accelerators.yml: the figures scripts compute with, for the devices they offer by
+# name: dense bf16 peak (TFLOPS), memory (GB), scale-up links over both directions (GBps).
+ACCELERATOR_ROWS = data_rows(
+    "compute/accelerators.yml", keep=("name", "bf16_dense", "mem_GB", "scaleup_GBps"),
+    where={"name": ("NVIDIA A100 SXM 80GB", "NVIDIA H100 SXM", "NVIDIA H100 PCIe", "NVIDIA H200 SXM",
+                    "NVIDIA B200 (HGX)", "NVIDIA GB200 (per GPU)", "AMD MI300X", "AMD MI355X",
+                    "Google TPU v4", "Google TPU v5p")})
+
+# results/compute/: the published bf16 MAMF (mamf_finder's mean TFLOPS) per device.
+MAMF_ROWS = data_rows("results/compute/mamf_finder-published-various-2026-11-25.json",
+                      keep=("device", "mean_tflops"), where={"dtype": ("bf16",)})
+
+
+def row_named(rows: list[dict], value: str, key: str = "name") -> dict:
+    """The row of ``rows`` (a ``data_rows`` table) whose ``key`` is ``value``. Raises KeyError
+    naming the value when no row has it (a device the table was not built with)."""
+    for row in rows:
+        if row.get(key) == value:
+            return row
+    raise KeyError(f"no row with {key} {value!r} in the built-in table")
+
 
 # --- a JSONL training corpus and the tiny byte-level LM (quantize_weights, speculative_decoding, dpo_tiny)
 

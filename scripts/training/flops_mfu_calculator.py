@@ -46,22 +46,25 @@ PROG = "flops_mfu_calculator.py"
 MAX_COUNT = 10**12
 MAX_PARAMS = 1e16
 
-# Dense (no sparsity) bf16 peak TFLOPS per device: a copy of the `bf16_dense` column of the book's
-# catalogue, data/compute/accelerators.yml (the row named here; its `source` is the vendor's
-# document), kept here so that the script runs when copied alone.
-# tests/training/test_flops_mfu_calculator.py fails when a figure here differs from the catalogue.
-# Vendors print bf16 "with sparsity" (H100 SXM: 1,979 on the product page); the dense rate is half,
-# 989.4 in the Hopper whitepaper.
+# --device: the row of the book's catalogue, data/compute/accelerators.yml, whose dense (no
+# sparsity) bf16 peak is used; the figures are built in below (ACCELERATOR_ROWS), each row's source
+# is the vendor's document. Vendors print bf16 "with sparsity" (H100 SXM: 1,979 on the product
+# page); the dense rate is half, 989.4 in the Hopper whitepaper.
 DEVICES = {
-    "a100": {"row": "NVIDIA A100 SXM 80GB", "dtype": "bf16_dense", "tflops": 312.0},
-    "h100-sxm": {"row": "NVIDIA H100 SXM", "dtype": "bf16_dense", "tflops": 989.4},
-    "h100-pcie": {"row": "NVIDIA H100 PCIe", "dtype": "bf16_dense", "tflops": 756.0},
-    "h200": {"row": "NVIDIA H200 SXM", "dtype": "bf16_dense", "tflops": 989.4},
-    "b200": {"row": "NVIDIA B200 (HGX)", "dtype": "bf16_dense", "tflops": 2250.0},
-    "mi300x": {"row": "AMD MI300X", "dtype": "bf16_dense", "tflops": 1307.4},
-    "tpu-v4": {"row": "Google TPU v4", "dtype": "bf16_dense", "tflops": 275.0},
-    "tpu-v5p": {"row": "Google TPU v5p", "dtype": "bf16_dense", "tflops": 459.0},
+    "a100": "NVIDIA A100 SXM 80GB",
+    "h100-sxm": "NVIDIA H100 SXM",
+    "h100-pcie": "NVIDIA H100 PCIe",
+    "h200": "NVIDIA H200 SXM",
+    "b200": "NVIDIA B200 (HGX)",
+    "mi300x": "AMD MI300X",
+    "tpu-v4": "Google TPU v4",
+    "tpu-v5p": "Google TPU v5p",
 }
+
+
+def device_peak(key: str) -> float:
+    """Dense bf16 peak TFLOPS of --device ``key`` (of DEVICES), from the built-in catalogue rows."""
+    return float(row_named(ACCELERATOR_ROWS, DEVICES[key])["bf16_dense"])
 
 
 class BadInput(ValueError):
@@ -207,8 +210,7 @@ def compute(args) -> dict:
     if args.peak_tflops and args.device:
         raise BadInput("give --peak-tflops or --device, not both")
     if args.device:
-        device = DEVICES[args.device]
-        peak, peak_note = device["tflops"], f"{device['row']}, {device['dtype']}"
+        peak, peak_note = device_peak(args.device), f"{DEVICES[args.device]}, bf16_dense"
     elif args.peak_tflops:
         peak, peak_note = args.peak_tflops, "given"
     else:
@@ -360,8 +362,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--list-devices takes no other option (got {' '.join(rest)})")
         print("# dense bf16 peaks, from data/compute/accelerators.yml (the row named; its source "
               "is the vendor's document)")
-        for name, device in DEVICES.items():
-            print(f"{name:10s} {device['tflops']:8.1f} TFLOPS  {device['row']}")
+        for name, row in DEVICES.items():
+            print(f"{name:10s} {device_peak(name):8.1f} TFLOPS  {row}")
         return 0
     args = parser.parse_args(argv)
     if args.json:
@@ -546,6 +548,31 @@ def run_main(main, argv=None) -> None:
         sys.stdout.flush()
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {lines[0] if lines else type(exc).__name__}\n")
     sys.exit(status or EXIT_OK)
+
+
+# data/compute/accelerators.yml: the figures scripts compute with, for the devices they offer by
+# name: dense bf16 peak (TFLOPS), memory (GB), scale-up links over both directions (GBps).
+ACCELERATOR_ROWS = [
+    {'name': 'NVIDIA A100 SXM 80GB', 'bf16_dense': 312, 'mem_GB': 80, 'scaleup_GBps': 600},
+    {'name': 'NVIDIA H100 SXM', 'bf16_dense': 989.4, 'mem_GB': 80, 'scaleup_GBps': 900},
+    {'name': 'NVIDIA H100 PCIe', 'bf16_dense': 756, 'mem_GB': 80, 'scaleup_GBps': 600},
+    {'name': 'NVIDIA H200 SXM', 'bf16_dense': 989.4, 'mem_GB': 141, 'scaleup_GBps': 900},
+    {'name': 'NVIDIA B200 (HGX)', 'bf16_dense': 2250, 'mem_GB': 180, 'scaleup_GBps': 1800},
+    {'name': 'NVIDIA GB200 (per GPU)', 'bf16_dense': 2500, 'mem_GB': 186, 'scaleup_GBps': 1800},
+    {'name': 'AMD MI300X', 'bf16_dense': 1307.4, 'mem_GB': 192, 'scaleup_GBps': 896},
+    {'name': 'AMD MI355X', 'bf16_dense': 2500, 'mem_GB': 288, 'scaleup_GBps': 1075.2},
+    {'name': 'Google TPU v4', 'bf16_dense': 275, 'mem_GB': 34.4, 'scaleup_GBps': '—'},
+    {'name': 'Google TPU v5p', 'bf16_dense': 459, 'mem_GB': 102, 'scaleup_GBps': 1200},
+]
+
+
+def row_named(rows: list[dict], value: str, key: str = "name") -> dict:
+    """The row of ``rows`` (a ``data_rows`` table) whose ``key`` is ``value``. Raises KeyError
+    naming the value when no row has it (a device the table was not built with)."""
+    for row in rows:
+        if row.get(key) == value:
+            return row
+    raise KeyError(f"no row with {key} {value!r} in the built-in table")
 # --- end of script contract ---
 
 

@@ -72,25 +72,29 @@ MICRO_BATCHES = (1, 2, 4, 8)
 # sequence needs no CP for memory. Llama 3 used CP for its 128K-token stage only.
 MIN_CP_TOKENS = 4096
 
-# The GPUs: dense bf16 peak (TFLOPS), memory (GB) and scale-up bandwidth (GB/s, both directions)
-# from the book's catalogue, data/compute/accelerators.yml (the row named here), and MAMF, the
-# best bf16 matmul rate measured with mamf_finder.py (TFLOPS), from
-# results/compute/mamf_finder-published-various-2026-11-25.json (the device named here).
-# tests/training/test_parallelism_planner.py fails when a figure differs from those files.
+# The GPUs --gpu offers: its row of the book's catalogue, data/compute/accelerators.yml (dense bf16
+# peak, memory, scale-up bandwidth), and its device in the published mamf_finder.py results (MAMF,
+# the best bf16 matmul rate measured). Both tables are built in below (ACCELERATOR_ROWS, MAMF_ROWS).
 GPUS = {
-    "a100-80gb": {"row": "NVIDIA A100 SXM 80GB", "mamf_device": "NVIDIA A100 SXM",
-                  "peak_tflops": 312.0, "mem_GB": 80, "scaleup_GBps": 600, "mamf_tflops": 271.2},
-    "h100-sxm": {"row": "NVIDIA H100 SXM", "mamf_device": "NVIDIA H100 SXM",
-                 "peak_tflops": 989.4, "mem_GB": 80, "scaleup_GBps": 900, "mamf_tflops": 794.5},
-    "b200": {"row": "NVIDIA B200 (HGX)", "mamf_device": "NVIDIA B200 SXM",
-             "peak_tflops": 2250.0, "mem_GB": 180, "scaleup_GBps": 1800, "mamf_tflops": 1745.0},
-    "gb200": {"row": "NVIDIA GB200 (per GPU)", "mamf_device": "NVIDIA GB200 SXM",
-              "peak_tflops": 2500.0, "mem_GB": 186, "scaleup_GBps": 1800, "mamf_tflops": 1822.0},
-    "mi300x": {"row": "AMD MI300X", "mamf_device": "AMD MI300X",
-               "peak_tflops": 1307.4, "mem_GB": 192, "scaleup_GBps": 896, "mamf_tflops": 668.4},
-    "mi355x": {"row": "AMD MI355X", "mamf_device": "AMD MI355X",
-               "peak_tflops": 2500.0, "mem_GB": 288, "scaleup_GBps": 1075.2, "mamf_tflops": 1565.0},
+    "a100-80gb": ("NVIDIA A100 SXM 80GB", "NVIDIA A100 SXM"),
+    "h100-sxm": ("NVIDIA H100 SXM", "NVIDIA H100 SXM"),
+    "b200": ("NVIDIA B200 (HGX)", "NVIDIA B200 SXM"),
+    "gb200": ("NVIDIA GB200 (per GPU)", "NVIDIA GB200 SXM"),
+    "mi300x": ("AMD MI300X", "AMD MI300X"),
+    "mi355x": ("AMD MI355X", "AMD MI355X"),
 }
+
+
+def gpu_figures(key: str) -> dict:
+    """GPU ``key`` (of GPUS): peak_tflops (dense bf16), mem_GB, scaleup_GBps (both directions) and
+    mamf_tflops. Raises KeyError for a key or row that is not built in."""
+    row, device = GPUS[key]
+    spec = row_named(ACCELERATOR_ROWS, row)
+    return {"peak_tflops": float(spec["bf16_dense"]), "mem_GB": spec["mem_GB"],
+            "scaleup_GBps": spec["scaleup_GBps"],
+            "mamf_tflops": row_named(MAMF_ROWS, device, key="device")["mean_tflops"]}
+
+
 # Bus bandwidth a collective reaches, as a fraction of the link's rate per direction (the
 # Network chapter's all-reduce measurements reach 75-85% of NVLink's); used for the defaults.
 LINK_EFFICIENCY = 0.8
@@ -282,7 +286,7 @@ def step_time(net: dict, cluster: Cluster, layout: Layout, batch: int, seq: int)
     beyond the micro-batch's compute. The pipeline runs m + p - 1 slots; the gradient
     reduction (all-reduce, or reduce-scatter + all-gather for ZeRO-1, across nodes for HSDP)
     is exposed beyond the last backward."""
-    L, gpu = layout, GPUS[cluster.gpu]
+    L, gpu = layout, gpu_figures(cluster.gpu)
     m = batch // (L.dp * L.micro_batch)
     layers = -(-net["layers"] // L.pp)
     share = layers / net["layers"]           # the slowest stage's part of the model
@@ -335,7 +339,7 @@ def step_time(net: dict, cluster: Cluster, layout: Layout, batch: int, seq: int)
 def usable_bytes(cluster: Cluster) -> float:
     """The memory a layout may fill: --mem-fraction of the GPU's (the rest is for the CUDA
     context, NCCL's buffers and the allocator's fragmentation, which the formulas leave out)."""
-    return GPUS[cluster.gpu]["mem_GB"] * 1e9 * cluster.mem_fraction
+    return gpu_figures(cluster.gpu)["mem_GB"] * 1e9 * cluster.mem_fraction
 
 
 def evaluate(net: dict, cluster: Cluster, layout: Layout, batch: int, seq: int) -> dict:
@@ -395,7 +399,7 @@ def describe(layout: Layout) -> str:
 # Report and command line
 
 def report(net: dict, cluster: Cluster, result: dict, batch: int, seq: int, top: int) -> str:
-    gpu = GPUS[cluster.gpu]
+    gpu = gpu_figures(cluster.gpu)
     lines = [f"# {PROG}: {net['name']}, {net['params'] / 1e9:.1f} B parameters, batch {batch} x "
              f"{seq} tokens",
              f"# {cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu}: MAMF {gpu['mamf_tflops']:g} of "
@@ -493,7 +497,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.nodes * args.gpus_per_node > MAX_COUNT:
         parser.error(f"--nodes x --gpus-per-node is above {MAX_COUNT:,} GPUs")
     if args.intra_GBps is None:
-        args.intra_GBps = LINK_EFFICIENCY * GPUS[args.gpu]["scaleup_GBps"] / 2
+        args.intra_GBps = LINK_EFFICIENCY * gpu_figures(args.gpu)["scaleup_GBps"] / 2
     if args.json and args.json != "-":
         check_output(args.json, "--json", [q for q in (args.config, args.data) if q])
     return args
@@ -1404,6 +1408,48 @@ MODEL_ROWS = [
      'num_experts_per_tok': 8, 'n_shared_experts': 1, 'moe_intermediate_size': 2048, 'topk_method': 'noaux_tc',
      'published_total': '671B', 'published_active': '37B', 'published_active_excludes_input_embedding': True},
 ]
+
+
+# data/compute/accelerators.yml: the figures scripts compute with, for the devices they offer by
+# name: dense bf16 peak (TFLOPS), memory (GB), scale-up links over both directions (GBps).
+ACCELERATOR_ROWS = [
+    {'name': 'NVIDIA A100 SXM 80GB', 'bf16_dense': 312, 'mem_GB': 80, 'scaleup_GBps': 600},
+    {'name': 'NVIDIA H100 SXM', 'bf16_dense': 989.4, 'mem_GB': 80, 'scaleup_GBps': 900},
+    {'name': 'NVIDIA H100 PCIe', 'bf16_dense': 756, 'mem_GB': 80, 'scaleup_GBps': 600},
+    {'name': 'NVIDIA H200 SXM', 'bf16_dense': 989.4, 'mem_GB': 141, 'scaleup_GBps': 900},
+    {'name': 'NVIDIA B200 (HGX)', 'bf16_dense': 2250, 'mem_GB': 180, 'scaleup_GBps': 1800},
+    {'name': 'NVIDIA GB200 (per GPU)', 'bf16_dense': 2500, 'mem_GB': 186, 'scaleup_GBps': 1800},
+    {'name': 'AMD MI300X', 'bf16_dense': 1307.4, 'mem_GB': 192, 'scaleup_GBps': 896},
+    {'name': 'AMD MI355X', 'bf16_dense': 2500, 'mem_GB': 288, 'scaleup_GBps': 1075.2},
+    {'name': 'Google TPU v4', 'bf16_dense': 275, 'mem_GB': 34.4, 'scaleup_GBps': '—'},
+    {'name': 'Google TPU v5p', 'bf16_dense': 459, 'mem_GB': 102, 'scaleup_GBps': 1200},
+]
+
+
+# results/compute/: the published bf16 MAMF (mamf_finder's mean TFLOPS) per device.
+MAMF_ROWS = [
+    {'device': 'Intel Gaudi 2', 'mean_tflops': 418.7},
+    {'device': 'NVIDIA A100 SXM', 'mean_tflops': 271.2},
+    {'device': 'NVIDIA GH200 SXM', 'mean_tflops': 828.6},
+    {'device': 'NVIDIA A100 PCIe', 'mean_tflops': 252.9},
+    {'device': 'NVIDIA H100 SXM', 'mean_tflops': 794.5},
+    {'device': 'NVIDIA B300 SXM', 'mean_tflops': 1769.0},
+    {'device': 'NVIDIA B200 SXM', 'mean_tflops': 1745.0},
+    {'device': 'Intel Gaudi 3', 'mean_tflops': 1243.0},
+    {'device': 'NVIDIA GB200 SXM', 'mean_tflops': 1822.0},
+    {'device': 'AMD MI355X', 'mean_tflops': 1565.0},
+    {'device': 'AMD MI325X', 'mean_tflops': 784.9},
+    {'device': 'AMD MI300X', 'mean_tflops': 668.4},
+]
+
+
+def row_named(rows: list[dict], value: str, key: str = "name") -> dict:
+    """The row of ``rows`` (a ``data_rows`` table) whose ``key`` is ``value``. Raises KeyError
+    naming the value when no row has it (a device the table was not built with)."""
+    for row in rows:
+        if row.get(key) == value:
+            return row
+    raise KeyError(f"no row with {key} {value!r} in the built-in table")
 # --- end of script contract ---
 
 

@@ -53,11 +53,11 @@ CKPT_PREFIX = "step_"
 CHECKPOINT_ENTRIES = "model, optim and trainer entries"
 SPIKE_WINDOW = 50  # steps of loss history behind the spike counter's running median
 MIN_LR_RATIO = 0.1  # cosine decays to 0.1 x the peak (GPT-3, Chinchilla; Hyper-parameters page)
-# Dense bf16 tensor-core peaks (TFLOPS) by CUDA device name, from NVIDIA's data sheets
-# (https://www.nvidia.com/en-us/data-center/h100/ and the A100/H200 pages); the MFU column uses
-# them when --peak-tflops is not given. NVIDIA lists "with sparsity" figures, twice these.
-# Checked in order: the first substring found in the device name wins.
-KNOWN_PEAKS = (("H100 PCIe", 756.0), ("A100", 312.0), ("H100", 989.0), ("H200", 989.0))
+# The MFU column's peak when --peak-tflops is not given: the dense bf16 figure of the catalogue
+# row (data/compute/accelerators.yml, built in below as ACCELERATOR_ROWS) for the first of these
+# substrings found in the CUDA device name. NVIDIA lists "with sparsity" figures, twice these.
+KNOWN_PEAKS = (("H100 PCIe", "NVIDIA H100 PCIe"), ("A100", "NVIDIA A100 SXM 80GB"),
+               ("H100", "NVIDIA H100 SXM"), ("H200", "NVIDIA H200 SXM"))
 
 
 def matmul_params(layers: int, hidden: int, vocab: int) -> int:
@@ -368,7 +368,8 @@ class Trainer:
         self.peak = args.peak_tflops
         if self.peak is None and self.use_cuda:
             name = torch.cuda.get_device_name(self.device)
-            self.peak = next((v for k, v in KNOWN_PEAKS if k in name), None)
+            self.peak = next((float(row_named(ACCELERATOR_ROWS, row)["bf16_dense"])
+                              for k, row in KNOWN_PEAKS if k in name), None)
         self.tokens_per_step = world * args.batch_size * args.seq_len
         device_name = torch.cuda.get_device_name(self.device) if self.use_cuda else "cpu"
         self.info = {"backend": backend, "device": device_name, "world_size": world, "launcher": launcher,
@@ -1181,6 +1182,31 @@ def date_utc() -> str:
     """Now, in UTC, as a results file's ``date_utc`` has it: YYYY-MM-DDTHH:MM:SSZ."""
     import time
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# data/compute/accelerators.yml: the figures scripts compute with, for the devices they offer by
+# name: dense bf16 peak (TFLOPS), memory (GB), scale-up links over both directions (GBps).
+ACCELERATOR_ROWS = [
+    {'name': 'NVIDIA A100 SXM 80GB', 'bf16_dense': 312, 'mem_GB': 80, 'scaleup_GBps': 600},
+    {'name': 'NVIDIA H100 SXM', 'bf16_dense': 989.4, 'mem_GB': 80, 'scaleup_GBps': 900},
+    {'name': 'NVIDIA H100 PCIe', 'bf16_dense': 756, 'mem_GB': 80, 'scaleup_GBps': 600},
+    {'name': 'NVIDIA H200 SXM', 'bf16_dense': 989.4, 'mem_GB': 141, 'scaleup_GBps': 900},
+    {'name': 'NVIDIA B200 (HGX)', 'bf16_dense': 2250, 'mem_GB': 180, 'scaleup_GBps': 1800},
+    {'name': 'NVIDIA GB200 (per GPU)', 'bf16_dense': 2500, 'mem_GB': 186, 'scaleup_GBps': 1800},
+    {'name': 'AMD MI300X', 'bf16_dense': 1307.4, 'mem_GB': 192, 'scaleup_GBps': 896},
+    {'name': 'AMD MI355X', 'bf16_dense': 2500, 'mem_GB': 288, 'scaleup_GBps': 1075.2},
+    {'name': 'Google TPU v4', 'bf16_dense': 275, 'mem_GB': 34.4, 'scaleup_GBps': '—'},
+    {'name': 'Google TPU v5p', 'bf16_dense': 459, 'mem_GB': 102, 'scaleup_GBps': 1200},
+]
+
+
+def row_named(rows: list[dict], value: str, key: str = "name") -> dict:
+    """The row of ``rows`` (a ``data_rows`` table) whose ``key`` is ``value``. Raises KeyError
+    naming the value when no row has it (a device the table was not built with)."""
+    for row in rows:
+        if row.get(key) == value:
+            return row
+    raise KeyError(f"no row with {key} {value!r} in the built-in table")
 
 
 # DCP reads a checkpoint's .metadata with pickle.load and its non-tensor entries with

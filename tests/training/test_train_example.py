@@ -26,6 +26,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from tests.bad_input import Case, check_refused, launcher_cases
 from tests.launchers import ONE_PROCESS, RANKS
@@ -498,3 +499,14 @@ def test_fsdp_on_all_gpus_logs_cuda_memory(launch, tmp_path):
         assert 0 < r["max_allocated_mib"] <= r["max_reserved_mib"]
         assert 0 < r["active_mib"] <= r["reserved_mib"] <= r["max_reserved_mib"]
         assert r["ooms"] == 0
+
+
+def test_known_peaks_are_catalogue_rows():
+    """The MFU column's peak on a known GPU is the catalogue's dense bf16 figure: each entry names
+    a row that the built-in table holds (a renamed row would otherwise vanish from it)."""
+    from tests.launchers import REPO, import_script
+    module = import_script(REPO / "scripts" / "training" / SCRIPT)
+    catalogue = {r["name"]: r for r in yaml.safe_load(
+        (REPO / "data/compute/accelerators.yml").read_text(encoding="utf-8"))["rows"]}
+    for _, row in module.KNOWN_PEAKS:
+        assert module.row_named(module.ACCELERATOR_ROWS, row)["bf16_dense"] == catalogue[row]["bf16_dense"]
