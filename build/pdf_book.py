@@ -588,12 +588,12 @@ def assemble(book: Book, front: Rendered, parts: list[Rendered], numbers: Render
     # Links between pages go to named destinations, one per anchor linked to: a reader's viewer
     # (and the tests) can tell where each link was meant to go.
     dests = pikepdf.NameTree.new(pdf)
-    for page in pdf.pages:
+    for index, page in enumerate(pdf.pages):
         for annot in page.obj.get("/Annots", []):
             action = annot.get("/A")
             if action is None or action.get("/S") != "/URI" or not str(action.URI).startswith(LINK):
                 continue
-            name = str(action.URI)[len(LINK):]
+            name = link_anchor(str(action.URI), anchors, f"{book.lang} PDF, page {index + 1}")
             if name not in dests:
                 number, top = anchors[name]
                 dests[name] = Array([pdf.pages[number].obj, Name.XYZ, None, top, None])
@@ -624,6 +624,17 @@ def assemble(book: Book, front: Rendered, parts: list[Rendered], numbers: Render
     os.replace(tmp, out)
     for source in [*sources, overlay]:
         source.close()
+
+
+def link_anchor(uri: str, anchors: dict, where: str) -> str:
+    """The key of ``anchors`` that a link's ``book:`` URI points at. WeasyPrint writes the URI
+    percent-encoded (a Chinese heading's id becomes %E9%80%89...), the anchors keep the id's own
+    characters. Raises PdfError, naming ``where`` (the page) and the link, when no anchor has the
+    name."""
+    name = unquote(uri.removeprefix(LINK))
+    if name not in anchors:
+        raise PdfError(f"{where}: the link {uri!r} points at {name!r}, which no page holds")
+    return name
 
 
 @dataclass

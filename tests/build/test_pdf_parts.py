@@ -1,5 +1,6 @@
 """build/pdf_book.py without the whole book: the part cache renders only what changed, links between
-pages become ``book:`` links to prefixed anchors, and the printed page numbers."""
+pages become ``book:`` links to prefixed anchors (and find them again, percent-encoded), and the
+printed page numbers."""
 
 import sys
 
@@ -65,6 +66,16 @@ def test_links_between_pages_become_book_links_to_prefixed_anchors(href, expecte
     new, links = _relinked(href)
     assert new == expected
     assert links == ({expected.removeprefix(pdf_book.LINK)} if expected.startswith(pdf_book.LINK) else set())
+
+
+def test_a_percent_encoded_link_finds_its_anchor_and_a_lost_one_names_the_page_and_the_link():
+    # WeasyPrint writes a link's URI percent-encoded; the anchors it placed keep the id's characters
+    anchors = {"home--简介": (3, 700.0), "home--units": (4, 80.0)}
+    assert pdf_book.link_anchor("book:home--%E7%AE%80%E4%BB%8B", anchors, "zh PDF, page 9") == "home--简介"
+    assert pdf_book.link_anchor("book:home--units", anchors, "en PDF, page 9") == "home--units"
+    lost = r"^zh PDF, page 9: the link 'book:home--%E7%BC%BA' points at 'home--缺'"
+    with pytest.raises(pdf_book.PdfError, match=lost):
+        pdf_book.link_anchor("book:home--%E7%BC%BA", anchors, "zh PDF, page 9")
 
 
 def test_a_link_to_a_site_file_gets_the_sites_address_or_becomes_text():
