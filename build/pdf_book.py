@@ -295,14 +295,25 @@ def _relink(tag, url: str, key: str, urls: dict, prefix: str, site_url: str | No
 # ---------------------------------------------------------------------------------------------
 # Rendering, cached by content
 
+FILE_URI = re.compile(r"file://[^\"')\s]+")  # a stylesheet, image or font the print HTML reads
+
+
 def cache_key(text: str) -> str:
+    """A hash of what renders ``text``: the HTML with each file URI replaced by a hash of the
+    file's bytes (so that the same part built in site/ by `make book` and in dist/site/ by `make
+    release`, or in another clone, has the same key), this pipeline and WeasyPrint's version."""
     import weasyprint
 
+    hashes: dict[str, str] = {}
+
+    def content(uri: re.Match) -> str:
+        if uri.group() not in hashes:
+            path = Path(unquote(urlsplit(uri.group()).path))
+            hashes[uri.group()] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+        return hashes[uri.group()]
+
     digest = hashlib.sha256(f"{PIPELINE}\0{weasyprint.__version__}\0".encode())
-    digest.update(text.encode())
-    for uri in sorted(set(re.findall(r'(?:href|src)="(file://[^"]+)"', text))):
-        path = Path(unquote(urlsplit(uri).path))
-        digest.update(uri.encode() + (path.read_bytes() if path.is_file() else b"missing"))
+    digest.update(FILE_URI.sub(content, text).encode())
     return digest.hexdigest()[:20]
 
 

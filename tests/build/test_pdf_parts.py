@@ -45,6 +45,22 @@ def test_a_stylesheet_change_renders_the_part_again(tmp_path):
     assert pdf_book.cache_key(page) != before
 
 
+def test_the_same_part_built_in_another_folder_keeps_its_cache_key(tmp_path):
+    # `make book` builds into site/, `make release` into dist/site/: the same files, other paths
+    keys = []
+    for folder in ("site", "dist/site"):
+        (tmp_path / folder).mkdir(parents=True)
+        css, img = tmp_path / folder / "print.css", tmp_path / folder / "plot.png"
+        css.write_text("p { color: black }")
+        img.write_bytes(b"\x89PNG one plot")
+        keys.append(pdf_book.cache_key(PAGE.format(key="a", title="A", text=f'<img src="{img.as_uri()}">').replace(
+            "<head>", f'<head><link rel="stylesheet" href="{css.as_uri()}">')))
+    assert keys[0] == keys[1]
+    img.write_bytes(b"\x89PNG another plot")
+    assert pdf_book.cache_key(PAGE.format(key="a", title="A", text=f'<img src="{img.as_uri()}">').replace(
+        "<head>", f'<head><link rel="stylesheet" href="{css.as_uri()}">')) != keys[1]
+
+
 def _relinked(href: str, site_url=None) -> tuple[str | None, set]:
     soup = BeautifulSoup(f'<p><a href="{href}">x</a></p>', "html.parser")
     urls = {"": "home", "network/": "network", "training/memory/": "training-memory"}
