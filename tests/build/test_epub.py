@@ -1,5 +1,5 @@
 """The EPUBs (build/epub_book.py): EPUBCheck, the navigation, links, images, metadata and version,
-MathML, code that wraps, the scripts appendix, and the part cache."""
+MathML, code that wraps, notebook code cells as their source, the scripts appendix, and the part cache."""
 
 import json
 import re
@@ -11,7 +11,7 @@ from urllib.parse import unquote
 import pytest
 from lxml import etree
 
-from tests.build.book import LANGS, RAW_TEX, ROOT, markers, nav_parts, ui_strings
+from tests.build.book import LANGS, RAW_TEX, ROOT, markers, nav_pages, nav_parts, ui_strings
 from tests.conftest import require_tool
 from tools.book import script_anchor
 
@@ -187,6 +187,21 @@ def test_code_listings_and_wide_tables_wrap_instead_of_being_cut_off(epubs, docu
     styled = [name for lang in LANGS for name, root in documents[lang].items()
               if root.xpath("//x:pre[@style]", namespaces=NS)]
     assert not styled, f"a <pre> with its own style in {styled[:3]}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_each_notebook_code_cell_is_its_source_line_for_line(documents, lang):
+    """A notebook's code cells, in order, are the text of its chapter's code blocks: no blank line
+    doubled or dropped, no line joined or split."""
+    notebooks = [src for src in nav_pages() if src.endswith(".ipynb")]
+    assert notebooks
+    for src in notebooks:
+        cells = json.loads((ROOT / "book" / lang / src).read_text(encoding="utf-8"))["cells"]
+        sources = ["".join(c["source"]).strip("\n") for c in cells if c["cell_type"] == "code" and c["source"]]
+        root = documents[lang][f"{pdf_book.page_key(src)}.xhtml"]
+        shown = [p.xpath("string(.)").strip("\n") for p in
+                 root.xpath("//x:div[contains(@class, 'highlight-ipynb')]//x:pre", namespaces=NS)]
+        assert shown == sources, f"{lang}/{src}: the EPUB's code cells are not the notebook's"
 
 
 @pytest.mark.parametrize("lang", LANGS)
