@@ -105,6 +105,19 @@ def test_a_dirty_tree_an_existing_tag_and_a_deployed_version_are_refused(repo):
         release.preflight(repo, "2026.03")
 
 
+def test_a_clone_with_a_symlinked_venv_and_node_modules_is_clean(repo, tmp_path):
+    # a release clone (and each worktree) links .venv and build/node_modules to a shared copy; a
+    # link is no folder to git, so a .gitignore line with a trailing slash does not ignore it
+    commit(repo, {".gitignore": (ROOT / ".gitignore").read_text(encoding="utf-8"), "build/build_book.py": ""})
+    for name in (".venv", "build/node_modules"):
+        (tmp_path / name).mkdir(parents=True)
+        (repo / name).symlink_to(tmp_path / name)
+    for built in (".cache/pdf/en-home-0.pdf", "dist/site/index.html", "site/index.html"):
+        (repo / built).parent.mkdir(parents=True, exist_ok=True)
+        (repo / built).write_text("built\n", encoding="utf-8")
+    release.preflight(repo, "2026.01")
+
+
 def test_make_release_needs_a_version_and_hands_it_to_the_script():
     dry = subprocess.run(["make", "-n", "release", "VERSION=2026.11"], cwd=ROOT, capture_output=True, text=True)
     assert dry.returncode == 0 and "tools/release.py '2026.11'" in dry.stdout, dry.stderr
