@@ -408,6 +408,24 @@ def test_a_sitemap_only_with_the_sites_address(built_site):
         assert "<loc>None" not in path.read_text(encoding="utf-8"), path
 
 
+def test_each_translation_has_the_sitemap_of_its_own_pages(tmp_path):
+    """Material's version switcher stays on the page only if the chosen version's base, <v>/zh/ on
+    a Chinese page, has a sitemap whose common root is that base."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("sitemap_hook", ROOT / "build" / "hooks" / "sitemap.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    entry = "    <url>\n        <loc>https://book.example/{}</loc>\n    </url>\n"
+    pages = ["", "storage/", "zh/", "zh/storage/", "zhongwen/"]
+    (tmp_path / "zh").mkdir()
+    (tmp_path / "sitemap.xml").write_text('<?xml version="1.0" encoding="UTF-8"?>\n<urlset>\n'
+                                          + "".join(entry.format(p) for p in pages) + "</urlset>\n")
+    hook.language_sitemaps(tmp_path, "https://book.example/", ["zh"])
+    zh = (tmp_path / "zh" / "sitemap.xml").read_text()
+    assert re.findall(r"<loc>(.*?)</loc>", zh) == ["https://book.example/zh/", "https://book.example/zh/storage/"]
+    assert zh.startswith('<?xml version="1.0" encoding="UTF-8"?>\n<urlset>\n') and zh.endswith("</urlset>\n")
+
+
 @pytest.mark.parametrize("site, repo", [(None, None), ("https://book.example/", None),
                                         (None, "https://git.example/book"), ("https://book.example/", "https://git.example/book")])
 def test_the_footer_gives_the_books_addresses_it_knows(site, repo):
