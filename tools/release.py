@@ -165,6 +165,9 @@ def main(argv=None) -> int:
     if not VERSION.fullmatch(args.version):
         parser.error(f"VERSION={args.version!r}: expected YYYY.MM, e.g. 2026.11")
     date = datetime.date.today().isoformat()
+    if not os.environ.get("BOOK_SITE_URL"):  # no site_url, no sitemap.xml: the switcher needs one
+        print("release.py: warning: BOOK_SITE_URL is not set, so the version switcher opens each "
+              "version's home page instead of the same page there", file=sys.stderr)
     try:
         preflight(ROOT, args.version)
         books = build(ROOT, args.version, args.dist.resolve())
