@@ -1,5 +1,6 @@
 """Shared fixtures: the book built once per test session."""
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -19,6 +20,17 @@ def require_tool(name: str) -> str:
     if os.environ.get("CI"):
         pytest.fail(f"{name} is not installed, but .ci/run installs it")
     pytest.skip(f"{name} is not installed")
+
+
+def require_module(name: str):
+    """Import an optional test dependency; in CI (which installs it from the locks) its absence
+    fails, elsewhere it skips."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is not installed, but requirements/tests.in pins it")
+        pytest.skip(f"{name} is not installed")
 
 
 def _build(*args: str) -> Path:
