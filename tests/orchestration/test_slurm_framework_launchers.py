@@ -43,3 +43,11 @@ def test_accelerate_trains_on_two_nodes(slurm, tmp_path):
                                  "accelerate_train.py")
     assert {r["type"] for r in ranks} == {"DistributedType.MULTI_CPU"}, log
     assert "main process at 127.0.0.1:" in log
+
+
+@RANKS
+def test_lightning_fabric_trains_on_two_nodes(slurm, tmp_path):
+    require_module("lightning_fabric")
+    ranks, log = train_two_nodes(slurm, tmp_path, "lightning-multinode.sbatch",
+                                 "fabric_train.py")
+    assert {r["type"] for r in ranks} == {"SLURMEnvironment"}, log  # ranks came from SLURM
