@@ -34,7 +34,7 @@ VENDOR_DOMAINS = {
     "aws.amazon.com", "awsdocs-neuron.readthedocs-hosted.com",
     "intel.com", "habana.ai",                    # Habana Labs is Intel's Gaudi unit
     "huawei.com", "hiascend.com",
-    "tenstorrent.com", "cerebras.ai",
+    "tenstorrent.com", "cerebras.ai", "groq.com",
 }
 # Rows whose main memory is on-chip SRAM, not HBM or GDDR: their capacity and bandwidth columns
 # hold the SRAM, which has ranges of its own (tens of MB to tens of GB, and up to PB/s).
