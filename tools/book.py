@@ -15,7 +15,7 @@ _LAUNCH = re.compile(r"^\s*(\$ )?([A-Z_]+=\S+\s+)*((python3?|torchrun|srun|sbatc
                      r"|kubectl\s+(apply|create)\s+-"
                      r"|(scripts/|\./)\S+\.(py|sh|sbatch)\b)")
 # A marker is an HTML comment alone on a line (invisible if the hook is absent); see book_markers.py.
-MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table): (\S+) -->[ \t]*$", re.M)
+MARKER = re.compile(r"^<!-- (embed-script|data-table|results-table|results-plot): (\S+) -->[ \t]*$", re.M)
 
 
 def nav_sources(items) -> list[str]:

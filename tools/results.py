@@ -5,6 +5,9 @@ scripts, and figures others published).
     python tools/results.py add FILE                a reader's run: validate, name, copy into results/
     python tools/results.py plot BENCHMARK [--out results.png] [FILE ...]
 
+A page shows the plot with ``<!-- results-plot: BENCHMARK -->`` (or a file, or a glob), which the
+build inlines as an SVG image (plot_svg, build/hooks/book_markers.py).
+
 Every results file shares an envelope (tools/schemas/envelope.schema.json): ``benchmark`` (the
 file stem of the script that wrote it), ``schema_version``, ``origin`` (``measured``, the default,
 or ``published``), ``device``, ``date_utc``, ``versions``, ``command`` (measured only) and
@@ -21,6 +24,7 @@ Exit status: 0 all valid / done, 1 a file is invalid or would be overwritten, 2 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import re
 import shutil
@@ -211,7 +215,7 @@ def _plot_bars(ax, docs, plot: dict):
 
 
 def _plot_lines(ax, docs, plot: dict):
-    """y against x (log2 scale), a line per file and series value."""
+    """y against x (log2 scale unless ``xscale: linear``), a line per file and series value."""
     for data in docs:
         series = {}
         for row in data["results"]:
@@ -223,16 +227,21 @@ def _plot_lines(ax, docs, plot: dict):
             points.sort()
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
                     label=_label(data) + (f", {name}" if name else ""))
-    ax.set_xscale("log", base=2)
+        if plot.get("mark"):  # ring the points whose row has a value of that key, and name it
+            for row in data["results"]:
+                value = _y(row, plot["y"])
+                if row.get(plot["mark"]) and plot["x"] in row and value is not None:
+                    ax.plot(row[plot["x"]], value, marker="o", markersize=11, fillstyle="none", color="black")
+                    ax.annotate(f"{plot['mark']} {row[plot['mark']]}", (row[plot["x"]], value),
+                                textcoords="offset points", xytext=(0, 9), ha="center", fontsize="x-small")
+    if plot.get("xscale", "log2") == "log2":
+        ax.set_xscale("log", base=2)
     ax.set_xlabel(plot["xlabel"])
     ax.set_ylabel(plot["ylabel"])
     ax.legend(fontsize="small")
 
 
-def plot(benchmark: str, out: Path, paths: list[Path] | None = None) -> Path:
-    """One PNG/SVG of every results file of ``benchmark`` (or of ``paths``), drawn as the ``plot``
-    of its view file (tools/schemas/<benchmark>.view.yml) says. ResultsError for a benchmark
-    without one, another format, or a file of another benchmark."""
+def _plot_spec(benchmark: str) -> dict:
     from tools import tables
 
     try:
@@ -242,8 +251,12 @@ def plot(benchmark: str, out: Path, paths: list[Path] | None = None) -> Path:
     if spec is None:
         raise ResultsError(f"no plot for '{benchmark}': its view file (tools/schemas/<benchmark>.view.yml) "
                            "has no 'plot'")
-    if out.suffix not in (".png", ".svg"):
-        raise ResultsError(f"{out}: the plot is written as .png or .svg")
+    return spec
+
+
+def _figure(benchmark: str, paths: list[Path] | None, title: bool = True):
+    """The matplotlib figure of ``paths`` (default: every results file of ``benchmark``)."""
+    spec = _plot_spec(benchmark)
     paths = paths or files_of(benchmark)
     docs = [(p, load(p)) for p in paths]
     wrong = [_rel(p) for p, d in docs if d.get("benchmark") != benchmark]
@@ -258,11 +271,57 @@ def plot(benchmark: str, out: Path, paths: list[Path] | None = None) -> Path:
     fig, ax = plt.subplots(figsize=(9, 3 + 0.18 * sum(len(d["results"]) for _, d in docs
                                                          if d.get("origin") == "published")))
     (_plot_bars if spec["kind"] == "bars" else _plot_lines)(ax, [d for _, d in docs], spec)
-    ax.set_title(f"{benchmark}: {len(docs)} file(s) under results/")
+    if title:
+        ax.set_title(f"{benchmark}: {len(docs)} file(s) under results/")
     fig.tight_layout()
+    return fig
+
+
+def plot(benchmark: str, out: Path, paths: list[Path] | None = None) -> Path:
+    """One PNG/SVG of every results file of ``benchmark`` (or of ``paths``), drawn as the ``plot``
+    of its view file (tools/schemas/<benchmark>.view.yml) says. ResultsError for a benchmark
+    without one, another format, or a file of another benchmark."""
+    _plot_spec(benchmark)
+    if out.suffix not in (".png", ".svg"):
+        raise ResultsError(f"{out}: the plot is written as .png or .svg")
+    import matplotlib.pyplot as plt
+
+    fig = _figure(benchmark, paths)
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def plot_svg(spec: str, lang: str = "en") -> tuple[str, str]:
+    """The figure a page's ``<!-- results-plot: SPEC -->`` marker shows, as (SVG text, alt text in
+    ``lang``). SPEC is what a results-table marker takes: a benchmark name (every results file of
+    it), a glob of results files, or one file, relative to the repository root. The SVG is the
+    same for the same files (no date, fixed ids), so the PDF and EPUB caches keep it; its text is
+    drawn as paths, so it needs no font where it is shown. ResultsError when SPEC names no results
+    file, files of two benchmarks, or a benchmark whose view has no plot or no ``alt``."""
+    import io
+
+    if "/" not in spec and "." not in spec:
+        benchmark, paths = spec, files_of(spec)
+    else:
+        paths = [Path(p) for p in sorted(glob.glob(str(ROOT / spec)))] if "*" in spec else [ROOT / spec]
+        paths = [p for p in paths if p.is_file()]
+        if not paths:
+            raise ResultsError(f"no results file matches {spec}")
+        benchmark = load(paths[0]).get("benchmark", "")
+    alt = _plot_spec(benchmark).get("alt", {}).get(lang)
+    if not alt:
+        raise ResultsError(f"the plot of '{benchmark}' has no alt text in '{lang}': add plot.alt to "
+                           f"tools/schemas/{benchmark}.view.yml")
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    with matplotlib.rc_context({"svg.hashsalt": "book", "svg.fonttype": "path"}):
+        fig = _figure(benchmark, paths, title=False)
+        out = io.StringIO()
+        fig.savefig(out, format="svg", metadata={"Date": None})
+        plt.close(fig)
+    return out.getvalue(), " ".join(alt.split())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,11 +21,16 @@ A marker is an HTML comment alone on a line (invisible if the hook is absent):
     <!-- results-table: results/compute/mamf_finder-*.json -->
         every results file of a benchmark (by name, or a glob): one summary row per measured
         file, then the published figures (origin: published) with a source per row
+    <!-- results-plot: layer_bench -->
+        the figure of a benchmark's results (by name, a glob or one file) as its view file's
+        `plot` draws it (tools/results.py plot_svg), inlined as an SVG data: URI so that the
+        PDF and the EPUB take it as they take the notebooks' images; its alt text is the view's
 
 Paths are relative to the repository root. A missing file or a bad table fails the build
 with the page named. The files under scripts/, data/ and results/ are copied into the site.
 """
 
+import base64
 import html
 import logging
 import posixpath
@@ -36,7 +41,7 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
-from tools import tables, translations
+from tools import results, tables, translations
 from tools.book import (
     MARKER,
     ROOT,
@@ -148,9 +153,21 @@ def _title(lang: str, src: str) -> str:
     return src
 
 
+def _results_plot(spec: str, page) -> str:
+    try:
+        svg, alt = results.plot_svg(spec, page_language(page))
+    except results.ResultsError as err:
+        raise PluginError(f"{page.file.src_uri}: results-plot: {err}") from err
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return (f'<figure class="results-plot" markdown="0"><img alt="{html.escape(alt, quote=True)}" '
+            f'src="data:image/svg+xml;base64,{data}"></figure>')
+
+
 def on_page_markdown(markdown, page, config, files):
     def expand(match):
         kind, rel = match.groups()
+        if kind == "results-plot":
+            return _results_plot(rel, page)
         if kind == "results-table" and tables.is_results_summary(rel):
             try:  # a benchmark name or a glob: every results file of it (tools/tables.py)
                 return tables.render(rel, page_language(page))

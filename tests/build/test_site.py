@@ -1,5 +1,6 @@
 """The website: both languages, notebooks, embedded scripts, tables from data, and no third-party requests."""
 
+import base64
 import datetime
 import functools
 import json
@@ -27,6 +28,7 @@ from tests.build.book import (
     text_of,
 )
 from tools.book import script_purpose
+from tools.results import plot_svg
 from tools.tables import is_results_summary, render
 from tools.translations import load_summaries
 
@@ -200,6 +202,18 @@ def test_tables_come_from_their_data_files(built_site, kind):
             for table in tables:
                 assert _rows(table) in shown, \
                     f"{lang} {src}: table from {rel} not shown as rendered from the file(s)"
+
+
+def test_results_plots_are_drawn_from_their_files(built_site):
+    found = list(markers("results-plot"))
+    assert found, "no chapter uses a results-plot"
+    for lang in LANGS:
+        for src, spec in found:
+            svg, alt = plot_svg(spec, lang)
+            shown = [(img.get("alt"), img.get("src")) for img in
+                     select(tree(built_page(built_site, lang, src)), "article figure.results-plot img")]
+            expected = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+            assert (alt, expected) in shown, f"{lang} {src}: the figure of {spec} is not its files' plot"
 
 
 # Elements that make the browser fetch something when the page loads.

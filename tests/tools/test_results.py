@@ -1,14 +1,17 @@
 """tools/results.py: every committed results file validates against its schema (the CI check);
 validation catches a missing key, a wrong type, an unknown benchmark and a published file without
-sources; `add` names a reader's file and refuses to overwrite; `plot` writes an image."""
+sources; `add` names a reader's file and refuses to overwrite; `plot` writes an image, and
+`plot_svg` the same figure for a page's results-plot marker."""
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tools import results
 from tools.results import ROOT
@@ -128,3 +131,25 @@ def test_plot_refuses_what_it_cannot_draw(tmp_path):
     with pytest.raises(results.ResultsError, match="is not a mem_bandwidth results file"):
         results.plot("mem_bandwidth", tmp_path / "x.svg",
                      [Path(ROOT / "results" / "compute" / "mamf_finder-cpu.json")])
+
+
+def test_plot_svg_draws_the_files_and_is_the_same_each_time():
+    svg, alt = results.plot_svg("layer_bench", "en")
+    # No date and fixed ids: the same files give the same page, so the PDF and EPUB caches hold.
+    assert svg == results.plot_svg("results/training/layer_bench-*.json", "en")[0]
+    assert "<dc:date>" not in svg
+    # Matplotlib writes each text it draws as paths, after a comment holding the text.
+    texts = re.findall(r"<!-- (.*?) -->", svg)
+    sweep = results.load(ROOT / "results/training/layer_bench-swiglu-cpu.json")
+    assert sorted(t for t in texts if t.startswith("multiple_of ")) == \
+        sorted(f"multiple_of {r['multiple_of']}" for r in sweep["results"] if r.get("multiple_of"))
+    assert f"{sweep['device']}, {sweep['date_utc'][:10]}" in texts  # the file's line, in the legend
+    view = yaml.safe_load((results.SCHEMAS / "layer_bench.view.yml").read_text())["plot"]["alt"]
+    assert alt == " ".join(view["en"].split()) and results.plot_svg("layer_bench", "zh")[1] == view["zh"]
+
+
+def test_plot_svg_refuses_a_spec_that_names_no_file():
+    with pytest.raises(results.ResultsError, match="no results file matches results/training/nothing-"):
+        results.plot_svg("results/training/nothing-*.json")
+    with pytest.raises(results.ResultsError, match="no plot for 'fio_scan'"):
+        results.plot_svg("fio_scan")

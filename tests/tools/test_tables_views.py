@@ -278,6 +278,8 @@ def test_a_new_benchmark_is_its_schema_and_its_view_file(toy_benchmark, tmp_path
     assert "toy_bench" not in Path(tables.__file__).read_text()
     image = results.plot("toy_bench", tmp_path / "toy.png", [path])
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "toy_bench" not in Path(results.__file__).read_text()
+    with pytest.raises(results.ResultsError, match="no alt text in 'en'"):  # a page needs one
+        results.plot_svg(str(path))
 
 
 def _toy_view_with(toy_benchmark, change) -> str:
