@@ -159,7 +159,7 @@ def _results_plot(spec: str, page) -> str:
     except results.ResultsError as err:
         raise PluginError(f"{page.file.src_uri}: results-plot: {err}") from err
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return (f'<figure class="results-plot" markdown="0"><img alt="{html.escape(alt, quote=True)}" '
+    return (f'<figure class="results-plot"><img alt="{html.escape(alt, quote=True)}" '
             f'src="data:image/svg+xml;base64,{data}"></figure>')
 
 
