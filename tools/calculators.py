@@ -24,7 +24,7 @@ runs it under Pyodide)::
 The shape is checked against ``tools/schemas/data/calculator.schema.json`` (a bad key or value is
 one CalculatorError line naming the file, the field and the key); ``load`` checks the rest.
 
-What a field is (a flag, a choice, a value), its choices, default and help come from the script's
+What a field is (a flag, a choice, several choices, a value), its choices, default and help come from the script's
 own argparse parser (``build_parser()``), so the form cannot drift from the command line; the
 script validates every value itself, so the page shows the command line's own error message.
 
@@ -131,8 +131,11 @@ def _options(script: str, mtime_ns: int) -> dict[str, argparse.Action]:
 
 
 def _kind(action: argparse.Action) -> str:
+    """flag (no value), multi (one or more of its choices: nargs + or * with choices), choice, value."""
     if action.nargs == 0:
         return "flag"
+    if action.nargs in ("+", "*") and action.choices:
+        return "multi"
     return "choice" if action.choices else "value"
 
 
@@ -178,7 +181,11 @@ def form(spec: dict, lang: str) -> dict:
             kind = "choice"
         if field["option"] in example:
             i = example.index(field["option"])
-            value = "1" if kind == "flag" else example[i + 1]
+            if kind == "multi":  # its values run to the next option; the form holds them as "a b"
+                rest = example[i + 1:]
+                value = " ".join(rest[:next((j for j, v in enumerate(rest) if v.startswith("--")), len(rest))])
+            else:
+                value = "1" if kind == "flag" else example[i + 1]
         else:
             value = ""
         default = action.default if action.default not in (None, False, argparse.SUPPRESS) else None

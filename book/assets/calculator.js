@@ -42,6 +42,13 @@ function buildForm(spec, text) {
     let input;
     if (field.kind === "flag") {
       input = element("input", { type: "checkbox", name: field.option });
+    } else if (field.kind === "multi") {  // one or more of the choices: a box each
+      form.append(element("fieldset", { class: "calculator-field calculator-multi", title: field.help },
+        element("legend", {}, field.label),
+        ...field.choices.map((choice) => element("label", {},
+          element("input", { type: "checkbox", name: field.option, value: choice }), choice)),
+        element("code", {}, field.option)));
+      continue;
     } else if (field.kind === "choice") {
       const none = field.default === null ? "—" : `${text.calculator_default}: ${field.default}`;
       input = element("select", { name: field.option }, element("option", { value: "" }, none),
@@ -71,7 +78,15 @@ function setInputs(form, spec, argv) {
     const input = form.querySelector(`[name="${field.option}"]`);
     const at = argv.indexOf(field.option);
     const value = at >= 0 && at + 1 < argv.length ? argv[at + 1] : "";
-    if (field.kind === "flag") {
+    if (field.kind === "multi") {
+      const values = valuesAt(argv, at);
+      for (const value of values.filter((v) => !field.choices.includes(v))) {
+        input.parentElement.parentElement.insertBefore(element("label", { "data-foreign": "" },
+          element("input", { type: "checkbox", name: field.option, value }), value), input.parentElement);
+        foreign.push(`${field.option} ${value}`);
+      }
+      for (const box of form.querySelectorAll(`[name="${field.option}"]`)) box.checked = values.includes(box.value);
+    } else if (field.kind === "flag") {
       input.checked = at >= 0;
     } else if (field.kind === "choice" && value !== "" && !field.choices.includes(value)) {
       input.append(element("option", { value, "data-foreign": "" }, value));
@@ -84,12 +99,22 @@ function setInputs(form, spec, argv) {
   return foreign;
 }
 
+// The values of the option at argv[at] (none where at < 0): those up to the next option.
+function valuesAt(argv, at) {
+  if (at < 0) return [];
+  const end = argv.findIndex((arg, i) => i > at && arg.startsWith("--"));
+  return argv.slice(at + 1, end < 0 ? argv.length : end);
+}
+
 // The command line the form says, in the order of its fields; empty fields keep the default.
 function argvOf(form, spec) {
   const argv = [];
   for (const field of spec.fields) {
     const input = form.querySelector(`[name="${field.option}"]`);
-    if (field.kind === "flag") {
+    if (field.kind === "multi") {
+      const ticked = [...form.querySelectorAll(`[name="${field.option}"]:checked`)].map((box) => box.value);
+      if (ticked.length) argv.push(field.option, ...ticked);
+    } else if (field.kind === "flag") {
       if (input.checked) argv.push(field.option);
     } else if (input.value.trim() !== "") {
       argv.push(field.option, input.value.trim());
@@ -98,12 +123,14 @@ function argvOf(form, spec) {
   return argv;
 }
 
-// ?params=7e9&sequence-parallel= : one query parameter per option, so a result can be linked.
+// ?params=7e9&sequence-parallel=&zeropp=qwz+hpz : one query parameter per option, so a result can be linked.
 function queryOf(spec, argv) {
   const query = new URLSearchParams();
   for (const field of spec.fields) {
     const at = argv.indexOf(field.option);
-    if (at >= 0) query.set(field.option.slice(2), field.kind === "flag" ? "" : argv[at + 1]);
+    if (at < 0) continue;
+    const value = field.kind === "flag" ? "" : field.kind === "multi" ? valuesAt(argv, at).join(" ") : argv[at + 1];
+    query.set(field.option.slice(2), value);
   }
   return query;
 }
@@ -115,6 +142,7 @@ function argvFromQuery(spec, query) {
     const key = field.option.slice(2);
     if (!query.has(key)) continue;
     if (field.kind === "flag") argv.push(field.option);
+    else if (field.kind === "multi") argv.push(field.option, ...query.get(key).split(/\s+/).filter(Boolean));
     else argv.push(field.option, query.get(key));
   }
   const known = new Set(spec.fields.map((field) => field.option.slice(2)));

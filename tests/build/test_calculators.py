@@ -40,6 +40,8 @@ def argv_of(spec: dict, config: dict) -> list[str]:
         value = config.get(field["option"])
         if value is True:
             argv.append(field["option"])
+        elif isinstance(value, list):  # the boxes ticked of an option that takes several values
+            argv += [field["option"], *value]
         elif value is not None:
             argv += [field["option"], value]
     return argv
@@ -83,8 +85,10 @@ def enter(browser, spec: dict, config: dict) -> None:
     # One round trip for every field (a WebDriver call costs milliseconds, a form has up to 17 fields).
     browser.execute_script(
         "for (const [name, value] of arguments[0]) {"
-        "  const el = document.querySelector(`.calculator-form [name='${name}']`);"
-        "  if (el.type === 'checkbox') el.checked = value === true; else el.value = value ?? '';"
+        "  for (const el of document.querySelectorAll(`.calculator-form [name='${name}']`)) {"
+        "    if (el.type !== 'checkbox') el.value = value ?? '';"
+        "    else el.checked = Array.isArray(value) ? value.includes(el.value) : value === true;"
+        "  }"
         "}", [[field["option"], config.get(field["option"])] for field in spec["fields"]])
     block.find_element(By.CSS_SELECTOR, ".calculator-run").click()
     WebDriverWait(browser, WAIT_S, poll_frequency=POLL_S).until(lambda d: int(block.get_attribute("data-runs")) > runs)

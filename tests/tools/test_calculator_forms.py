@@ -24,6 +24,7 @@ def test_each_calculator_file_describes_its_scripts_options(name):
             action = options[field["option"]]
             assert field["label"].strip()
             assert (field["kind"] == "flag") == (action.nargs == 0), field["option"]
+            assert (field["kind"] == "multi") == (action.nargs in ("+", "*") and bool(action.choices))
             if action.choices:
                 assert field["choices"] == [str(c) for c in action.choices]
         # every picker fills only numbers from its data file, and offers at least one row
@@ -33,6 +34,16 @@ def test_each_calculator_file_describes_its_scripts_options(name):
                 assert all(float(v) == float(v) for v in row["values"].values())
     # the worked example is a valid command line
     assert calculators.run_cli(spec["script"], spec["example"])["status"] == 0
+
+
+def test_an_option_of_several_values_is_a_multi_field_holding_the_examples_values():
+    spec = {"name": "x", "script": "scripts/training/communication_volume.py", "answer": {"en": "", "zh": ""},
+            "example": ["--zero", "3", "--zeropp", "qwz", "hpz", "--dp", "64"],
+            "fields": [{"option": "--zeropp", "label": {"en": "ZeRO++", "zh": "ZeRO++"}},
+                       {"option": "--dp", "label": {"en": "dp", "zh": "dp"}}]}
+    zeropp, dp = calculators.form(spec, "en")["fields"]
+    assert (zeropp["kind"], zeropp["choices"], zeropp["value"]) == ("multi", ["qwz", "hpz", "qgz"], "qwz hpz")
+    assert (dp["kind"], dp["value"]) == ("value", "64")
 
 
 GOOD = """\
@@ -158,7 +169,8 @@ def test_every_calculators_answer_fits_its_examples_and_checks_in_both_languages
     from tools.calculator_run import answer
     for name in calculators.names():
         spec = calculators.load(name)
-        runs = [spec["example"]] + [[x for k, v in c.items() for x in ([k] if v is True else [k, v])]
+        runs = [spec["example"]] + [[x for k, v in c.items()
+                                     for x in ([k] if v is True else [k, *v] if isinstance(v, list) else [k, v])]
                                     for c in spec["checks"]]
         for argv in runs:
             result = calculators.run_cli(spec["script"], argv)
