@@ -29,8 +29,11 @@ Example output (``fwd-bwd --device cpu --threads 1``, a shared 2-vCPU machine; r
            attention           6.105          15.445           2.530
               swiglu          17.708          34.609           1.954
 
-Exit status: 0 ok, 1 failure (no CUDA, a backend that fails), 2 usage; ``--debug`` adds the
-traceback.
+Rows print as they are measured. Ctrl-C or SIGTERM (``scancel``, a job's time limit) stops the
+run: the rows measured so far are written (``"interrupted": true``) and it exits 130 or 143.
+
+Exit status: 0 ok, 1 failure (no CUDA, a backend that fails), 2 usage, 130/143 interrupted;
+``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -118,7 +121,7 @@ def ms(times: list[float]) -> float:
 # The four methods
 # ----------------------------------------------------------------------------------------------
 
-def bench_compile(torch, a, dev, dtype) -> list[dict]:
+def bench_compile(torch, a, dev, dtype, rows: list[dict]) -> None:
     """Eager vs torch.compile(backend=a.backend, dynamic=a.dynamic or None) of one fwd+bwd step.
     Recompiles: the frames dynamo compiled (``torch._dynamo.utils.counters["frames"]["ok"]``)
     when the compiled step, already run at seq-len, first runs at 2 x seq-len."""
@@ -131,8 +134,8 @@ def bench_compile(torch, a, dev, dtype) -> list[dict]:
     def step(model, inp):
         return lambda: model(inp).float().square().mean().backward()
 
-    rows = [{"mode": "eager", "step_ms": ms(timed(torch, step(block, x), dev.type, a.warmup, a.iters)),
-             "compile_s": 0.0, "recompiles": 0}]
+    keep(rows, {"mode": "eager", "step_ms": ms(timed(torch, step(block, x), dev.type, a.warmup, a.iters)),
+                "compile_s": 0.0, "recompiles": 0})
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(block, backend=a.backend, dynamic=True if a.dynamic else None)
@@ -144,9 +147,8 @@ def bench_compile(torch, a, dev, dtype) -> list[dict]:
     step_ms = ms(timed(torch, step(compiled, x), dev.type, a.warmup, a.iters))
     frames = counters["frames"]["ok"]
     step(compiled, x2)()  # a second shape: a guard on the sequence length fails unless dynamic
-    rows.append({"mode": f"compile ({a.backend})", "step_ms": step_ms, "compile_s": compile_s,
-                 "recompiles": counters["frames"]["ok"] - frames})
-    return rows
+    keep(rows, {"mode": f"compile ({a.backend})", "step_ms": step_ms, "compile_s": compile_s,
+                "recompiles": counters["frames"]["ok"] - frames})
 
 
 def swiglu_flops(batch: int, seq: int, hidden: int, ffn: int) -> int:
@@ -155,9 +157,9 @@ def swiglu_flops(batch: int, seq: int, hidden: int, ffn: int) -> int:
     return 3 * 2 * batch * seq * hidden * ffn
 
 
-def bench_swiglu(torch, a, dev, dtype) -> list[dict]:
+def bench_swiglu(torch, a, dev, dtype, rows: list[dict]) -> None:
     """TFLOPS of the SwiGLU MLP forward for ffn from 8/3 h - span to 8/3 h + span by step."""
-    rows, centre = [], 8 * a.hidden / 3
+    centre = 8 * a.hidden / 3
     lo = max(a.step, int((centre - a.span) // a.step * a.step))
     for ffn in range(lo, int(centre + a.span) + 1, a.step):
         torch.manual_seed(0)
@@ -166,9 +168,8 @@ def bench_swiglu(torch, a, dev, dtype) -> list[dict]:
         with torch.no_grad():
             t = ms(timed(torch, lambda m=mlp, x=x: m(x), dev.type, a.warmup, a.iters))
         multiple = next((m for m in (256, 128, 64) if ffn % m == 0), 0)
-        rows.append({"ffn": ffn, "multiple_of": multiple, "forward_ms": t,
-                     "tflops": swiglu_flops(a.batch, a.seq_len, a.hidden, ffn) / (t / 1e3) / 1e12})
-    return rows
+        keep(rows, {"ffn": ffn, "multiple_of": multiple, "forward_ms": t,
+                    "tflops": swiglu_flops(a.batch, a.seq_len, a.hidden, ffn) / (t / 1e3) / 1e12})
 
 
 def layer_fns(torch, name: str, a, dev, dtype):
@@ -195,11 +196,10 @@ def layer_fns(torch, name: str, a, dev, dtype):
     return build_block(torch, h, a.heads, a.ffn)[1]().to(dev, dtype), x
 
 
-def bench_fwd_bwd(torch, a, dev, dtype) -> list[dict]:
+def bench_fwd_bwd(torch, a, dev, dtype, rows: list[dict]) -> None:
     """Forward ms, backward ms (one backward of a kept graph, ``retain_graph``) and their ratio
     per layer type. A matmul's backward does two matmuls of the forward's size (input and weight
     gradients), hence ~2 (Narayanan et al. 2021, https://arxiv.org/abs/2104.04473, Sec. 5.1)."""
-    rows = []
     for name in a.layers:
         torch.manual_seed(0)
         fn, inp = layer_fns(torch, name, a, dev, dtype)
@@ -208,8 +208,7 @@ def bench_fwd_bwd(torch, a, dev, dtype) -> list[dict]:
         grad = torch.randn_like(out)
         bwd = ms(timed(torch, lambda o=out, g=grad: o.backward(g, retain_graph=True), dev.type,
                        a.warmup, a.iters))
-        rows.append({"layer": name, "forward_ms": fwd, "backward_ms": bwd, "bwd_over_fwd": bwd / fwd})
-    return rows
+        keep(rows, {"layer": name, "forward_ms": fwd, "backward_ms": bwd, "bwd_over_fwd": bwd / fwd})
 
 
 def saved_bytes(torch, module, x) -> int:
@@ -242,19 +241,17 @@ def block_activation_bytes(seq: int, batch: int, hidden: int, heads: int, ffn: i
     return e * sb * (8 * hidden + 4 * ffn) + 4 * sb * stat + 4 * sb * heads
 
 
-def bench_activations(torch, a, dev, dtype) -> list[dict]:
+def bench_activations(torch, a, dev, dtype, rows: list[dict]) -> None:
     """Measured saved bytes of the block vs block_activation_bytes for (batch, seq) points."""
     torch.manual_seed(0)
     block = build_block(torch, a.hidden, a.heads, a.ffn)[0].to(dev, dtype)
     e = torch.empty(0, dtype=dtype).element_size()
     stat = 4 if dev.type == "cuda" else e
-    rows = []
     for batch, seq in a.points:
         x = torch.randn(batch, seq, a.hidden, device=dev, dtype=dtype, requires_grad=True)
         measured = saved_bytes(torch, block, x)
-        rows.append({"batch": batch, "seq_len": seq, "measured_bytes": measured,
-                     "formula_bytes": block_activation_bytes(seq, batch, a.hidden, a.heads, a.ffn, e, stat)})
-    return rows
+        keep(rows, {"batch": batch, "seq_len": seq, "measured_bytes": measured,
+                    "formula_bytes": block_activation_bytes(seq, batch, a.hidden, a.heads, a.ffn, e, stat)})
 
 
 def ddp_bucket_bytes(torch, a, dev, dtype) -> dict:
@@ -280,15 +277,14 @@ def ddp_bucket_bytes(torch, a, dev, dtype) -> dict:
 # The report and the command line
 # ----------------------------------------------------------------------------------------------
 
-def report(test: str, rows: list[dict], extra: dict) -> str:
-    keys = list(rows[0])
-    lines = ["".join(f"{k:>16}" for k in keys)]
-    for r in rows:
-        lines.append("".join(f"{v:>16.3f}" if isinstance(v, float) else f"{v!s:>16}"
-                             for v in r.values()))
-    if extra:
-        lines.append("# DDP: " + ", ".join(f"{k} {v}" for k, v in extra.items()))
-    return "\n".join(lines)
+def keep(rows: list[dict], row: dict) -> None:
+    """Append ``row`` and print it at once (the header before the first), so that a sweep shows
+    its progress and one stopped by Ctrl-C or SIGTERM has printed and kept every row it measured."""
+    if not rows:
+        print("".join(f"{k:>16}" for k in row), flush=True)
+    rows.append(row)
+    print("".join(f"{v:>16.3f}" if isinstance(v, float) else f"{v!s:>16}" for v in row.values()),
+          flush=True)
 
 
 def point(text: str) -> tuple[int, int]:
@@ -367,13 +363,20 @@ def main(argv: list[str] | None = None) -> int:
     dev, dtype = torch.device(a.device), getattr(torch, DTYPES[a.dtype])
     bench = {"compile": bench_compile, "swiglu": bench_swiglu, "fwd-bwd": bench_fwd_bwd,
              "activations": bench_activations}[a.test]
+    rows, extra, stopped = [], {}, None
+    on_stop_signals()  # Ctrl-C, scancel, a job's time limit: keep the rows measured so far
     try:
-        rows = bench(torch, a, dev, dtype)
+        bench(torch, a, dev, dtype, rows)
         extra = ddp_bucket_bytes(torch, a, dev, dtype) if a.test == "activations" and a.ddp else {}
+    except Interrupted as stop:
+        stopped = stop
+        print(f"# interrupted after {len(rows)} row(s)")
     except (RuntimeError, torch._dynamo.exc.BackendCompilerFailed) as exc:
         raise ScriptError(f"{a.test} failed: {str(exc).splitlines()[0][:300]}") from exc
+    if extra:
+        print("# DDP: " + ", ".join(f"{k} {v}" for k, v in extra.items()))
     name = torch.cuda.get_device_name() if a.device == "cuda" else "cpu"
-    if a.json:
+    if a.json and rows:
         doc = {**envelope(BENCHMARK, name, {"torch": torch.__version__}, command=command_line(argv)),
                "origin": "measured", "test": a.test, "device_type": a.device, "dtype": a.dtype,
                "threads": torch.get_num_threads(),
@@ -386,11 +389,11 @@ def main(argv: list[str] | None = None) -> int:
             doc.update(backend=a.backend, dynamic=a.dynamic)
         if extra:
             doc["ddp"] = extra
+        if stopped:
+            doc["interrupted"] = True
         write_atomic(a.json, json.dumps(doc, indent=2) + "\n")
-    print(report(a.test, rows, extra))
-    if a.json:
         print(f"# wrote {a.json}")
-    return EXIT_OK
+    return stopped.status if stopped else EXIT_OK
 
 
 # --- script contract and shared code (CONTRIBUTING.md, "Script contract"): what this script uses, ---
@@ -500,6 +503,34 @@ def write_atomic(path: str, data) -> None:
             raise ScriptError(f"{path}: cannot write it ({exc.strerror or exc}); it keeps its "
                               "previous content") from None
         raise
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
 
 
 def stdout_reader_gone() -> bool:

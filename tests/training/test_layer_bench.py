@@ -5,18 +5,19 @@ tools/schemas/layer_bench.schema.json. The activation bytes that autograd saves 
 saved_tensors_hooks) must equal the block's formula exactly, in bf16 and fp32, and that formula
 must differ from memory_estimator.py's Korthikanti term by exactly what the block does not share
 with Korthikanti's (no dropout masks, a SwiGLU MLP, LayerNorm statistics). torch.compile must
-recompile when a second sequence length is fed. No timing is asserted: only the consistency of
-the timing fields.
+recompile when a second sequence length is fed. SIGTERM in the middle of a sweep keeps the rows
+measured before it. No timing is asserted: only the consistency of the timing fields.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import ONE_PROCESS, REPO, import_script
+from tests.launchers import ONE_PROCESS, REPO, import_script, interrupt_when
 from tools.results import problems
 
 SCRIPT = "layer_bench.py"
@@ -105,3 +106,20 @@ BAD_INPUT = [
 @pytest.mark.parametrize("case", [c.param() for c in BAD_INPUT])
 def test_careless_input_is_refused(case, tmp_path):
     check_refused(f"training/{SCRIPT}", case, tmp_path)
+
+
+def test_sigterm_in_a_sweep_writes_the_rows_measured(tmp_path):
+    """scancel or a job's time limit in the middle of the SwiGLU sweep (570 widths): the rows
+    printed so far are written, marked interrupted, and the run says so and exits 143."""
+    out = tmp_path / "sweep.json"
+    tiny = [a for a in TINY if a not in ("--heads", "2")] + ["--heads", "4"]
+    res = interrupt_when(REPO / "scripts" / "training" / SCRIPT,
+                         ["swiglu", *tiny, "--span", "400", "--step", "1", "--json", str(out)],
+                         lambda lines: len(lines) >= 4, signal.SIGTERM)  # the header and 3 rows
+    assert res.returncode == 143 and "Traceback" not in res.stderr, res.stderr
+    doc = json.loads(out.read_text())
+    assert problems(doc, "--json") == [] and doc["interrupted"] is True
+    printed = [line.split() for line in res.stdout.splitlines()[1:] if not line.startswith("#")]
+    assert 3 <= len(doc["results"]) == len(printed) < 570
+    assert f"# interrupted after {len(printed)} row(s)" in res.stdout
+    assert [r["ffn"] for r in doc["results"]] == [int(row[0]) for row in printed]
