@@ -254,6 +254,15 @@ def _plot_spec(benchmark: str) -> dict:
     return spec
 
 
+def _pyplot():
+    """matplotlib.pyplot on the Agg backend (files only: no display is needed, none is opened)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def _figure(benchmark: str, paths: list[Path] | None, title: bool = True):
     """The matplotlib figure of ``paths`` (default: every results file of ``benchmark``)."""
     spec = _plot_spec(benchmark)
@@ -263,12 +272,7 @@ def _figure(benchmark: str, paths: list[Path] | None, title: bool = True):
     if wrong or not docs:
         raise ResultsError(f"no {benchmark} results to plot" if not docs else
                            f"{wrong[0]} is not a {benchmark} results file")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 3 + 0.18 * sum(len(d["results"]) for _, d in docs
+    fig, ax = _pyplot().subplots(figsize=(9, 3 + 0.18 * sum(len(d["results"]) for _, d in docs
                                                          if d.get("origin") == "published")))
     (_plot_bars if spec["kind"] == "bars" else _plot_lines)(ax, [d for _, d in docs], spec)
     if title:
@@ -284,11 +288,9 @@ def plot(benchmark: str, out: Path, paths: list[Path] | None = None) -> Path:
     _plot_spec(benchmark)
     if out.suffix not in (".png", ".svg"):
         raise ResultsError(f"{out}: the plot is written as .png or .svg")
-    import matplotlib.pyplot as plt
-
     fig = _figure(benchmark, paths)
     fig.savefig(out)
-    plt.close(fig)
+    _pyplot().close(fig)
     return out
 
 
@@ -313,10 +315,8 @@ def plot_svg(spec: str, lang: str = "en") -> tuple[str, str]:
     if not alt:
         raise ResultsError(f"the plot of '{benchmark}' has no alt text in '{lang}': add plot.alt to "
                            f"tools/schemas/{benchmark}.view.yml")
-    import matplotlib
-    import matplotlib.pyplot as plt
-
-    with matplotlib.rc_context({"svg.hashsalt": "book", "svg.fonttype": "path"}):
+    plt = _pyplot()
+    with plt.rc_context({"svg.hashsalt": "book", "svg.fonttype": "path"}):
         fig = _figure(benchmark, paths, title=False)
         out = io.StringIO()
         fig.savefig(out, format="svg", metadata={"Date": None})
