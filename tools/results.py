@@ -303,7 +303,9 @@ def plot_svg(spec: str, lang: str = "en") -> tuple[str, str]:
     file, files of two benchmarks, or a benchmark whose view has no plot or no ``alt``."""
     import io
 
-    if "/" not in spec and "." not in spec:
+    from tools.tables import is_results_summary
+
+    if is_results_summary(spec) and "*" not in spec:  # a benchmark's name, as results-table takes it
         benchmark, paths = spec, files_of(spec)
     else:
         paths = [Path(p) for p in sorted(glob.glob(str(ROOT / spec)))] if "*" in spec else [ROOT / spec]
