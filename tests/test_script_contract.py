@@ -361,6 +361,34 @@ def test_stop_signals_raise_interrupted_with_128_plus_the_signal(contract, own_s
     assert stopped == [signal.SIGTERM, signal.SIGINT]
 
 
+def test_a_stop_signal_inside_popen_kills_the_new_process(contract, own_signal_handlers, monkeypatch):
+    """SIGTERM landing after Popen has forked but before it returns (the window in which
+    bisect_judge once left its benchmark running after it exited) is held until Popen returns,
+    then kills the new process's group and is raised as Interrupted."""
+    import signal
+    _, c = contract
+    real_popen, started = subprocess.Popen, []
+
+    def popen_then_sigterm(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        signal.raise_signal(signal.SIGTERM)  # scancel, while Popen is still returning
+        return started[-1]
+    monkeypatch.setattr(subprocess, "Popen", popen_then_sigterm)
+    c["on_stop_signals"]()
+    try:
+        with pytest.raises(c["Interrupted"]) as err:
+            c["start_process"]([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        assert err.value.signum == signal.SIGTERM
+        assert started[0].poll() == -signal.SIGKILL, "the process outlived the signal"
+    finally:
+        if started and started[0].poll() is None:
+            os.killpg(started[0].pid, signal.SIGKILL)
+            started[0].wait()
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # the stop handler is back
+    with pytest.raises(FileNotFoundError):  # without a signal, Popen's own error
+        c["start_process"](["/nonexistent/command"])
+
+
 @pytest.mark.parametrize("raised, status, line", [
     ("Interrupted(15)", 143, "interrupted by SIGTERM"), ("Interrupted(2)", 130, "interrupted"),
     ("KeyboardInterrupt()", 130, "interrupted")], ids=["SIGTERM", "SIGINT", "Ctrl-C"])

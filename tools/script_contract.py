@@ -253,6 +253,44 @@ def on_stop_signals() -> list[int]:
     return stopped_by
 
 
+def start_process(cmd: list[str], **popen_args):
+    """``subprocess.Popen(cmd, **popen_args)`` with Ctrl-C and SIGTERM held until it returns, so
+    that the caller always gets the process it must stop: a signal raised inside Popen, after the
+    fork, would leave a running child that no one knows of. A signal that came meanwhile kills the
+    new process (its whole group with ``start_new_session=True``) and is raised as Interrupted.
+    Raises what Popen raises (OSError) when no signal came. Signals are held only in the main
+    thread and only where a Python handler takes them (SIGINT left ignored stays ignored)."""
+    import signal
+    import subprocess
+    import threading
+    held: list[int] = []
+    before = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if callable(signal.getsignal(sig)):
+                before[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
+    try:
+        proc = subprocess.Popen(cmd, **popen_args)
+    except BaseException:
+        if not held:
+            raise
+        proc = None
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    if held:
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if popen_args.get("start_new_session"):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        raise Interrupted(held[0])
+    return proc
+
+
 def stdout_reader_gone() -> bool:
     """True when stdout is a pipe whose reading end was closed (poll reports POLLERR on it)."""
     import select
