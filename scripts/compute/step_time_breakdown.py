@@ -16,7 +16,8 @@ book/en/compute/when-to-upgrade.md.
     python step_time_breakdown.py --device cpu --hidden 256 --layers 4 --heads 4 --seq-len 256
     torchrun --nproc-per-node 2 step_time_breakdown.py --device cpu --json breakdown.json
 
-Example output (2 ranks of one thread each on a shared 2-vCPU machine, gloo; first line cut)::
+Example output (2 ranks of one thread each on a shared 2-vCPU machine, gloo; the first line and
+the lines of rounds 1 to 10, ``# round 1 of 10: step 268.52 ms``, cut)::
 
     part             median ms   min ms   max ms  share of step
     attention            74.50    48.03    97.15         27.4%
@@ -28,7 +29,9 @@ Example output (2 ranks of one thread each on a shared 2-vCPU machine, gloo; fir
     measured step       272.19   229.62   419.23        100.0%
 
 Exit status: 0 ok, 1 failure (no CUDA, a rank that cannot join), 2 usage, 3 the parts add up
-to more than the step by over --tolerance (the isolated timings do not describe this step).
+to more than the step by over --tolerance (the isolated timings do not describe this step),
+130/143 interrupted by Ctrl-C/SIGTERM (the medians of the rounds done are still written,
+"interrupted": true, with "iters_done").
 """
 
 from __future__ import annotations
@@ -101,14 +104,16 @@ def build_model(torch, hidden: int, layers: int, heads: int, ffn: int, vocab: in
     return model, model.blocks
 
 
-def timed_rounds(torch, fns: dict, device: str, warmup: int, iters: int, barrier=None) -> dict:
+def timed_rounds(torch, fns: dict, device: str, warmup: int, iters: int, times: dict,
+                 barrier=None, show: bool = False) -> None:
     """Seconds per call of each of ``fns`` ({name: callable}), called in turn in each of
     ``warmup`` untimed and ``iters`` timed rounds, so that a burst of load on a shared machine
-    hits every part alike. The device is synchronized (and, with ``barrier``, all ranks meet)
-    before each call starts, and synchronized again before its clock stops."""
+    hits every part alike; appended to ``times[name]`` when a timed round is complete (and the
+    round printed, when ``show``). The device is synchronized (and, with ``barrier``, all ranks
+    meet) before each call starts, and synchronized again before its clock stops."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    times = {name: [] for name in fns}
     for i in range(warmup + iters):
+        took = {}
         for name, fn in fns.items():
             sync()
             if barrier:
@@ -116,14 +121,19 @@ def timed_rounds(torch, fns: dict, device: str, warmup: int, iters: int, barrier
             start = time.perf_counter()
             fn()
             sync()
-            if i >= warmup:
-                times[name].append(time.perf_counter() - start)
-    return times
+            took[name] = time.perf_counter() - start
+        if i >= warmup:
+            for name, seconds in took.items():
+                times.setdefault(name, []).append(seconds)
+            if show:
+                print(f"# round {i - warmup + 1} of {iters}: step {took['step'] * 1e3:.2f} ms",
+                      flush=True)
 
 
-def measure(args, torch, dist=None, world: int = 1) -> dict:
-    """Time each part in isolation and the whole step, in rounds; seconds per timed run, per
-    name."""
+def measure(args, torch, times: dict, dist=None, world: int = 1, show: bool = False) -> None:
+    """Time each part in isolation and the whole step, in rounds, into ``times``: seconds per
+    timed run, per name, and the model's ``_params`` and ``_grad_bytes``. Interrupted, it leaves
+    the rounds completed so far."""
     dev = torch.device(args.device)
     dtype = getattr(torch, DTYPES[args.dtype])
     torch.manual_seed(0)
@@ -167,15 +177,15 @@ def measure(args, torch, dist=None, world: int = 1) -> dict:
         flat = flat_grads()
         fns["communication"] = lambda: dist.all_reduce(flat)
     fns.update(optimizer=opt.step, step=step)
-    times = timed_rounds(torch, fns, args.device, args.warmup, args.iters, barrier)
-    times.setdefault("communication", [0.0] * args.iters)
     times["_grad_bytes"] = sum(p.numel() * p.element_size() for p in params)
     times["_params"] = sum(p.numel() for p in params)
-    return times
+    timed_rounds(torch, fns, args.device, args.warmup, args.iters, times, barrier, show)
 
 
 def summarize(times: dict) -> dict:
-    """Median, min and max in ms per part and for the step; sum of parts, other, fractions."""
+    """Median, min and max in ms per part and for the step; sum of parts, other, fractions.
+    Communication is 0 where ``times`` has none (one process)."""
+    times = {"communication": [0.0], **times}
     ms = {name: {"median_ms": statistics.median(t) * 1e3, "min_ms": min(t) * 1e3,
                  "max_ms": max(t) * 1e3} for name, t in times.items() if not name.startswith("_")}
     step = ms["step"]["median_ms"]
@@ -262,8 +272,14 @@ def main(argv: list[str] | None = None) -> int:
         backend = "nccl" if args.device == "cuda" else "gloo"
         with deadline(args.timeout + 10, f"joining {launch.world} ranks"):
             dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.timeout))
+    times, stopped = {}, None
+    on_stop_signals()  # Ctrl-C, scancel, a job's time limit: keep the rounds measured so far
     try:
-        times = measure(args, torch, dist, launch.world)
+        measure(args, torch, times, dist, launch.world, show=launch.rank == 0)
+    except Interrupted as stop:
+        if "step" not in times:  # no timed round done: nothing to write
+            raise
+        stopped = stop
     finally:
         if dist is not None:
             dist.destroy_process_group()
@@ -288,11 +304,17 @@ def main(argv: list[str] | None = None) -> int:
                                for p in PARTS]
                    + [{"part": "other", "median_ms": s["other_ms"], "min_ms": None,
                        "max_ms": None, "fraction": s["fractions"]["other"]},
-                      {"part": "step", **s["step"], "fraction": 1.0}]}
+                      {"part": "step", **s["step"], "fraction": 1.0}],
+                   "interrupted": stopped is not None}
+            if stopped:
+                doc["iters_done"] = len(times["step"])
             write_atomic(args.json, json.dumps(doc, indent=2) + "\n")
         print(report(s, args, launch.world, backend))
         if args.json:
             print(f"# wrote {args.json}")
+    if stopped:
+        raise ScriptError(f"interrupted by {stopped.name} after {len(times['step'])} of "
+                          f"{args.iters} rounds", stopped.status)
     if s["parts_over_step"] > 1 + args.tolerance:
         raise ScriptError(f"the parts add up to {s['parts_over_step']:.0%} of the measured step, "
                           f"over 100% + {args.tolerance:.0%}: the isolated timings do not describe "
@@ -448,6 +470,34 @@ class deadline:
 
     def __exit__(self, *exc) -> None:
         self.timer.cancel()
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (scancel, a job's time limit), raised where the main thread is
+    by the handler ``on_stop_signals`` installs. ``signum`` is the signal, ``name`` its name and
+    ``status`` the exit status of a run it stops, 128 + signum (130, 143). A KeyboardInterrupt,
+    so what catches Ctrl-C catches both; run_main exits with ``status``."""
+
+    def __init__(self, signum: int = 2):  # SIGINT
+        import signal
+        self.signum, self.status, self.name = signum, 128 + signum, signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+def on_stop_signals() -> list[int]:
+    """From now on Ctrl-C and SIGTERM raise Interrupted, so that a run writes what it has before
+    it exits with 128 + the signal; Ctrl-C too where a shell started the job with SIGINT ignored
+    (a background job). Returns the list that receives each signal as it comes, for the code that
+    sees the exception only wrapped (DCP wraps what a save raises)."""
+    import signal
+    stopped_by: list[int] = []
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        raise Interrupted(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return stopped_by
 
 
 def stdout_reader_gone() -> bool:

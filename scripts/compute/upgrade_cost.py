@@ -370,7 +370,8 @@ def report(rows: list[dict], flops: dict, args) -> str:
         b = args.breakdown_info
         shares = ", ".join(f"{k} {v:.1%}" for k, v in b["fractions"].items())
         lines.append(f"# breakdown of {rows[0]['name']}'s step from {os.path.basename(args.breakdown)} "
-                     f"({b['device']}, {b['world_size']} rank{'s' * (b['world_size'] != 1)}): {shares}")
+                     f"({b['device']}, {b['world_size']} rank{'s' * (b['world_size'] != 1)}"
+                     f"{'; run interrupted, fewer rounds' * b['interrupted']}): {shares}")
     for r in rows:
         if r["tflops_source"] == "mamf_json":
             note = " (sweep interrupted)" if r["mamf_interrupted"] else ""
@@ -575,7 +576,7 @@ def apply_breakdown(path: str, options: list[dict]) -> dict:
                                   " after every --device", EXIT_USAGE)
     ref = options[0]
     info = {"file": path, "fractions": fractions, "device": data.get("device"),
-            "world_size": data.get("world_size")}
+            "world_size": data.get("world_size"), "interrupted": data.get("interrupted") is True}
     for o in options:
         sp = {"compute": o["tflops"] * o["efficiency"] / (ref["tflops"] * ref["efficiency"]),
               "memory": o["mem_gbps"] / ref["mem_gbps"],

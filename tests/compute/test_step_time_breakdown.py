@@ -5,17 +5,19 @@ The decomposition is checked on a real run: the isolated parts add up to the mea
 within TOLERANCE on one CPU process, "other" is exactly the step minus the parts, the fractions
 sum to 1 and the file validates against tools/schemas/step_time_breakdown.schema.json. A 2-rank
 gloo run must time a nonzero all-reduce. The arithmetic of ``summarize`` is checked on
-hand-made timings.
+hand-made timings. A run stopped by SIGTERM still writes the figures of its completed rounds.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import signal
 
 import pytest
 
 from tests.bad_input import Case, check_refused
-from tests.launchers import ONE_PROCESS, RANKS, REPO, import_script
+from tests.launchers import ONE_PROCESS, RANKS, REPO, import_script, interrupt_when
 from tools.results import problems
 
 SCRIPT = "step_time_breakdown.py"
@@ -59,7 +61,7 @@ def test_parts_add_up_to_the_step(launch, tmp_path):
     res = launch.python(SCRIPT, [*SMALL, "--json", str(out)], timeout=60)
     assert res.returncode == 0, res.output
     doc = json.loads(out.read_text())
-    assert problems(doc) == []
+    assert problems(doc) == [] and doc["interrupted"] is False and "iters_done" not in doc
     rows = {r["part"]: r for r in doc["results"]}
     parts = sum(rows[p]["median_ms"] for p in ("attention", "mlp", "communication", "optimizer"))
     step = rows["step"]["median_ms"]
@@ -87,6 +89,28 @@ def test_two_ranks_time_a_nonzero_all_reduce(launch, tmp_path):
     # one flat fp32 buffer of every gradient: 4 bytes per parameter
     assert doc["grad_bytes"] == 4 * doc["params"]
     assert "2 ranks (gloo)" in res.stdout
+
+
+@pytest.mark.slow  # waits for the first timed round before signalling it: ~4 s
+def test_sigterm_writes_the_rounds_done(tmp_path):
+    """SIGTERM among the rounds: 143, one line, and the figures of the rounds completed in a
+    valid file marked interrupted."""
+    out = tmp_path / "b.json"
+    args = ["--device", "cpu", "--hidden", "32", "--layers", "1", "--heads", "2", "--seq-len", "8",
+            "--vocab", "64", "--warmup", "0", "--iters", "10000", "--json", str(out)]
+    res = interrupt_when(REPO / "scripts/compute" / SCRIPT, args,
+                         lambda lines: lines[-1].startswith("# round 1 of 10000:"), signal.SIGTERM)
+    assert res.returncode == 143, res.output
+    assert re.fullmatch(rf"{SCRIPT}: error: interrupted by SIGTERM after \d+ of 10000 rounds\n",
+                        res.stderr), res.stderr
+    doc = json.loads(out.read_text())
+    assert problems(doc) == [] and doc["interrupted"] is True
+    printed = sum(line.startswith("# round ") for line in res.stdout.splitlines())
+    # a round is kept, then printed: SIGTERM may fall between the two
+    assert 1 <= printed <= doc["iters_done"] <= printed + 1 < 10000
+    step = next(r for r in doc["results"] if r["part"] == "step")
+    assert 0 < step["min_ms"] <= step["median_ms"] <= step["max_ms"]
+    assert sum(doc["fractions"].values()) == pytest.approx(1)
 
 
 BAD_INPUT = [

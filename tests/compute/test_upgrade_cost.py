@@ -252,8 +252,20 @@ def test_cli_with_a_breakdown(up, tmp_path, capsys):
     assert new["speedup_vs_first"] == pytest.approx(expected)
     assert new["cost_ratio_vs_first"] == pytest.approx(5 / 2 / expected)
     assert old["tokens_per_s_per_device"] == pytest.approx(400e12 / 42e9)
-    assert r["breakdown"]["fractions"] == pytest.approx(fr)
+    assert r["breakdown"]["fractions"] == pytest.approx(fr) and r["breakdown"]["interrupted"] is False
     assert "step speed-up (Amdahl)" in capsys.readouterr().out
+
+
+def test_a_breakdown_from_an_interrupted_run_is_said_so(up, tmp_path, capsys):
+    """A step_time_breakdown.py file written on Ctrl-C or SIGTERM holds fewer rounds: the cost
+    comparison still uses it, and says so in its header and its JSON."""
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps({**json.loads(BREAKDOWN.read_text()), "interrupted": True, "iters_done": 2}))
+    out = tmp_path / "cost.json"
+    assert up.main(["--params", "7e9", "--breakdown", str(cut), "--device", "old:400:2", "--mem-gbps", "2000",
+                    "--link-gbps", "50", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["breakdown"]["interrupted"] is True
+    assert "run interrupted, fewer rounds)" in capsys.readouterr().out
 
 
 def test_json_is_written_even_when_the_reader_closes_stdout(tmp_path):
