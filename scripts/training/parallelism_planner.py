@@ -117,7 +117,8 @@ def net_from_arch(a: dict, seq: int) -> dict:
     else:
         kv_values = 2 * a["num_key_value_heads"] * a["head_dim"]
     moe_layers = layers - a["first_k_dense_replace"] if a["num_experts"] else 0
-    # Activations of a gated MLP: three tensors of the MLP's width where a plain one keeps two.
+    # Activations of a gated MLP: three tensors of its width (a fused SwiGLU kernel keeps its
+    # 2f-wide input, the down projection its f-wide input), where a GeLU MLP keeps two.
     dense_ffn = 1.5 * (a["intermediate_size"] or 0)
     moe_ffn = 1.5 * (a["num_experts_per_tok"] + a["n_shared_experts"]) * a["moe_intermediate_size"]
     body = counts["total"] - counts["embedding"] - counts["output"]
