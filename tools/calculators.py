@@ -82,6 +82,10 @@ def load(name: str) -> dict:
     for field in spec["fields"]:
         if field["option"] not in options:
             raise CalculatorError(f"{where}: {field['option']!r} is not an option of {spec['script']}")
+        action = options[field["option"]]
+        if _takes_several(action) and _kind(action) != "multi":
+            raise CalculatorError(f"{where}: {field['option']} takes several values without choices: "
+                                  "a form has no field for that")
     for picker in spec.get("pickers", []):
         for option in picker["sets"]:
             if option not in options:
@@ -91,6 +95,10 @@ def load(name: str) -> dict:
         unknown = sorted(set(check) - shown)
         if unknown:
             raise CalculatorError(f"{where}: check {number} sets {unknown[0]}, not a field of the form")
+        for option, value in check.items():
+            if isinstance(value, list) != (_kind(options[option]) == "multi"):
+                raise CalculatorError(f"{where}: check {number} sets {option} to {value!r}: a list is "
+                                      "for an option that takes several of its choices, and only for it")
     for rel in data_files(spec):
         if not (REPO / rel).is_file():
             raise CalculatorError(f"{where}: data file {rel} does not exist")
@@ -130,11 +138,15 @@ def _options(script: str, mtime_ns: int) -> dict[str, argparse.Action]:
             for opt in action.option_strings if opt.startswith("--")}
 
 
+def _takes_several(action: argparse.Action) -> bool:
+    return action.nargs in ("+", "*") or (isinstance(action.nargs, int) and action.nargs > 1)
+
+
 def _kind(action: argparse.Action) -> str:
     """flag (no value), multi (one or more of its choices: nargs + or * with choices), choice, value."""
     if action.nargs == 0:
         return "flag"
-    if action.nargs in ("+", "*") and action.choices:
+    if _takes_several(action) and action.choices:
         return "multi"
     return "choice" if action.choices else "value"
 

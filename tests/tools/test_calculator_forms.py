@@ -72,6 +72,8 @@ BAD = [
     ("misspelt-key", "chapter:", "chaptr:", r"chapter: missing"),
     ("option-without-dashes", "option: --dp,", "option: dp,", r"field 2 \(dp\): option: 'dp' does not match"),
     ("check-number", '--dp: "8"', "--dp: 8", r"checks\.0\.--dp: 8 is none of: string, True"),
+    ("check-list-for-one-value", '--dp: "8"', '--dp: ["8"]',
+     r"check 1 sets --dp to \['8'\]: a list is for an option that takes several of its choices"),
     ("check-not-a-field", '--dp: "8"', '--tp: "8"', r"check 1 sets --tp, not a field of the form"),
     ("no-script", "memory_estimator.py", "memory_estimater.py",
      r"script scripts/training/memory_estimater\.py does not exist"),
