@@ -72,12 +72,41 @@ def tex_to_mathml(tex: str, display: bool) -> str:
     return head + mathml[match.end():]
 
 
+# Typeset SVGs by (TeX, display) and by this file and the typesetters' versions (_svg_salt), so that
+# a build typesets only the expressions it has not seen (ziamath takes about 15 ms an expression,
+# and the book has over a thousand per language). A failure is not kept: it raises every time.
+SVG_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "math-svg"
+
+
+@functools.cache
+def _svg_salt() -> bytes:
+    from importlib.metadata import version
+    versions = " ".join(version(name) for name in ("ziamath", "ziafont", "latex2mathml"))
+    return Path(__file__).read_bytes() + versions.encode()
+
+
 @functools.cache
 def tex_to_svg(tex: str, display: bool) -> str:
     """An ``<svg class="math">`` element for the LaTeX string ``tex``, sized in em so that it
     scales with the text around it; inline math is shifted down by its depth below the baseline.
-    Raises ``ValueError`` if ziamath cannot parse it."""
+    Raises ``ValueError`` if ziamath cannot parse it. Kept in SVG_CACHE between builds."""
     source = html.unescape(tex).strip()
+    key = hashlib.sha256(_svg_salt() + f"\0{display}\0{source}".encode()).hexdigest()[:32]
+    cached = SVG_CACHE / f"{key}.svg"
+    try:
+        return cached.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    svg = _typeset_svg(source, display)
+    SVG_CACHE.mkdir(parents=True, exist_ok=True)
+    part = cached.with_suffix(f".{os.getpid()}.part")  # two builds at once each write their own
+    part.write_text(svg, encoding="utf-8")
+    os.replace(part, cached)
+    return svg
+
+
+def _typeset_svg(source: str, display: bool) -> str:
+    """tex_to_svg's work, without the cache."""
     try:
         svg = ziamath.Latex(source, size=_EM_PX, inline=not display).svg()
     except Exception as err:  # ziamath raises several types for bad TeX

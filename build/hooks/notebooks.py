@@ -13,6 +13,11 @@ Fixes for things the plugins do on their own:
 * mkdocs-jupyter's page template loads MathJax (our math is MathML made at build time, see
   math_markup.py) and would import Mermaid from a CDN if a cell had a diagram. The book promises
   that a page requests nothing from a third-party host, so those scripts are removed.
+* mkdocs-jupyter's cache (rendered HTML by notebook content and options) keeps one folder and,
+  after each build, deletes the entries that build did not use: the two languages' builds would
+  delete each other's. Each language gets a folder of its own under ``.cache/mkdocs-jupyter/``,
+  named with a hash of this hook and of the converters' versions (the cached HTML is made with
+  the slugs set here), and a build deletes only unused entries of its own folder.
 * nbconvert gives every image without alt text the placeholder "No description has been provided
   for this image". A code cell that draws images carries their alt text in its metadata, ``alt``,
   a list of strings, one per image output in order (``# %% alt=["..."]`` in the jupytext source;
@@ -23,9 +28,13 @@ Fixes for things the plugins do on their own:
   it writes is untagged, so the file itself keeps none).
 """
 
+import hashlib
 import html
 import logging
 import re
+import shutil
+from importlib.metadata import version
+from pathlib import Path
 
 import markdown
 import mkdocs_jupyter.convert
@@ -73,9 +82,33 @@ _NOTEBOOK_SCRIPTS = [
 ]
 
 
+NOTEBOOK_CACHE = Path(__file__).resolve().parents[2] / ".cache" / "mkdocs-jupyter"
+_CACHE_SALT = hashlib.sha256(Path(__file__).read_bytes() + " ".join(
+    version(name) for name in ("mkdocs-jupyter", "nbconvert", "nbformat", "pygments")).encode()).hexdigest()[:12]
+
+
+def _evict_unused_of_this_build(self, config):
+    """mkdocs-jupyter's on_post_build, limited to the folders this build's pages used."""
+    used = self._used_cache_paths
+    for folder in {path.parent for path in used}:
+        for entry in folder.glob("*.json"):
+            if entry not in used:
+                entry.unlink(missing_ok=True)
+
+
+mkdocs_jupyter.plugin.Plugin.on_post_build = _evict_unused_of_this_build
+
+
 @event_priority(-200)  # after mkdocs-static-i18n's on_files (-100)
 def on_files(files, config):
     jupyter = config.plugins["mkdocs-jupyter"]
+    if jupyter.config["cache"]:  # one folder per language, as of this hook and these converters
+        lang = config.plugins["i18n"].current_language
+        folder = NOTEBOOK_CACHE / f"{lang}-{_CACHE_SALT}"
+        for old in NOTEBOOK_CACHE.glob(f"{lang}-*"):
+            if old != folder:
+                shutil.rmtree(old, ignore_errors=True)
+        jupyter.config["cache_dir"] = str(folder)
     for file in files:
         if jupyter.should_include(file):
             file.is_documentation_page = lambda: True

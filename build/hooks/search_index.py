@@ -8,12 +8,17 @@ each entry's <pre> blocks and notebook code cells left out (inline code stays: a
 variable in the prose is still found). Material loads the index from the ``base`` of the page's
 ``__config``, so the pages of another language get that language's root as their base (search
 results resolve against it too: their locations lose the language prefix).
+
+The code listings are left out before Material's search plugin reads a page, not only after: its
+HTML parser took a third of the site build, most of it on the syntax-highlighted spans of the
+embedded scripts, all of which the split then threw away.
 """
 
 import json
 import re
 from pathlib import Path
 
+import material.plugins.search.plugin as material_search
 from mkdocs.plugins import event_priority
 
 from tools.book import page_language
@@ -24,6 +29,22 @@ _CODE = re.compile(r"<pre[^>]*>.*?</pre>", re.S)
 # A notebook's code cell reaches the index as text: "In [2]: Copied!" and its source, up to the
 # next paragraph, output or cell; an output's "Out[2]:" prompt alone.
 _NOTEBOOK_CELL = re.compile(r"In\s\[\d*\]:\s*Copied!.*?(?=<p>|<h\d|Out\s?\[\d*\]:|In\s\[\d*\]:|$)|Out\s?\[\d*\]:", re.S)
+
+
+_add_entry_from_context = material_search.SearchIndex.add_entry_from_context
+
+
+def _add_entry_without_code(self, page):
+    """Material's SearchIndex.add_entry_from_context, shown the page without its <pre> blocks."""
+    content = page.content
+    page.content = _CODE.sub(" ", content or "")
+    try:
+        return _add_entry_from_context(self, page)
+    finally:
+        page.content = content
+
+
+material_search.SearchIndex.add_entry_from_context = _add_entry_without_code
 
 
 @event_priority(-50)

@@ -80,3 +80,24 @@ def test_svg_is_sized_in_em_and_labelled_with_its_tex():
 def test_tex_that_cannot_show_fails_the_build(tex, message):
     with pytest.raises(ValueError, match=message.replace("\\", "\\\\")):
         tex_to_mathml(tex, False)
+
+
+def test_an_svg_is_typeset_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
+    """The second build reads what the first typeset; a change of typesetter or of this module
+    (the salt) typesets again; TeX that fails is never kept."""
+    from tools import math_markup
+    monkeypatch.setattr(math_markup, "SVG_CACHE", tmp_path)
+    typeset = []
+    real = math_markup._typeset_svg
+    monkeypatch.setattr(math_markup, "_typeset_svg", lambda *a: typeset.append(a) or real(*a))
+    tex = r"\frac{p}{q} + \sqrt{2}"
+    first = math_markup.tex_to_svg.__wrapped__(tex, True)   # past the in-process functools.cache
+    assert math_markup.tex_to_svg.__wrapped__(tex, True) == first and len(typeset) == 1
+    assert [p.suffix for p in tmp_path.iterdir()] == [".svg"]  # no .part left behind
+    math_markup.tex_to_svg.__wrapped__(tex, False)          # inline is another entry
+    assert len(typeset) == 2
+    monkeypatch.setattr(math_markup, "_svg_salt", lambda: b"ziamath 99")
+    assert math_markup.tex_to_svg.__wrapped__(tex, True) == first and len(typeset) == 3
+    with pytest.raises(ValueError, match="cannot typeset"):
+        math_markup.tex_to_svg.__wrapped__(r"\frac{a", True)
+    assert len(list(tmp_path.iterdir())) == 3
