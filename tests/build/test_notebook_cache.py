@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 from tests.build.book import ROOT
 
-_spec = importlib.util.spec_from_file_location("notebooks_hook_for_cache_tests", ROOT / "build" / "hooks" / "notebooks.py")
+_spec = importlib.util.spec_from_file_location("notebooks_hook_for_cache_tests",
+                                               ROOT / "build" / "hooks" / "notebooks.py")
 hook = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(hook)
 
