@@ -173,25 +173,34 @@ def interrupt_when(script: Path, args: list[str], ready, sig: int, cwd: Path = R
     Ctrl-C only because Python's default handler happened to be installed fails here, whatever
     terminal or shell started the suite."""
     ignoring = ["sh", "-c", 'trap "" INT QUIT; exec "$0" "$@"']  # exec keeps ignored signals ignored
+    # Bytes read straight from the pipe (bufsize=0): communicate() reads the file descriptor, so
+    # lines a buffered reader had already taken in would be lost from the Result.
     proc = subprocess.Popen([*ignoring, sys.executable, str(script), *args], cwd=cwd, env=clean_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
                             start_new_session=True)
     lines: list[str] = []
+    pending = b""  # the start of a line not ended yet
+
+    def text(res: Result) -> tuple[str, str]:
+        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else x for x in (res.stdout, res.stderr))
+        return "".join(lines) + pending.decode(errors="replace") + out, err
     try:
         while not lines or not ready(lines):
-            line = proc.stdout.readline()
-            if not line:
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            if not chunk:
                 res = _communicate(proc, timeout)
+                out, err = text(res)
                 pytest.fail(f"ended before it was interrupted (status {res.returncode})\n"
-                            f"stdout:\n{''.join(lines)}{res.stdout}\nstderr:\n{res.stderr}")
-            lines.append(line)
+                            f"stdout:\n{out}\nstderr:\n{err}")
+            *complete, pending = (pending + chunk).split(b"\n")
+            lines += [line.decode(errors="replace") + "\n" for line in complete]
         proc.send_signal(sig)
         res = _communicate(proc, timeout)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    return Result(res.returncode, "".join(lines) + res.stdout, res.stderr)
+    return Result(res.returncode, *text(res))
 
 
 def run_torchrun(scripts: Path, script: str, args: list[str], nproc: int = 2,
